@@ -1,0 +1,61 @@
+# Makefile — builds build/libcnnc.a, the command build/cnnc and the tests.
+#   make train   installs missing Debian packages (as root), builds, trains the seed's job
+#   make test    installs missing packages, builds, runs every test
+# Packages are installed by tools/deps.sh; this file only builds and runs.
+
+CC       ?= cc
+CFLAGS   ?= -O2 -g
+WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+PKGS     := zlib cairo jansson
+CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+LDLIBS   := $(PKG_LIBS) -lpthread -lm
+TEST_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+
+BUILD    := build
+LIB_SRC  := $(wildcard src/*.c)
+CLI_SRC  := $(wildcard cli/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+TRAIN_ARGS ?=
+
+.PHONY: all deps deps-test train test check clean
+all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
+
+$(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+$(BUILD)/libcnnc.a: $(LIB_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/cnnc: $(CLI_OBJ) $(BUILD)/libcnnc.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libcnnc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -Itests -o $@ $< $(BUILD)/libcnnc.a $(TEST_LIBS) $(LDLIBS)
+
+deps:
+	@tools/deps.sh train
+
+deps-test:
+	@tools/deps.sh test
+
+# Re-enter make after installing so that pkg-config sees the new packages.
+train: deps
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/cnnc train $(TRAIN_ARGS)
+
+test: deps-test
+	@$(MAKE) --no-print-directory check
+
+check: all $(TEST_BIN)
+	@tests/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

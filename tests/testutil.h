@@ -1,0 +1,47 @@
+/* testutil.h — what every cmocka test program here includes: cmocka itself (which needs these
+ * standard headers first), the public and internal headers, and small helpers for temporary
+ * files and float comparisons. No test logic lives here. */
+#ifndef CN_TESTUTIL_H
+#define CN_TESTUTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cnnc.h"
+
+/* Writes len bytes to a fresh file under /tmp and returns its malloc'd path. */
+static inline char *tu_write_temp(const void *bytes, size_t len, const char *suffix)
+{
+    char *path = malloc(256);
+    assert_non_null(path);
+    static int counter;
+    snprintf(path, 256, "/tmp/cnnc-test-%d-%d%s", (int)getpid(), counter++, suffix);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    return path;
+}
+
+/* Largest |a-b| / (atol + rtol*|b|) over n values; <= 1 means within tolerance. */
+static inline double tu_max_violation(const float *a, const float *b, size_t n, double atol,
+                                      double rtol)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = fabs((double)a[i] - (double)b[i]) / (atol + rtol * fabs((double)b[i]));
+        if (!(v <= worst)) worst = v; /* NaN propagates as a failure */
+    }
+    return worst;
+}
+
+#endif /* CN_TESTUTIL_H */

@@ -1,0 +1,27 @@
+#!/bin/sh
+# deps.sh — installs the Debian packages that cnnc needs for a target (train or test) when run
+# as root; otherwise prints the exact apt-get line and stops. It changes nothing when all are
+# present. Usage: tools/deps.sh train|test|bench
+set -eu
+common="gcc make pkg-config zlib1g-dev libcairo2-dev libjansson-dev fonts-dejavu-core"
+case "${1:-train}" in
+  train) want="$common dataset-fashion-mnist" ;;
+  test)  want="$common dataset-fashion-mnist libcmocka-dev" ;;
+  bench) want="$common dataset-fashion-mnist python3-torch" ;;
+  *) echo "usage: $0 train|test|bench" >&2; exit 2 ;;
+esac
+missing=""
+for p in $want; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "cnnc: missing Debian packages:$missing" >&2
+  echo "cnnc: install them with: sudo apt-get install -y$missing" >&2
+  exit 1
+fi
+echo "cnnc: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing
