@@ -165,6 +165,13 @@ void cn_trainer_free(cn_trainer *t);
 /* Steps in one epoch of data: floor(floor(count / R) / batch_size). */
 int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train);
 
+/* One optimiser step on num_replicas * batch_size samples given as raw pixels [R*B, 28, 28]
+ * and labels [R*B]: replica r takes samples r*B .. r*B+B-1. Gradients are averaged over the
+ * replicas in replica order, running statistics become the mean of the replicas' updates.
+ * *loss gets the global loss (mean over all R*B samples). */
+int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels, float *loss,
+                    cn_phase_times *times, cn_error *err);
+
 /* Called after each step with the global loss (mean over all replicas' samples). */
 typedef void (*cn_step_fn)(void *ctx, int epoch, int step, int steps, float loss);
 

@@ -1,0 +1,17 @@
+/* error.c — the one way cnnc reports failures: a formatted message in a caller-owned cn_error.
+ * It does not print or exit; the command line decides what to do with the message. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "cnnc.h"
+
+int cn_fail(cn_error *err, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
