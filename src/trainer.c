@@ -1,0 +1,524 @@
+/* trainer.c — data-parallel training and evaluation of a cn_model on one machine. R replicas
+ * each run forward and backward on their own batch in their own workspace (planned once); the
+ * gradients are then summed in replica order and averaged, BatchNorm running statistics become
+ * the mean of the replicas' updates, and one SGD-with-momentum step updates the single model.
+ * Replica r always runs on pool thread r % T and every sum has a fixed order, so the weights do
+ * not depend on the thread count. The step loop allocates nothing. No checkpointing here. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "layers.h"
+#include "model.h"
+
+/* The buffers of one replica (or one evaluation thread) for a batch of up to B samples. */
+typedef struct {
+    float *input;      /* [B, input size] */
+    uint8_t *labels;   /* [B] */
+    float **out;       /* per layer: its output [B, out size] (flatten aliases its input) */
+    float **grad;      /* per layer: gradient of its output, same shapes */
+    int32_t **argmax;  /* per layer: max-pool argmax, NULL for other layers */
+    float *bn_mean, *bn_invstd, *bn_var; /* [all bn channels] batch statistics */
+    float *col;        /* im2col scratch */
+    float *dparams;    /* [num_params] this replica's gradient */
+    float loss;
+    void *block;       /* one allocation holding the float buffers */
+} workspace;
+
+struct cn_trainer {
+    cn_model *m;
+    cn_train_config cfg;
+    cn_pool *pool;
+    int num_workspaces;  /* max(R, T) */
+    workspace *ws;
+    float *grad;         /* [num_params] averaged gradient */
+    float *momentum;     /* [num_params] */
+    uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
+    int bn_total;        /* all bn channels */
+};
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ planning */
+
+static size_t col_size(const cn_model *m)
+{
+    size_t most = 1;
+    for (int i = 0; i < m->num_layers; i++) {
+        const cn_layer *l = &m->layers[i];
+        size_t n = (size_t)l->in_c * l->kernel * l->kernel * l->out_h * l->out_w;
+        if (l->kind == CN_CONV2D && n > most) most = n;
+    }
+    return most;
+}
+
+/* Floats needed by one workspace's block, laid out in the order carve_workspace takes them. */
+static size_t workspace_floats(const cn_model *m, int B, int bn_total)
+{
+    size_t n = (size_t)B * cn_model_input_size(m) + 3 * (size_t)bn_total + col_size(m) +
+               m->num_params;
+    for (int i = 0; i < m->num_layers; i++) {
+        const cn_layer *l = &m->layers[i];
+        if (l->kind == CN_FLATTEN) continue;
+        n += 2 * (size_t)B * cn_layer_out_size(l);
+        if (l->kind == CN_MAXPOOL2D) n += (size_t)B * cn_layer_out_size(l); /* int32 argmax */
+    }
+    return n;
+}
+
+static float *take(float **cursor, size_t n)
+{
+    float *p = *cursor;
+    *cursor += n;
+    return p;
+}
+
+static void carve_workspace(workspace *w, const cn_model *m, int B, int bn_total)
+{
+    float *cur = w->block;
+    w->input = take(&cur, (size_t)B * cn_model_input_size(m));
+    w->bn_mean = take(&cur, (size_t)bn_total);
+    w->bn_invstd = take(&cur, (size_t)bn_total);
+    w->bn_var = take(&cur, (size_t)bn_total);
+    w->col = take(&cur, col_size(m));
+    w->dparams = take(&cur, m->num_params);
+    for (int i = 0; i < m->num_layers; i++) {
+        const cn_layer *l = &m->layers[i];
+        size_t n = (size_t)B * cn_layer_out_size(l);
+        if (l->kind == CN_FLATTEN) { /* a view: same memory as its input */
+            w->out[i] = i > 0 ? w->out[i - 1] : w->input;
+            w->grad[i] = i > 0 ? w->grad[i - 1] : NULL;
+            continue;
+        }
+        w->out[i] = take(&cur, n);
+        w->grad[i] = take(&cur, n);
+        w->argmax[i] = l->kind == CN_MAXPOOL2D ? (int32_t *)take(&cur, n) : NULL;
+    }
+}
+
+static int workspace_init(workspace *w, const cn_model *m, int B, int bn_total)
+{
+    int L = m->num_layers;
+    w->out = calloc((size_t)L, sizeof *w->out);
+    w->grad = calloc((size_t)L, sizeof *w->grad);
+    w->argmax = calloc((size_t)L, sizeof *w->argmax);
+    w->labels = calloc((size_t)B, 1);
+    w->block = calloc(workspace_floats(m, B, bn_total), sizeof(float));
+    if (!w->out || !w->grad || !w->argmax || !w->labels || !w->block) return -1;
+    carve_workspace(w, m, B, bn_total);
+    return 0;
+}
+
+static void workspace_free(workspace *w)
+{
+    free(w->out);
+    free(w->grad);
+    free(w->argmax);
+    free(w->labels);
+    free(w->block);
+}
+
+static int check_config(const cn_train_config *c, cn_error *err)
+{
+    if (c->batch_size < 1 || c->batch_size > 65536)
+        return cn_fail(err, "batch size %d is outside 1..65536", c->batch_size);
+    if (c->num_replicas < 1 || c->num_replicas > 1024)
+        return cn_fail(err, "replica count %d is outside 1..1024", c->num_replicas);
+    if (c->threads < 1 || c->threads > 1024)
+        return cn_fail(err, "thread count %d is outside 1..1024", c->threads);
+    if (!(c->learning_rate > 0) || !isfinite(c->learning_rate))
+        return cn_fail(err, "learning rate must be a positive number");
+    if (!(c->momentum >= 0 && c->momentum < 1))
+        return cn_fail(err, "momentum must be in [0, 1)");
+    return 0;
+}
+
+cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err)
+{
+    if (check_config(cfg, err)) return NULL;
+    cn_trainer *t = calloc(1, sizeof *t);
+    if (!t) {
+        cn_fail(err, "trainer: out of memory");
+        return NULL;
+    }
+    t->m = m, t->cfg = *cfg;
+    for (int i = 0; i < m->num_layers; i++)
+        if (m->layers[i].kind == CN_BATCHNORM2D) t->bn_total += m->layers[i].out_c;
+    int R = cfg->num_replicas, B = cfg->batch_size;
+    t->num_workspaces = R > cfg->threads ? R : cfg->threads;
+    t->ws = calloc((size_t)t->num_workspaces, sizeof *t->ws);
+    t->grad = calloc(m->num_params, sizeof *t->grad);
+    t->momentum = calloc(m->num_params, sizeof *t->momentum);
+    t->batch_index = calloc((size_t)R * B, sizeof *t->batch_index);
+    int ok = t->ws && t->grad && t->momentum && t->batch_index;
+    for (int i = 0; ok && i < t->num_workspaces; i++)
+        ok = workspace_init(&t->ws[i], m, B, t->bn_total) == 0;
+    if (!ok) {
+        cn_trainer_free(t);
+        cn_fail(err, "trainer: out of memory for %d replicas of batch %d", R, B);
+        return NULL;
+    }
+    t->pool = cn_pool_create(cfg->threads, err);
+    if (!t->pool) {
+        cn_trainer_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void cn_trainer_free(cn_trainer *t)
+{
+    if (!t) return;
+    cn_pool_free(t->pool);
+    for (int i = 0; t->ws && i < t->num_workspaces; i++) workspace_free(&t->ws[i]);
+    free(t->ws);
+    free(t->grad);
+    free(t->momentum);
+    free(t->batch_index);
+    free(t);
+}
+
+/* ------------------------------------------------------------------ one replica */
+
+static void layer_forward(const cn_model *m, const cn_layer *l, workspace *w, int i, int B,
+                          int training)
+{
+    const float *x = i > 0 ? w->out[i - 1] : w->input;
+    float *y = w->out[i];
+    const float *p = m->params;
+    int HW = l->out_h * l->out_w, bc = l->bn_channels;
+    switch (l->kind) {
+    case CN_CONV2D:
+        cn_conv2d_forward(y, x, p + l->weight, p + l->bias, B, l->in_c, l->in_h, l->in_w,
+                          l->out_c, l->kernel, w->col);
+        break;
+    case CN_MAXPOOL2D:
+        cn_maxpool2d_forward(y, w->argmax[i], x, B, l->in_c, l->in_h, l->in_w, l->kernel);
+        break;
+    case CN_RELU:
+        cn_relu_forward(y, x, (size_t)B * cn_layer_out_size(l));
+        break;
+    case CN_BATCHNORM2D:
+        if (training)
+            cn_batchnorm2d_forward_train(y, w->bn_mean + bc, w->bn_invstd + bc, w->bn_var + bc, x,
+                                         p + l->weight, p + l->bias, B, l->out_c, HW, CN_BN_EPS);
+        else
+            cn_batchnorm2d_forward_eval(y, x, p + l->weight, p + l->bias, m->stats + l->stats,
+                                        m->stats + l->stats + l->out_c, B, l->out_c, HW,
+                                        CN_BN_EPS);
+        break;
+    case CN_FLATTEN:
+        break;
+    case CN_LINEAR:
+        cn_linear_forward(y, x, p + l->weight, p + l->bias, B, l->in_c, l->out_c);
+        break;
+    case CN_LOG_SOFTMAX:
+        cn_log_softmax_forward(y, x, B, l->out_c);
+        break;
+    }
+}
+
+static void model_forward(const cn_model *m, workspace *w, int B, int training)
+{
+    for (int i = 0; i < m->num_layers; i++) layer_forward(m, &m->layers[i], w, i, B, training);
+}
+
+static void layer_backward(const cn_model *m, const cn_layer *l, workspace *w, int i, int B)
+{
+    float *dx = i > 0 ? w->grad[i - 1] : NULL;
+    const float *x = i > 0 ? w->out[i - 1] : w->input;
+    const float *dy = w->grad[i], *p = m->params;
+    float *dp = w->dparams;
+    int HW = l->out_h * l->out_w, bc = l->bn_channels;
+    switch (l->kind) {
+    case CN_CONV2D:
+        cn_conv2d_backward(dx, dp + l->weight, dp + l->bias, dy, x, p + l->weight, B, l->in_c,
+                           l->in_h, l->in_w, l->out_c, l->kernel, w->col);
+        break;
+    case CN_LINEAR:
+        cn_linear_backward(dx, dp + l->weight, dp + l->bias, dy, x, p + l->weight, B, l->in_c,
+                           l->out_c);
+        break;
+    case CN_BATCHNORM2D: /* parameter gradients are needed even for a first layer */
+        cn_batchnorm2d_backward(dx ? dx : w->col, dp + l->weight, dp + l->bias, dy, x,
+                                w->bn_mean + bc, w->bn_invstd + bc, p + l->weight, B, l->out_c,
+                                HW);
+        break;
+    case CN_MAXPOOL2D:
+        if (dx) cn_maxpool2d_backward(dx, dy, w->argmax[i], B, l->in_c, l->in_h, l->in_w, l->kernel);
+        break;
+    case CN_RELU:
+        if (dx) cn_relu_backward(dx, dy, w->out[i], (size_t)B * cn_layer_out_size(l));
+        break;
+    case CN_LOG_SOFTMAX:
+        if (dx) cn_log_softmax_backward(dx, dy, w->out[i], B, l->out_c);
+        break;
+    case CN_FLATTEN:
+        break;
+    }
+}
+
+static void model_backward(const cn_model *m, workspace *w, int B)
+{
+    int last = m->num_layers - 1;
+    memset(w->dparams, 0, m->num_params * sizeof *w->dparams);
+    cn_nll_backward(w->grad[last], w->labels, B, m->layers[last].out_c);
+    for (int i = last; i >= 0; i--) layer_backward(m, &m->layers[i], w, i, B);
+}
+
+/* ------------------------------------------------------------------ one step */
+
+typedef struct {
+    cn_trainer *t;
+    const uint8_t *images, *labels; /* the dataset (or the batch itself when index is NULL) */
+    const uint32_t *index;          /* [R*B] sample indices, replica-major, or NULL */
+} step_job;
+
+static void load_batch(void *ctx, int r, int thread)
+{
+    (void)thread;
+    const step_job *job = ctx;
+    cn_trainer *t = job->t;
+    workspace *w = &t->ws[r];
+    int B = t->cfg.batch_size, size = cn_model_input_size(t->m);
+    for (int k = 0; k < B; k++) {
+        size_t at = (size_t)r * B + k;
+        size_t sample = job->index ? job->index[at] : at;
+        cn_normalize(w->input + (size_t)k * size, job->images + sample * size, (size_t)size);
+        w->labels[k] = job->labels[sample];
+    }
+}
+
+static void forward_replica(void *ctx, int r, int thread)
+{
+    (void)thread;
+    cn_trainer *t = ((const step_job *)ctx)->t;
+    workspace *w = &t->ws[r];
+    int B = t->cfg.batch_size, last = t->m->num_layers - 1;
+    model_forward(t->m, w, B, 1);
+    w->loss = cn_nll_loss(w->out[last], w->labels, B, t->m->layers[last].out_c);
+}
+
+static void backward_replica(void *ctx, int r, int thread)
+{
+    (void)thread;
+    cn_trainer *t = ((const step_job *)ctx)->t;
+    model_backward(t->m, &t->ws[r], t->cfg.batch_size);
+}
+
+/* Each task owns a contiguous slice of the parameters; within it the replicas are summed in
+ * order 0..R-1, so the result does not depend on how many tasks there are. */
+static void slice_of(const cn_trainer *t, int task, size_t *begin, size_t *end)
+{
+    size_t n = t->m->num_params, T = (size_t)cn_pool_threads(t->pool);
+    *begin = n * (size_t)task / T;
+    *end = n * (size_t)(task + 1) / T;
+}
+
+static void reduce_slice(void *ctx, int task, int thread)
+{
+    (void)thread;
+    cn_trainer *t = ((const step_job *)ctx)->t;
+    size_t begin, end;
+    slice_of(t, task, &begin, &end);
+    int R = t->cfg.num_replicas;
+    for (size_t j = begin; j < end; j++) {
+        float sum = 0.0f;
+        for (int r = 0; r < R; r++) sum += t->ws[r].dparams[j];
+        t->grad[j] = sum / (float)R;
+    }
+}
+
+static void sgd_slice(void *ctx, int task, int thread)
+{
+    (void)thread;
+    cn_trainer *t = ((const step_job *)ctx)->t;
+    size_t begin, end;
+    slice_of(t, task, &begin, &end);
+    float lr = t->cfg.learning_rate * (float)t->cfg.num_replicas, mu = t->cfg.momentum;
+    float *p = t->m->params;
+    for (size_t j = begin; j < end; j++) {
+        t->momentum[j] = mu * t->momentum[j] + t->grad[j];
+        p[j] -= lr * t->momentum[j];
+    }
+}
+
+/* running = mean over replicas r of ((1 - m) * running + m * batch_r), summed in order. */
+static void update_running_stats(cn_trainer *t)
+{
+    cn_model *m = t->m;
+    int R = t->cfg.num_replicas;
+    const float mom = CN_BN_MOMENTUM;
+    for (int i = 0; i < m->num_layers; i++) {
+        const cn_layer *l = &m->layers[i];
+        if (l->kind != CN_BATCHNORM2D) continue;
+        float *mean = m->stats + l->stats, *var = mean + l->out_c;
+        for (int c = 0; c < l->out_c; c++) {
+            float sum_mean = 0.0f, sum_var = 0.0f;
+            for (int r = 0; r < R; r++) {
+                sum_mean += (1.0f - mom) * mean[c] + mom * t->ws[r].bn_mean[l->bn_channels + c];
+                sum_var += (1.0f - mom) * var[c] + mom * t->ws[r].bn_var[l->bn_channels + c];
+            }
+            mean[c] = sum_mean / (float)R;
+            var[c] = sum_var / (float)R;
+        }
+        m->batches_tracked[l->bn_index] += 1;
+    }
+}
+
+/* Runs one pool job and adds its wall time to *phase. */
+static void timed_run(cn_trainer *t, int tasks, cn_task_fn fn, step_job *job, double *phase)
+{
+    double start = now_seconds();
+    cn_pool_run(t->pool, tasks, fn, job);
+    *phase += now_seconds() - start;
+}
+
+static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times *times,
+                      cn_error *err)
+{
+    cn_phase_times local = {0};
+    cn_phase_times *tm = times ? times : &local;
+    int R = t->cfg.num_replicas, T = cn_pool_threads(t->pool);
+    timed_run(t, R, load_batch, job, &tm->data);
+    timed_run(t, R, forward_replica, job, &tm->forward);
+    timed_run(t, R, backward_replica, job, &tm->backward);
+    timed_run(t, T, reduce_slice, job, &tm->reduce);
+    double start = now_seconds();
+    update_running_stats(t);
+    cn_pool_run(t->pool, T, sgd_slice, job);
+    tm->optimizer += now_seconds() - start;
+
+    float sum = 0.0f;
+    for (int r = 0; r < R; r++) sum += t->ws[r].loss;
+    *loss = sum / (float)R;
+    if (!isfinite(*loss))
+        return cn_fail(err, "training diverged: the loss is %f (try a smaller --learning-rate)",
+                       (double)*loss);
+    return 0;
+}
+
+int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels, float *loss,
+                    cn_phase_times *times, cn_error *err)
+{
+    step_job job = {t, images, labels, NULL};
+    return train_step(t, &job, loss, times, err);
+}
+
+int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train)
+{
+    uint32_t shard = cn_sampler_shard_size((uint32_t)train->count, t->cfg.num_replicas);
+    return (int)(shard / (uint32_t)t->cfg.batch_size);
+}
+
+/* Replica r's k-th sample of step s is the (s*B + k)-th entry of its shard. */
+static void fill_batch_index(cn_trainer *t, const uint32_t *perm, int step)
+{
+    int R = t->cfg.num_replicas, B = t->cfg.batch_size;
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < B; k++)
+            t->batch_index[(size_t)r * B + k] = perm[((size_t)step * B + k) * R + r];
+}
+
+int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
+                     void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err)
+{
+    int steps = cn_trainer_steps_per_epoch(t, train);
+    if (steps < 1)
+        return cn_fail(err, "%d training samples are fewer than one step needs (%d replicas x "
+                       "batch %d)", train->count, t->cfg.num_replicas, t->cfg.batch_size);
+    if (cn_model_input_size(t->m) != train->rows * train->cols)
+        return cn_fail(err, "the model expects %d inputs, the images have %dx%d",
+                       cn_model_input_size(t->m), train->rows, train->cols);
+    uint32_t *perm = malloc((size_t)train->count * sizeof *perm);
+    if (!perm) return cn_fail(err, "out of memory for the sampler of %d samples", train->count);
+    cn_sampler_permutation(perm, (uint32_t)train->count, t->cfg.seed, epoch);
+    step_job job = {t, train->pixels, train->labels, t->batch_index};
+    double sum = 0;
+    int rc = 0;
+    for (int s = 0; s < steps && rc == 0; s++) {
+        float loss;
+        fill_batch_index(t, perm, s);
+        rc = train_step(t, &job, &loss, times, err);
+        if (rc == 0 && on_step) on_step(ctx, epoch, s, steps, loss);
+        sum += loss;
+    }
+    free(perm);
+    if (mean_loss) *mean_loss = (float)(sum / steps);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ evaluation */
+
+typedef struct {
+    cn_trainer *t;
+    const cn_dataset *ds;
+    int n;
+    double *chunk_loss;  /* [chunks] summed NLL of each chunk */
+    int *chunk_correct;  /* [chunks] */
+    uint8_t *predictions;
+} eval_job;
+
+static int argmax_row(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static void eval_chunk(void *ctx, int chunk, int thread)
+{
+    eval_job *job = ctx;
+    cn_trainer *t = job->t;
+    workspace *w = &t->ws[thread];
+    int B = t->cfg.batch_size, first = chunk * B, size = cn_model_input_size(t->m);
+    int count = job->n - first < B ? job->n - first : B, last = t->m->num_layers - 1;
+    int classes = t->m->layers[last].out_c;
+    cn_normalize(w->input, job->ds->pixels + (size_t)first * size, (size_t)count * size);
+    model_forward(t->m, w, count, 0);
+    double loss = 0;
+    int correct = 0;
+    for (int k = 0; k < count; k++) {
+        const float *logp = w->out[last] + (size_t)k * classes;
+        int label = job->ds->labels[first + k], guess = argmax_row(logp, classes);
+        loss -= logp[label];
+        correct += guess == label;
+        if (job->predictions) job->predictions[first + k] = (uint8_t)guess;
+    }
+    job->chunk_loss[chunk] = loss;
+    job->chunk_correct[chunk] = correct;
+}
+
+int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double *accuracy,
+                uint8_t *predictions, cn_error *err)
+{
+    if (n < 1 || n > ds->count)
+        return cn_fail(err, "cannot evaluate %d samples of a set of %d", n, ds->count);
+    if (cn_model_input_size(t->m) != ds->rows * ds->cols)
+        return cn_fail(err, "the model expects %d inputs, the images have %dx%d",
+                       cn_model_input_size(t->m), ds->rows, ds->cols);
+    int chunks = (n + t->cfg.batch_size - 1) / t->cfg.batch_size;
+    eval_job job = {t, ds, n, calloc((size_t)chunks, sizeof(double)),
+                    calloc((size_t)chunks, sizeof(int)), predictions};
+    if (!job.chunk_loss || !job.chunk_correct) {
+        free(job.chunk_loss);
+        free(job.chunk_correct);
+        return cn_fail(err, "out of memory for evaluation");
+    }
+    cn_pool_run(t->pool, chunks, eval_chunk, &job);
+    double sum = 0;
+    long correct = 0;
+    for (int c = 0; c < chunks; c++) sum += job.chunk_loss[c], correct += job.chunk_correct[c];
+    free(job.chunk_loss);
+    free(job.chunk_correct);
+    *loss = sum / n;
+    *accuracy = 100.0 * (double)correct / n;
+    return 0;
+}
