@@ -1,0 +1,356 @@
+/* test_trainer.c — the sampler, the thread pool, model construction and the data-parallel
+ * trainer: bit-identical weights whatever the thread count, a different model definition
+ * trained through the same library, and a short run on real Fashion-MNIST that must learn. */
+#include "testutil.h"
+
+#define DATA_DIR "/usr/share/datasets/fashion-mnist"
+
+/* ------------------------------------------------------------------ sampler */
+
+static void test_sampler_permutation_is_complete(void **state)
+{
+    (void)state;
+    uint32_t n = 1000, perm[1000];
+    unsigned char seen[1000] = {0};
+    cn_sampler_permutation(perm, n, 1, 1);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_true(perm[i] < n);
+        assert_int_equal(seen[perm[i]], 0);
+        seen[perm[i]] = 1;
+    }
+}
+
+static void test_sampler_shards_disjoint_and_cover(void **state)
+{
+    (void)state;
+    enum { N = 1003, R = 8 };
+    uint32_t perm[N];
+    int owner[N];
+    for (int i = 0; i < N; i++) owner[i] = -1;
+    cn_sampler_permutation(perm, N, 7, 3);
+    uint32_t shard = cn_sampler_shard_size(N, R);
+    assert_int_equal(shard, N / R);
+    for (int r = 0; r < R; r++)
+        for (uint32_t k = 0; k < shard; k++) {
+            uint32_t sample = perm[k * R + r];
+            assert_int_equal(owner[sample], -1); /* disjoint */
+            owner[sample] = r;
+        }
+    int covered = 0;
+    for (int i = 0; i < N; i++) covered += owner[i] >= 0;
+    assert_int_equal(covered, (N / R) * R); /* every sample once, but the N mod R left out */
+}
+
+static int same_order(const uint32_t *a, const uint32_t *b, uint32_t n)
+{
+    return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+static void test_sampler_reshuffles_each_epoch(void **state)
+{
+    (void)state;
+    enum { N = 500 };
+    uint32_t a[N], b[N], c[N], d[N];
+    cn_sampler_permutation(a, N, 1, 1);
+    cn_sampler_permutation(b, N, 1, 2);
+    cn_sampler_permutation(c, N, 1, 1);
+    cn_sampler_permutation(d, N, 2, 1);
+    assert_false(same_order(a, b, N)); /* a new order every epoch */
+    assert_true(same_order(a, c, N));  /* the same order for the same (seed, epoch) */
+    assert_false(same_order(a, d, N)); /* the seed matters */
+}
+
+static void test_rng_below_is_in_range_and_spread(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 42);
+    int counts[7] = {0};
+    for (int i = 0; i < 70000; i++) {
+        uint32_t v = cn_rng_below(&rng, 7);
+        assert_true(v < 7);
+        counts[v]++;
+    }
+    for (int i = 0; i < 7; i++) assert_in_range(counts[i], 9400, 10600);
+    float u = cn_rng_uniform(&rng);
+    assert_true(u >= 0.0f && u < 1.0f);
+}
+
+/* ------------------------------------------------------------------ pool */
+
+typedef struct {
+    int thread_of[64];
+    int runs[64];
+} pool_record;
+
+static void record_task(void *ctx, int task, int thread)
+{
+    pool_record *rec = ctx;
+    rec->thread_of[task] = thread;
+    rec->runs[task]++;
+}
+
+static void test_pool_places_tasks_round_robin(void **state)
+{
+    (void)state;
+    for (int threads = 1; threads <= 4; threads++) {
+        cn_error err;
+        cn_pool *pool = cn_pool_create(threads, &err);
+        assert_non_null(pool);
+        for (int round = 0; round < 50; round++) {
+            pool_record rec = {{0}, {0}};
+            cn_pool_run(pool, 37, record_task, &rec);
+            for (int i = 0; i < 37; i++) {
+                assert_int_equal(rec.runs[i], 1);
+                assert_int_equal(rec.thread_of[i], i % threads);
+            }
+        }
+        cn_pool_free(pool);
+    }
+}
+
+/* ------------------------------------------------------------------ models */
+
+static void test_seed_model_tensors(void **state)
+{
+    (void)state;
+    cn_error err;
+    cn_model *m = cn_model_fashion_mnist(&err);
+    assert_non_null(m);
+    assert_int_equal(cn_model_num_params(m), 21900);
+    int n = cn_model_tensors(m, NULL, 0);
+    assert_int_equal(n, 18);
+    cn_tensor_ref refs[18];
+    assert_int_equal(cn_model_tensors(m, refs, 18), 18);
+    assert_string_equal(refs[0].name, "conv1.weight");
+    assert_int_equal(refs[0].ndim, 4);
+    assert_int_equal(refs[0].shape[0], 10);
+    assert_int_equal(refs[0].shape[3], 5);
+    assert_string_equal(refs[6].name, "bn1.num_batches_tracked");
+    assert_int_equal(refs[6].dtype, CN_I64);
+    assert_int_equal(refs[6].ndim, 0);
+    assert_string_equal(refs[14].name, "fc1.weight");
+    assert_int_equal(refs[14].shape[1], 320);
+    assert_string_equal(refs[17].name, "fc2.bias");
+
+    cn_model_init(m, 1);
+    const float *w = refs[0].data; /* conv1: fan_in 25, bound 0.2 */
+    float lo = 1, hi = -1;
+    for (int i = 0; i < 250; i++) lo = w[i] < lo ? w[i] : lo, hi = w[i] > hi ? w[i] : hi;
+    assert_true(lo >= -0.2f && hi <= 0.2f && hi - lo > 0.3f);
+    const float *gamma = refs[2].data, *running_var = refs[5].data;
+    assert_true(gamma[3] == 1.0f && running_var[9] == 1.0f);
+    cn_model_free(m);
+}
+
+static void test_model_rejects_bad_specs(void **state)
+{
+    (void)state;
+    cn_error err;
+    cn_layer_spec too_big[] = {{CN_CONV2D, "c", 4, 9}, {CN_FLATTEN, NULL, 0, 0},
+                               {CN_LINEAR, "f", 2, 0}, {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    assert_null(cn_model_create(1, 8, 8, too_big, 4, &err));
+    assert_non_null(strstr(err.msg, "kernel 9"));
+    cn_layer_spec not_flat[] = {{CN_LINEAR, "f", 2, 0}, {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    assert_null(cn_model_create(1, 8, 8, not_flat, 2, &err));
+    assert_non_null(strstr(err.msg, "flattened"));
+    cn_layer_spec no_head[] = {{CN_FLATTEN, NULL, 0, 0}, {CN_LINEAR, "f", 2, 0}};
+    assert_null(cn_model_create(1, 8, 8, no_head, 2, &err));
+    assert_non_null(strstr(err.msg, "log_softmax"));
+    cn_layer_spec unnamed[] = {{CN_FLATTEN, NULL, 0, 0}, {CN_LINEAR, NULL, 2, 0},
+                               {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    assert_null(cn_model_create(1, 8, 8, unnamed, 3, &err));
+    assert_non_null(strstr(err.msg, "name"));
+}
+
+/* ------------------------------------------------------------------ training */
+
+/* A synthetic set whose label is a function of the image, so that a model can learn it. */
+static cn_dataset synthetic_set(int count, uint64_t seed)
+{
+    cn_dataset ds = {count, 28, 28, malloc((size_t)count * 784), malloc((size_t)count)};
+    assert_non_null(ds.pixels);
+    assert_non_null(ds.labels);
+    cn_rng rng;
+    cn_rng_seed(&rng, seed);
+    for (int i = 0; i < count; i++) {
+        int label = (int)cn_rng_below(&rng, CN_NUM_CLASSES);
+        ds.labels[i] = (uint8_t)label;
+        for (int p = 0; p < 784; p++) {
+            int band = (p / 28) / 3 == label; /* a bright row band at the label's height */
+            ds.pixels[(size_t)i * 784 + p] = (uint8_t)(cn_rng_below(&rng, 80) + (band ? 170 : 0));
+        }
+    }
+    return ds;
+}
+
+/* Trains a fresh seed model and returns a copy of its state (params and running stats). */
+static float *train_copy(const cn_dataset *ds, int replicas, int threads, int batch, int epochs)
+{
+    cn_error err;
+    cn_model *m = cn_model_fashion_mnist(&err);
+    assert_non_null(m);
+    cn_model_init(m, 5);
+    cn_train_config cfg = {batch, replicas, threads, 0.01f, 0.5f, 5};
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    assert_non_null(t);
+    for (int e = 1; e <= epochs; e++) {
+        float loss;
+        assert_int_equal(cn_trainer_epoch(t, ds, e, NULL, NULL, &loss, NULL, &err), 0);
+    }
+    cn_tensor_ref refs[18];
+    assert_int_equal(cn_model_tensors(m, refs, 18), 18);
+    float *copy = malloc(21900 * sizeof(float) + 60 * sizeof(float));
+    assert_non_null(copy);
+    memcpy(copy, cn_model_params(m), 21900 * sizeof(float));
+    /* running statistics of bn1 (10+10) and bn2 (20+20) follow */
+    memcpy(copy + 21900, refs[4].data, 20 * sizeof(float));
+    memcpy(copy + 21920, refs[11].data, 40 * sizeof(float));
+    cn_trainer_free(t);
+    cn_model_free(m);
+    return copy;
+}
+
+static void check_thread_invariance(int replicas)
+{
+    cn_dataset ds = synthetic_set(1200, 11);
+    float *one = train_copy(&ds, replicas, 1, 32, 2);
+    for (int threads = 2; threads <= 3; threads++) {
+        float *other = train_copy(&ds, replicas, threads, 32, 2);
+        assert_memory_equal(one, other, (21900 + 60) * sizeof(float));
+        free(other);
+    }
+    float *fewer = train_copy(&ds, replicas, 1, 16, 1); /* a different run must differ */
+    assert_memory_not_equal(one, fewer, 21900 * sizeof(float));
+    free(fewer);
+    free(one);
+    cn_dataset_free(&ds);
+}
+
+static void test_weights_bit_identical_across_threads_r8(void **state)
+{
+    (void)state;
+    check_thread_invariance(8);
+}
+
+static void test_weights_bit_identical_across_threads_r2(void **state)
+{
+    (void)state;
+    check_thread_invariance(2);
+}
+
+static void test_running_stats_are_mean_of_replica_updates(void **state)
+{
+    (void)state;
+    /* Two replicas whose batches are the same images give each replica the same statistics,
+     * so the combined update must equal a single replica's update on that batch. */
+    cn_dataset ds = synthetic_set(8, 3);
+    uint8_t images[2 * 4 * 784], labels[8];
+    memcpy(images, ds.pixels, 4 * 784);
+    memcpy(images + 4 * 784, ds.pixels, 4 * 784);
+    memcpy(labels, ds.labels, 4);
+    memcpy(labels + 4, ds.labels, 4);
+    cn_error err;
+    float stats[2][20];
+    for (int replicas = 1; replicas <= 2; replicas++) {
+        cn_model *m = cn_model_fashion_mnist(&err);
+        cn_model_init(m, 1);
+        cn_train_config cfg = {4, replicas, 1, 0.01f, 0.5f, 1};
+        cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+        float loss;
+        assert_int_equal(cn_trainer_step(t, images, labels, &loss, NULL, &err), 0);
+        cn_tensor_ref refs[18];
+        cn_model_tensors(m, refs, 18);
+        memcpy(stats[replicas - 1], refs[4].data, 20 * sizeof(float));
+        assert_int_equal(*(int64_t *)refs[6].data, 1);
+        cn_trainer_free(t);
+        cn_model_free(m);
+    }
+    for (int c = 0; c < 20; c++) assert_float_equal(stats[0][c], stats[1][c], 1e-6);
+    assert_true(stats[0][0] != 0.0f && stats[0][10] != 1.0f); /* they did move */
+    cn_dataset_free(&ds);
+}
+
+static void test_another_model_trains_through_the_library(void **state)
+{
+    (void)state;
+    cn_layer_spec tiny[] = {{CN_CONV2D, "conv", 4, 3}, {CN_RELU, NULL, 0, 0},
+                            {CN_MAXPOOL2D, NULL, 0, 2}, {CN_BATCHNORM2D, "norm", 0, 0},
+                            {CN_FLATTEN, NULL, 0, 0}, {CN_LINEAR, "head", 10, 0},
+                            {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    cn_error err;
+    cn_model *m = cn_model_create(1, 28, 28, tiny, 7, &err);
+    assert_non_null(m);
+    assert_int_equal(cn_model_num_params(m), 4 * 9 + 4 + 4 + 4 + 10 * 4 * 13 * 13 + 10);
+    cn_model_init(m, 3);
+    cn_train_config cfg = {32, 2, 2, 0.01f, 0.5f, 3};
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    assert_non_null(t);
+    cn_dataset train = synthetic_set(2048, 21), test = synthetic_set(500, 22);
+    double loss, accuracy;
+    for (int e = 1; e <= 2; e++) {
+        float mean;
+        assert_int_equal(cn_trainer_epoch(t, &train, e, NULL, NULL, &mean, NULL, &err), 0);
+    }
+    assert_int_equal(cn_evaluate(t, &test, test.count, &loss, &accuracy, NULL, &err), 0);
+    assert_true(accuracy > 90.0); /* the band pattern is easy; chance is 10% */
+    cn_trainer_free(t);
+    cn_model_free(m);
+    cn_dataset_free(&train);
+    cn_dataset_free(&test);
+}
+
+static void test_short_run_on_fashion_mnist_learns(void **state)
+{
+    (void)state;
+    cn_error err;
+    cn_dataset train = {0}, test = {0};
+    if (cn_dataset_load(&train, DATA_DIR, "train", &err) ||
+        cn_dataset_load(&test, DATA_DIR, "t10k", &err))
+        fail_msg("%s", err.msg);
+    train.count = 12000;
+    cn_model *m = cn_model_fashion_mnist(&err);
+    cn_model_init(m, 1);
+    cn_train_config cfg = {64, 4, 2, 0.01f, 0.5f, 1};
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    assert_non_null(t);
+    float first = 0, mean = 0;
+    for (int e = 1; e <= 2; e++) {
+        assert_int_equal(cn_trainer_epoch(t, &train, e, NULL, NULL, &mean, NULL, &err), 0);
+        if (e == 1) first = mean;
+    }
+    double loss, accuracy;
+    uint8_t *pred = malloc(2000);
+    assert_int_equal(cn_evaluate(t, &test, 2000, &loss, &accuracy, pred, &err), 0);
+    int agree = 0;
+    for (int i = 0; i < 2000; i++) agree += pred[i] == test.labels[i];
+    assert_float_equal(accuracy, 100.0 * agree / 2000, 1e-9);
+    print_message("12,000 samples, 2 epochs: loss %.4f -> %.4f, test %.2f%% (loss %.4f)\n",
+                  first, mean, accuracy, loss);
+    assert_true(mean < first);
+    assert_true(accuracy > 78.0); /* stated bar: > 78% on 2,000 test images after 2 short epochs */
+    free(pred);
+    cn_trainer_free(t);
+    cn_model_free(m);
+    cn_dataset_free(&train);
+    cn_dataset_free(&test);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sampler_permutation_is_complete),
+        cmocka_unit_test(test_sampler_shards_disjoint_and_cover),
+        cmocka_unit_test(test_sampler_reshuffles_each_epoch),
+        cmocka_unit_test(test_rng_below_is_in_range_and_spread),
+        cmocka_unit_test(test_pool_places_tasks_round_robin),
+        cmocka_unit_test(test_seed_model_tensors),
+        cmocka_unit_test(test_model_rejects_bad_specs),
+        cmocka_unit_test(test_weights_bit_identical_across_threads_r8),
+        cmocka_unit_test(test_weights_bit_identical_across_threads_r2),
+        cmocka_unit_test(test_running_stats_are_mean_of_replica_updates),
+        cmocka_unit_test(test_another_model_trains_through_the_library),
+        cmocka_unit_test(test_short_run_on_fashion_mnist_learns),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
