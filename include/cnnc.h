@@ -126,6 +126,20 @@ typedef struct {
  * call with max = 0 to count). */
 int cn_model_tensors(cn_model *m, cn_tensor_ref *out, int max);
 
+/* ---------------------------------------------------------------- instruction sets */
+
+/* The vector instruction sets the compute kernels are built for, chosen at run time. */
+typedef enum { CN_ISA_GENERIC, CN_ISA_AVX2, CN_ISA_AVX512, CN_ISA_COUNT } cn_isa;
+
+const char *cn_isa_name(cn_isa isa);        /* "generic", "avx2", "avx512" */
+int cn_isa_supported(cn_isa isa);           /* 1 when this CPU can run it */
+/* The best supported set, or the one CNNC_ISA names; -1 with a message when CNNC_ISA is unknown
+ * or unsupported (callers that want to refuse such a setting check this first). */
+int cn_isa_from_env(cn_isa *isa, cn_error *err);
+/* The set in use by this process: decided on first use from cn_isa_from_env (falling back to
+ * the best supported one when CNNC_ISA is invalid) and fixed from then on. */
+cn_isa cn_isa_active(void);
+
 /* ---------------------------------------------------------------- threads */
 
 typedef struct cn_pool cn_pool;

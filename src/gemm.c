@@ -1,61 +1,90 @@
-/* gemm.c — portable single-precision matrix product for the conv and linear layers. Loops are
- * ordered so the innermost one runs over contiguous memory and vectorises; the transposed-B
- * case uses dot products with a fixed set of partial sums. It does not block for caches or use
- * threads: the layer shapes here are small and the trainer runs replicas in parallel. */
+/* gemm.c — cn_sgemm: picks the kernels for the instruction set in use and maps the four
+ * transpose cases onto them. The instruction set is decided once per process: the best the CPU
+ * offers, or the one named by the CNNC_ISA environment variable (generic, avx2, avx512) when it
+ * is valid and supported. That one-time decision is the only process-wide state in cnnc and it
+ * never changes afterwards. */
+#include <assert.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cnnc.h"
 #include "gemm.h"
 
-/* C[i,:] += a * B[k,:] for the rows of op(A) — covers A and A^T with B untransposed. */
-static void gemm_b_rows(int trans_a, int M, int N, int K, const float *A, int lda,
-                        const float *B, int ldb, float *C, int ldc)
+typedef struct {
+    void (*nn)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, const float *, int, float *,
+               int);
+    void (*nt)(int, int, int, const float *, int, const float *, int, float *, int);
+} gemm_kernels;
+
+static const gemm_kernels kernels_by_isa[] = {
+    [CN_ISA_GENERIC] = {cn_gemm_nn_generic, cn_gemm_nt_generic},
+    [CN_ISA_AVX2] = {cn_gemm_nn_avx2, cn_gemm_nt_avx2},
+    [CN_ISA_AVX512] = {cn_gemm_nn_avx512, cn_gemm_nt_avx512},
+};
+static const char *const isa_names[] = {"generic", "avx2", "avx512"};
+_Static_assert(sizeof kernels_by_isa / sizeof kernels_by_isa[0] == CN_ISA_COUNT, "kernels per isa");
+_Static_assert(sizeof isa_names / sizeof isa_names[0] == CN_ISA_COUNT, "a name per isa");
+
+const char *cn_isa_name(cn_isa isa)
 {
-    for (int i = 0; i < M; i++) {
-        float *restrict c = C + (size_t)i * ldc;
-        for (int k = 0; k < K; k++) {
-            float a = trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
-            const float *restrict b = B + (size_t)k * ldb;
-            for (int j = 0; j < N; j++) c[j] += a * b[j];
-        }
+    return (unsigned)isa < CN_ISA_COUNT ? isa_names[isa] : "unknown";
+}
+
+int cn_isa_supported(cn_isa isa)
+{
+    __builtin_cpu_init();
+    switch (isa) {
+    case CN_ISA_GENERIC: return 1;
+    case CN_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case CN_ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("fma");
+    default: return 0;
     }
 }
 
-/* Eight interleaved partial sums, added pairwise at the end: a fixed order for a given K. */
-static float dot(const float *restrict x, const float *restrict y, int n)
+int cn_isa_from_env(cn_isa *isa, cn_error *err)
 {
-    float s[8] = {0};
-    int k = 0;
-    for (; k + 8 <= n; k += 8)
-        for (int l = 0; l < 8; l++) s[l] += x[k + l] * y[k + l];
-    for (int l = 0; k < n; k++, l++) s[l] += x[k] * y[k];
-    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    const char *want = getenv("CNNC_ISA");
+    *isa = cn_isa_supported(CN_ISA_AVX512) ? CN_ISA_AVX512
+         : cn_isa_supported(CN_ISA_AVX2)   ? CN_ISA_AVX2 : CN_ISA_GENERIC;
+    if (!want || !*want) return 0;
+    for (int i = 0; i < CN_ISA_COUNT; i++)
+        if (strcmp(want, isa_names[i]) == 0) {
+            if (!cn_isa_supported((cn_isa)i))
+                return cn_fail(err, "CNNC_ISA=%s: this CPU does not support it", want);
+            *isa = (cn_isa)i;
+            return 0;
+        }
+    return cn_fail(err, "CNNC_ISA=%s: unknown; use generic, avx2 or avx512", want);
 }
 
-/* C[i,j] += op(A)[i,:] . B[j,:] — B transposed; A^T is gathered one row at a time. */
-static void gemm_b_transposed(int trans_a, int M, int N, int K, const float *A, int lda,
-                              const float *B, int ldb, float *C, int ldc)
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+static cn_isa isa_in_use; /* written once under isa_once, read-only afterwards */
+
+static void decide_isa(void)
 {
-    for (int i = 0; i < M; i++) {
-        float *c = C + (size_t)i * ldc;
-        if (!trans_a) {
-            for (int j = 0; j < N; j++) c[j] += dot(A + (size_t)i * lda, B + (size_t)j * ldb, K);
-            continue;
-        }
-        for (int j = 0; j < N; j++) {
-            float s = 0;
-            for (int k = 0; k < K; k++) s += A[(size_t)k * lda + i] * B[(size_t)j * ldb + k];
-            c[j] += s;
-        }
-    }
+    if (cn_isa_from_env(&isa_in_use, NULL) != 0) cn_isa_from_env(&isa_in_use, NULL);
+}
+
+cn_isa cn_isa_active(void)
+{
+    pthread_once(&isa_once, decide_isa);
+    return isa_in_use;
 }
 
 void cn_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
               const float *B, int ldb, int accumulate, float *C, int ldc)
 {
+    assert(!(trans_a && trans_b) && "cn_sgemm: A^T * B^T is not supported");
+    const gemm_kernels *k = &kernels_by_isa[cn_isa_active()];
     if (!accumulate)
         for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, (size_t)N * sizeof *C);
     if (trans_b)
-        gemm_b_transposed(trans_a, M, N, K, A, lda, B, ldb, C, ldc);
+        k->nt(M, N, K, A, lda, B, ldb, C, ldc);
+    else if (trans_a)
+        k->nn(M, N, K, A, 1, lda, B, ldb, C, ldc);
     else
-        gemm_b_rows(trans_a, M, N, K, A, lda, B, ldb, C, ldc);
+        k->nn(M, N, K, A, lda, 1, B, ldb, C, ldc);
 }

@@ -1,0 +1,5 @@
+/* gemm_avx512.c — the GEMM kernels of gemm_kernels.inc compiled for the avx512 instruction set
+ * (the Makefile gives this file its target flags). Chosen at run time by gemm.c. */
+#include "gemm.h"
+#define CN_ISA_SUFFIX avx512
+#include "gemm_kernels.inc"

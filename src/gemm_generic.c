@@ -1,0 +1,5 @@
+/* gemm_generic.c — the GEMM kernels of gemm_kernels.inc compiled for the generic instruction set
+ * (the Makefile gives this file its target flags). Chosen at run time by gemm.c. */
+#include "gemm.h"
+#define CN_ISA_SUFFIX generic
+#include "gemm_kernels.inc"
