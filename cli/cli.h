@@ -1,0 +1,68 @@
+/* cli.h — what the cnnc subcommands share: exit statuses, strict flag parsing with one-line
+ * error messages, output-folder checks, dataset loading with a sample limit, and a clock.
+ * It keeps no state of its own and never exits; callers turn failures into exit statuses. */
+#ifndef CNNC_CLI_H
+#define CNNC_CLI_H
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cnnc.h"
+
+enum { CLI_OK = 0, CLI_FAILURE = 1, CLI_USAGE = 2 };
+
+#define CLI_DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
+
+/* Subcommands: argv[0] is the subcommand's name; the return value is the exit status. */
+int cli_train(int argc, char **argv);
+int cli_eval(int argc, char **argv);
+void cli_train_help(FILE *out);
+void cli_eval_help(FILE *out);
+
+/* Prints "cnnc: error: ..." and "Try 'cnnc CMD --help'." (or 'cnnc --help' when command is
+ * NULL) to stderr; returns CLI_USAGE. */
+int cli_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prints "cnnc: error: ..." to stderr; returns CLI_FAILURE. */
+int cli_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Reports what getopt_long rejected (return value c, ':' or '?') for command; returns
+ * CLI_USAGE. */
+int cli_option_error(const char *command, const struct option *options, char **argv, int c);
+/* Reports the first positional argument left after option parsing, if any; returns CLI_USAGE
+ * then, CLI_OK otherwise. */
+int cli_no_positional(const char *command, int argc, char **argv, int first);
+
+/* Strict parsers of a flag's value: the whole text must be the number and lie in the range.
+ * On failure they print a usage error naming flag and return -1. */
+int cli_parse_int(const char *command, const char *flag, const char *text, int min, int max,
+                  int *out);
+int cli_parse_u64(const char *command, const char *flag, const char *text, uint64_t *out);
+/* A finite float; the range checks are the caller's (cli_usage_error). */
+int cli_parse_float(const char *command, const char *flag, const char *text, float *out);
+
+/* Online CPUs, clamped to 1..CLI_MAX_THREADS. */
+#define CLI_MAX_THREADS 1024
+int cli_default_threads(void);
+
+/* Checks that path can be written later: its folder exists, is a folder and is writable, and
+ * path itself is not a folder. Prints "cnnc: error: FLAG: PATH: ..." and returns -1 if not. */
+int cli_check_output_path(const char *flag, const char *path);
+
+/* Loads split ("train" or "t10k") from dir and keeps only the first limit samples (0: all).
+ * Prints the library's message and returns -1 on failure; ds is then empty. */
+int cli_load_dataset(cn_dataset *ds, const char *dir, const char *split, int limit);
+
+/* Prints the library's message as "cnnc: error: MSG", prefixed with path when the message
+ * does not already name it (path may be NULL); returns CLI_FAILURE. */
+int cli_library_error(const cn_error *err, const char *path);
+
+/* Refuses a CNNC_ISA that names no instruction set or one this CPU lacks, before any work;
+ * returns CLI_OK, or CLI_USAGE after printing the message with a pointer to cnnc --help. */
+int cli_check_isa(void);
+
+/* Monotonic wall-clock seconds. */
+double cli_seconds(void);
+
+#endif /* CNNC_CLI_H */

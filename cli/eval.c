@@ -1,0 +1,154 @@
+/* eval.c — `cnnc eval`: loads a saved Fashion-MNIST model (safetensors) and scores it on the
+ * test set in evaluation mode, printing the test loss and "Accuracy=NN.NN%". It trains nothing
+ * and writes no files. */
+#include <limits.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *checkpoint; /* required */
+    const char *data_dir;
+    int test_samples;       /* 0: all */
+    int threads;
+    int batch_size;
+} eval_settings;
+
+enum {
+    OPT_CHECKPOINT = 256,
+    OPT_DATA_DIR,
+    OPT_TEST_SAMPLES,
+    OPT_THREADS,
+    OPT_BATCH_SIZE,
+};
+
+static const struct option eval_options[] = {
+    {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
+    {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+    {"test-samples", required_argument, NULL, OPT_TEST_SAMPLES},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+void cli_eval_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: cnnc eval --checkpoint FILE [FLAGS]\n"
+            "Scores a saved model on the test set; prints the test loss and Accuracy=NN.NN%%.\n"
+            "\n"
+            "  --checkpoint FILE    model from 'cnnc train --save', or a PyTorch state_dict\n"
+            "                       saved as safetensors (required)\n"
+            "  --data-dir DIR       dataset folder\n"
+            "                       (default: %s)\n"
+            "  --test-samples N     score only the first N test images, 0 = all (default: 0)\n"
+            "  --threads N          worker threads, 1..1024 (default: online CPUs, here %d)\n"
+            "  --batch-size N       images per forward pass, 1..65536 (default: 128)\n"
+            "  -h, --help           show this help and exit\n",
+            CLI_DEFAULT_DATA_DIR, cli_default_threads());
+}
+
+static int apply_option(eval_settings *s, int c, const char *arg)
+{
+    switch (c) {
+    case OPT_CHECKPOINT: s->checkpoint = arg; return 0;
+    case OPT_DATA_DIR: s->data_dir = arg; return 0;
+    case OPT_TEST_SAMPLES:
+        return cli_parse_int("eval", "--test-samples", arg, 0, INT_MAX, &s->test_samples);
+    case OPT_THREADS:
+        return cli_parse_int("eval", "--threads", arg, 1, CLI_MAX_THREADS, &s->threads);
+    case OPT_BATCH_SIZE:
+        return cli_parse_int("eval", "--batch-size", arg, 1, 65536, &s->batch_size);
+    default: return -1;
+    }
+}
+
+/* Returns CLI_OK (with *help set when --help was given) or CLI_USAGE. */
+static int parse_eval_flags(int argc, char **argv, eval_settings *s, int *help)
+{
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", eval_options, NULL)) != -1) {
+        if (c == 'h') {
+            *help = 1;
+            return CLI_OK;
+        }
+        if (c == ':' || c == '?')
+            return cli_option_error("eval", eval_options, argv, c);
+        if (apply_option(s, c, optarg) != 0)
+            return CLI_USAGE;
+    }
+    int rc = cli_no_positional("eval", argc, argv, optind);
+    if (rc == CLI_OK && !s->checkpoint)
+        return cli_usage_error("eval", "--checkpoint FILE is required");
+    if (rc == CLI_OK && s->checkpoint[0] == '\0')
+        return cli_usage_error("eval", "--checkpoint: empty file name");
+    return rc;
+}
+
+static int load_checkpoint(const char *path, cn_model **model)
+{
+    cn_error err = {{0}};
+    *model = cn_model_fashion_mnist(&err);
+    if (!*model)
+        return cli_library_error(&err, NULL);
+    if (cn_model_load(*model, path, &err) != 0)
+        return cli_library_error(&err, path);
+    return CLI_OK;
+}
+
+static int score(const eval_settings *s, cn_model *model, const cn_dataset *test)
+{
+    cn_error err = {{0}};
+    cn_train_config cfg = {
+        .batch_size = s->batch_size,
+        .num_replicas = 1,
+        .threads = s->threads,
+        .learning_rate = 0.01f,
+        .momentum = 0.5f,
+        .seed = 1,
+    };
+    cn_trainer *trainer = cn_trainer_create(model, &cfg, &err);
+    if (!trainer)
+        return cli_library_error(&err, NULL);
+    double loss = 0, accuracy = 0;
+    double start = cli_seconds();
+    int rc = cn_evaluate(trainer, test, test->count, &loss, &accuracy, NULL, &err);
+    double seconds = cli_seconds() - start;
+    cn_trainer_free(trainer);
+    if (rc != 0)
+        return cli_library_error(&err, NULL);
+    printf("Checkpoint %s: %d test images in %.2f s\n", s->checkpoint, test->count, seconds);
+    printf("Test loss=%.4f\n", loss);
+    printf("Accuracy=%.2f%%\n", accuracy);
+    return CLI_OK;
+}
+
+int cli_eval(int argc, char **argv)
+{
+    eval_settings s = {
+        .data_dir = CLI_DEFAULT_DATA_DIR,
+        .threads = cli_default_threads(),
+        .batch_size = 128,
+    };
+    int help = 0;
+    int rc = parse_eval_flags(argc, argv, &s, &help);
+    if (rc != CLI_OK || help) {
+        if (help)
+            cli_eval_help(stdout);
+        return rc;
+    }
+    cn_model *model = NULL;
+    cn_dataset test = {0};
+    rc = cli_check_isa();
+    if (rc == CLI_OK)
+        rc = load_checkpoint(s.checkpoint, &model);
+    if (rc == CLI_OK && cli_load_dataset(&test, s.data_dir, "t10k", s.test_samples) != 0)
+        rc = CLI_FAILURE;
+    if (rc == CLI_OK)
+        rc = score(&s, model, &test);
+    cn_dataset_free(&test);
+    if (model)
+        cn_model_free(model);
+    return rc;
+}

@@ -1,0 +1,380 @@
+/* train.c — `cnnc train`: the seed's Fashion-MNIST job. Parses and checks every flag, loads the
+ * data and checks the output folders before any work, then trains epoch by epoch with a test
+ * pass after each, prints progress, writes a metrics line per epoch, at the end saves the model
+ * and draws the result picture. The numerics live in the library; this file only drives them
+ * and reports. Reporting (epoch lines, metrics file) is in train_report.c. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "train.h"
+
+enum {
+    OPT_DATA_DIR = 256,
+    OPT_BATCH_SIZE,
+    OPT_LEARNING_RATE,
+    OPT_MOMENTUM,
+    OPT_NUM_EPOCHS,
+    OPT_NUM_CORES,
+    OPT_THREADS,
+    OPT_LOG_STEPS,
+    OPT_METRICS_DEBUG,
+    OPT_SEED,
+    OPT_TRAIN_SAMPLES,
+    OPT_TEST_SAMPLES,
+    OPT_SAVE,
+    OPT_RESULT_IMAGE,
+    OPT_METRICS_FILE,
+};
+
+static const struct option train_options[] = {
+    {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+    {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+    {"learning-rate", required_argument, NULL, OPT_LEARNING_RATE},
+    {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"num-epochs", required_argument, NULL, OPT_NUM_EPOCHS},
+    {"num-cores", required_argument, NULL, OPT_NUM_CORES},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"log-steps", required_argument, NULL, OPT_LOG_STEPS},
+    {"metrics-debug", no_argument, NULL, OPT_METRICS_DEBUG},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"train-samples", required_argument, NULL, OPT_TRAIN_SAMPLES},
+    {"test-samples", required_argument, NULL, OPT_TEST_SAMPLES},
+    {"save", required_argument, NULL, OPT_SAVE},
+    {"result-image", required_argument, NULL, OPT_RESULT_IMAGE},
+    {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+void cli_train_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: cnnc train [FLAGS]\n"
+            "Trains the Fashion-MNIST CNN with data-parallel replicas, tests it after every\n"
+            "epoch, then saves the model (--save) and a picture of 25 test predictions.\n"
+            "\n"
+            "  --data-dir DIR       folder of train-* and t10k-* IDX files, .gz or not\n"
+            "                       (default: %s,\n"
+            "                       from Debian's package dataset-fashion-mnist)\n"
+            "  --batch-size N       samples per replica per step, 1..65536 (default: 128)\n"
+            "  --learning-rate X    per replica, > 0; the step uses X times --num-cores\n"
+            "                       (default: 0.01)\n"
+            "  --momentum X         SGD momentum, 0 <= X < 1 (default: 0.5)\n"
+            "  --num-epochs N       1..100000 (default: 50)\n"
+            "  --num-cores N        data-parallel replicas, 1..1024; defines the math\n"
+            "                       (default: 8)\n"
+            "  --threads N          worker threads, 1..1024; never changes results\n"
+            "                       (default: online CPUs, here %d)\n"
+            "  --log-steps N        print the loss every N steps, >= 1 (default: 20)\n"
+            "  --metrics-debug      print where each epoch's time went (default: off)\n"
+            "  --seed N             initialisation and shuffling, 0..2^64-1 (default: 1)\n"
+            "  --train-samples N    use only the first N training images, 0 = all\n"
+            "                       (default: 0)\n"
+            "  --test-samples N     use only the first N test images, 0 = all (default: 0)\n"
+            "  --save FILE          write the final model as safetensors\n"
+            "                       (default: not saved)\n"
+            "  --result-image FILE  PNG of the first 25 test images with their predictions;\n"
+            "                       'none' or '' skips it (default: test_result.png)\n"
+            "  --metrics-file FILE  one JSON object per epoch, JSON Lines (default: none)\n"
+            "  -h, --help           show this help and exit\n"
+            "\n"
+            "Steps per epoch: floor(floor(training images / num-cores) / batch-size), at\n"
+            "least 1. Output folders are checked before training starts.\n",
+            CLI_DEFAULT_DATA_DIR, cli_default_threads());
+}
+
+static void default_settings(train_settings *s)
+{
+    *s = (train_settings){
+        .data_dir = CLI_DEFAULT_DATA_DIR,
+        .batch_size = 128,
+        .learning_rate = 0.01f,
+        .momentum = 0.5f,
+        .num_epochs = 50,
+        .num_cores = 8,
+        .threads = cli_default_threads(),
+        .log_steps = 20,
+        .seed = 1,
+        .result_image = "test_result.png",
+    };
+}
+
+static const char *optional_path(const char *text)
+{
+    return (text[0] == '\0' || strcmp(text, "none") == 0) ? NULL : text;
+}
+
+static int parse_learning_rate(const char *text, float *out)
+{
+    if (cli_parse_float("train", "--learning-rate", text, out) != 0)
+        return -1;
+    if (!(*out > 0)) {
+        cli_usage_error("train", "--learning-rate: '%s' must be greater than 0", text);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_momentum(const char *text, float *out)
+{
+    if (cli_parse_float("train", "--momentum", text, out) != 0)
+        return -1;
+    if (!(*out >= 0 && *out < 1)) {
+        cli_usage_error("train", "--momentum: '%s' is out of range (0 <= momentum < 1)", text);
+        return -1;
+    }
+    return 0;
+}
+
+/* Applies one parsed option; returns 0 or -1 after printing a usage error. */
+static int apply_option(train_settings *s, int c, const char *arg)
+{
+    switch (c) {
+    case OPT_DATA_DIR: s->data_dir = arg; return 0;
+    case OPT_BATCH_SIZE:
+        return cli_parse_int("train", "--batch-size", arg, 1, 65536, &s->batch_size);
+    case OPT_LEARNING_RATE: return parse_learning_rate(arg, &s->learning_rate);
+    case OPT_MOMENTUM: return parse_momentum(arg, &s->momentum);
+    case OPT_NUM_EPOCHS:
+        return cli_parse_int("train", "--num-epochs", arg, 1, 100000, &s->num_epochs);
+    case OPT_NUM_CORES:
+        return cli_parse_int("train", "--num-cores", arg, 1, 1024, &s->num_cores);
+    case OPT_THREADS:
+        return cli_parse_int("train", "--threads", arg, 1, CLI_MAX_THREADS, &s->threads);
+    case OPT_LOG_STEPS:
+        return cli_parse_int("train", "--log-steps", arg, 1, INT_MAX, &s->log_steps);
+    case OPT_METRICS_DEBUG: s->metrics_debug = 1; return 0;
+    case OPT_SEED: return cli_parse_u64("train", "--seed", arg, &s->seed);
+    case OPT_TRAIN_SAMPLES:
+        return cli_parse_int("train", "--train-samples", arg, 0, INT_MAX, &s->train_samples);
+    case OPT_TEST_SAMPLES:
+        return cli_parse_int("train", "--test-samples", arg, 0, INT_MAX, &s->test_samples);
+    case OPT_SAVE: s->save_path = optional_path(arg); return 0;
+    case OPT_RESULT_IMAGE: s->result_image = optional_path(arg); return 0;
+    case OPT_METRICS_FILE: s->metrics_path = optional_path(arg); return 0;
+    default: return -1;
+    }
+}
+
+/* Returns CLI_OK (with *help set when --help was given) or CLI_USAGE. */
+static int parse_train_flags(int argc, char **argv, train_settings *s, int *help)
+{
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", train_options, NULL)) != -1) {
+        if (c == 'h') {
+            *help = 1;
+            return CLI_OK;
+        }
+        if (c == ':' || c == '?')
+            return cli_option_error("train", train_options, argv, c);
+        if (apply_option(s, c, optarg) != 0)
+            return CLI_USAGE;
+    }
+    return cli_no_positional("train", argc, argv, optind);
+}
+
+static int same_path(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
+}
+
+static int check_outputs(const train_settings *s)
+{
+    if (same_path(s->save_path, s->result_image) || same_path(s->save_path, s->metrics_path) ||
+        same_path(s->result_image, s->metrics_path))
+        return cli_usage_error("train", "--save, --result-image and --metrics-file must name "
+                                        "different files");
+    if (s->save_path && cli_check_output_path("--save", s->save_path) != 0)
+        return CLI_FAILURE;
+    if (s->result_image && cli_check_output_path("--result-image", s->result_image) != 0)
+        return CLI_FAILURE;
+    if (s->metrics_path && cli_check_output_path("--metrics-file", s->metrics_path) != 0)
+        return CLI_FAILURE;
+    return CLI_OK;
+}
+
+static int check_one_step_fits(const train_settings *s, const cn_dataset *train)
+{
+    long per_step = (long)s->num_cores * s->batch_size;
+    if (train->count >= per_step)
+        return CLI_OK;
+    return cli_usage_error("train",
+                           "--num-cores %d x --batch-size %d needs at least %ld training images "
+                           "per step, but only %d are used: not even one step per epoch",
+                           s->num_cores, s->batch_size, per_step, train->count);
+}
+
+static int build_model(const train_settings *s, train_run *run)
+{
+    cn_error err = {{0}};
+    run->model = cn_model_fashion_mnist(&err);
+    if (!run->model)
+        return cli_library_error(&err, NULL);
+    cn_model_init(run->model, s->seed);
+    cn_train_config cfg = {
+        .batch_size = s->batch_size,
+        .num_replicas = s->num_cores,
+        .threads = s->threads,
+        .learning_rate = s->learning_rate,
+        .momentum = s->momentum,
+        .seed = s->seed,
+    };
+    run->trainer = cn_trainer_create(run->model, &cfg, &err);
+    if (!run->trainer)
+        return cli_library_error(&err, NULL);
+    run->steps = cn_trainer_steps_per_epoch(run->trainer, &run->train);
+    return CLI_OK;
+}
+
+static int open_metrics_file(const train_settings *s, train_run *run)
+{
+    if (!s->metrics_path)
+        return CLI_OK;
+    run->metrics = fopen(s->metrics_path, "w");
+    if (!run->metrics)
+        return cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
+    return CLI_OK;
+}
+
+/* Everything that can fail before the first step: data, sizes, model, trainer, files. */
+static int prepare_run(const train_settings *s, train_run *run)
+{
+    if (cli_load_dataset(&run->train, s->data_dir, "train", s->train_samples) != 0 ||
+        cli_load_dataset(&run->test, s->data_dir, "t10k", s->test_samples) != 0)
+        return CLI_FAILURE;
+    int rc = check_one_step_fits(s, &run->train);
+    if (rc == CLI_OK)
+        rc = build_model(s, run);
+    if (rc != CLI_OK)
+        return rc;
+    run->predictions = calloc((size_t)run->test.count, 1);
+    if (!run->predictions)
+        return cli_failure("out of memory for %d predictions", run->test.count);
+    return open_metrics_file(s, run);
+}
+
+static void free_run(train_run *run)
+{
+    if (run->metrics)
+        fclose(run->metrics);
+    free(run->predictions);
+    if (run->trainer)
+        cn_trainer_free(run->trainer);
+    if (run->model)
+        cn_model_free(run->model);
+    cn_dataset_free(&run->train);
+    cn_dataset_free(&run->test);
+}
+
+static void print_step(void *ctx, int epoch, int step, int steps, float loss)
+{
+    const train_settings *s = ctx;
+    if (step % s->log_steps == 0)
+        printf("Epoch %d step %d/%d Loss=%.5f\n", epoch, step, steps, (double)loss);
+}
+
+static int run_epoch(const train_settings *s, train_run *run, int epoch, epoch_report *r)
+{
+    cn_error err = {{0}};
+    *r = (epoch_report){.epoch = epoch};
+    double start = cli_seconds();
+    if (cn_trainer_epoch(run->trainer, &run->train, epoch, print_step, (void *)s, &r->train_loss,
+                         &r->phases, &err) != 0)
+        return cli_library_error(&err, NULL);
+    double trained = cli_seconds();
+    printf("Finished training epoch %d\n", epoch);
+    if (cn_evaluate(run->trainer, &run->test, run->test.count, &r->test_loss, &r->test_accuracy,
+                    run->predictions, &err) != 0)
+        return cli_library_error(&err, NULL);
+    r->train_seconds = trained - start;
+    r->eval_seconds = cli_seconds() - trained;
+    r->train_samples = (long)run->steps * s->num_cores * s->batch_size;
+    r->test_samples = run->test.count;
+    return CLI_OK;
+}
+
+static int train_epochs(const train_settings *s, train_run *run, epoch_report *last)
+{
+    for (int epoch = 1; epoch <= s->num_epochs; epoch++) {
+        int rc = run_epoch(s, run, epoch, last);
+        if (rc != CLI_OK)
+            return rc;
+        print_epoch_report(last, s->metrics_debug);
+        if (run->metrics && write_metrics_line(run->metrics, last) != 0)
+            return cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
+    }
+    return CLI_OK;
+}
+
+static int save_model(const train_settings *s, train_run *run)
+{
+    cn_error err = {{0}};
+    if (!s->save_path)
+        return CLI_OK;
+    if (cn_model_save(run->model, s->save_path, &err) != 0)
+        return cli_library_error(&err, s->save_path);
+    printf("Saved model to %s\n", s->save_path);
+    return CLI_OK;
+}
+
+static int draw_result_picture(const train_settings *s, const train_run *run,
+                               const epoch_report *last)
+{
+    cn_error err = {{0}};
+    if (!s->result_image)
+        return CLI_OK;
+    int n = run->test.count;
+    int cols = n < 5 ? n : 5;
+    int rows = n / cols < 5 ? n / cols : 5;
+    char title[128];
+    snprintf(title, sizeof title, "Predicted labels (epoch %d, test accuracy %.2f%%)",
+             last->epoch, last->test_accuracy);
+    if (cn_result_picture(s->result_image, run->test.pixels, run->test.labels, run->predictions,
+                          n, rows, cols, title, &err) != 0)
+        return cli_library_error(&err, s->result_image);
+    printf("Saved result picture to %s\n", s->result_image);
+    return CLI_OK;
+}
+
+static int train_and_finish(const train_settings *s, train_run *run)
+{
+    epoch_report last;
+    print_settings_line(s, run);
+    double start = cli_seconds();
+    int rc = train_epochs(s, run, &last);
+    if (rc != CLI_OK)
+        return rc;
+    printf("Total Training time = %.2f\n", cli_seconds() - start);
+    rc = save_model(s, run);
+    if (rc == CLI_OK)
+        rc = draw_result_picture(s, run, &last);
+    return rc;
+}
+
+int cli_train(int argc, char **argv)
+{
+    train_settings s;
+    int help = 0;
+    default_settings(&s);
+    int rc = parse_train_flags(argc, argv, &s, &help);
+    if (rc != CLI_OK)
+        return rc;
+    if (help) {
+        cli_train_help(stdout);
+        return CLI_OK;
+    }
+    rc = cli_check_isa();
+    if (rc == CLI_OK)
+        rc = check_outputs(&s);
+    if (rc != CLI_OK)
+        return rc;
+    train_run run = {0};
+    rc = prepare_run(&s, &run);
+    if (rc == CLI_OK)
+        rc = train_and_finish(&s, &run);
+    free_run(&run);
+    return rc;
+}

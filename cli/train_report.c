@@ -1,0 +1,97 @@
+/* train_report.c — what `cnnc train` prints and logs: the settings line, the per-epoch summary,
+ * the --metrics-debug time breakdown and the JSON Lines metrics file. It measures nothing and
+ * decides nothing; train.c hands it finished numbers. */
+#include <math.h>
+
+#include "cli.h"
+#include "train.h"
+
+void print_settings_line(const train_settings *s, const train_run *run)
+{
+    float scaled_lr = s->learning_rate * (float)s->num_cores;
+    long per_epoch = (long)run->steps * s->num_cores * s->batch_size;
+    printf("cnnc %s train: %d replicas x batch %d, %d threads (%s), learning rate %g (%g x %d), "
+           "momentum %g, %d epochs, seed %llu, %d training / %d test images, "
+           "%d steps per epoch (%ld images)\n",
+           CN_VERSION, s->num_cores, s->batch_size, s->threads, cn_isa_name(cn_isa_active()),
+           (double)scaled_lr,
+           (double)s->learning_rate, s->num_cores, (double)s->momentum, s->num_epochs,
+           (unsigned long long)s->seed, run->train.count, run->test.count, run->steps,
+           per_epoch);
+}
+
+static double per_second(double count, double seconds)
+{
+    return seconds > 0 ? count / seconds : 0;
+}
+
+static double phases_total(const cn_phase_times *p)
+{
+    return p->data + p->forward + p->backward + p->reduce + p->optimizer;
+}
+
+static void print_share(const char *separator, const char *name, double seconds, double total)
+{
+    double percent = total > 0 ? 100 * seconds / total : 0;
+    printf("%s%s %.3f s (%.1f%%)", separator, name, seconds, percent);
+}
+
+static void print_time_breakdown(const epoch_report *r)
+{
+    const cn_phase_times *p = &r->phases;
+    double total = r->train_seconds + r->eval_seconds;
+    double other = r->train_seconds - phases_total(p);
+    printf("Epoch %d time:", r->epoch);
+    print_share(" ", "data", p->data, total);
+    print_share(", ", "forward", p->forward, total);
+    print_share(", ", "backward", p->backward, total);
+    print_share(", ", "reduce", p->reduce, total);
+    print_share(", ", "optimizer", p->optimizer, total);
+    print_share(", ", "other", other > 0 ? other : 0, total);
+    print_share(", ", "eval", r->eval_seconds, total);
+    printf("; epoch %.3f s\n", total);
+}
+
+void print_epoch_report(const epoch_report *r, int metrics_debug)
+{
+    printf("Epoch %d: train loss=%.5f test loss=%.4f Accuracy=%.2f%% (%d images), "
+           "train %.2f s, %.0f samples/s, test %.2f s\n",
+           r->epoch, (double)r->train_loss, r->test_loss, r->test_accuracy, r->test_samples,
+           r->train_seconds, per_second((double)r->train_samples, r->train_seconds),
+           r->eval_seconds);
+    if (metrics_debug)
+        print_time_breakdown(r);
+}
+
+/* Writes ,"key":value — or null where JSON has no number for the value. */
+static void write_json_number(FILE *f, const char *key, double value)
+{
+    if (isfinite(value))
+        fprintf(f, ",\"%s\":%.9g", key, value);
+    else
+        fprintf(f, ",\"%s\":null", key);
+}
+
+int write_metrics_line(FILE *f, const epoch_report *r)
+{
+    const cn_phase_times *p = &r->phases;
+    fprintf(f, "{\"epoch\":%d", r->epoch);
+    write_json_number(f, "train_loss", (double)r->train_loss);
+    write_json_number(f, "test_loss", r->test_loss);
+    write_json_number(f, "test_accuracy", r->test_accuracy);
+    write_json_number(f, "epoch_seconds", r->train_seconds + r->eval_seconds);
+    write_json_number(f, "train_seconds", r->train_seconds);
+    write_json_number(f, "eval_seconds", r->eval_seconds);
+    write_json_number(f, "train_samples_per_second",
+                      per_second((double)r->train_samples, r->train_seconds));
+    fprintf(f, ",\"train_samples\":%ld,\"test_samples\":%d", r->train_samples, r->test_samples);
+    write_json_number(f, "data_seconds", p->data);
+    write_json_number(f, "forward_seconds", p->forward);
+    write_json_number(f, "backward_seconds", p->backward);
+    write_json_number(f, "reduce_seconds", p->reduce);
+    write_json_number(f, "optimizer_seconds", p->optimizer);
+    fputs("}\n", f);
+    if (fflush(f) != 0 || ferror(f))
+        return -1;
+    return 0;
+}
