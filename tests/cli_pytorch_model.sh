@@ -11,7 +11,7 @@ if [ ! -d "$data" ]; then
   echo "cli_pytorch_model: skipped ($data missing)"
   exit 0
 fi
-expected=$(head -c 4096 "$model" | grep -o '"test_accuracy":"[0-9.]*"' | grep -o '[0-9][0-9.]*')
+expected=$(head -c 4096 "$model" | grep -a -o '"test_accuracy":"[0-9.]*"' | grep -o '[0-9][0-9.]*')
 if [ -z "$expected" ]; then
   echo "cli_pytorch_model: FAIL: no test_accuracy in $model's metadata"
   exit 1
