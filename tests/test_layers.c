@@ -1,0 +1,702 @@
+/* test_layers.c — every layer kernel of src/layers.h against PyTorch (tests/fixtures/
+ * layers.safetensors, written by tools/gen_fixtures.py) and against central finite differences
+ * of L = sum(y * r). It also checks the backward contract: parameter gradients accumulate (+=),
+ * input gradients are overwritten (=).
+ * It does not test models, trainers or the safetensors reader beyond loading the fixture.
+ *
+ * Tolerances (|got - want| <= atol + rtol * |want|, elementwise), against PyTorch:
+ *   exact (0, 0)              max-pool (values, argmax, gradient), relu, nll gradient: copies
+ *   atol 1e-5, rtol 1e-4      conv2d: float sums of up to 250 (input gradient) and 128 (weight
+ *                             gradient) terms, whose order is the gemm's to choose
+ *   atol 2e-6, rtol 2e-5      batchnorm, linear, log_softmax, nll loss
+ * Against central finite differences (eps 1e-2 in float, L summed in double): atol 2e-4,
+ * rtol 1e-3 of the finite difference;
+ *   at least 80% of the points of every array must be checked after skipping relu kinks
+ *   (|x| < 2 eps) and max-pool near ties (top two of a window within 2 eps).
+ * The fixture folder is tests/fixtures, or $CNNC_FIXTURES. */
+#include "testutil.h"
+#include "layers.h"
+
+#define PT_ATOL 2e-6
+#define PT_RTOL 2e-5
+#define CONV_ATOL 1e-5
+#define CONV_RTOL 1e-4
+#define FD_EPS 1e-2f
+#define FD_ATOL 2e-4
+#define FD_RTOL 1e-3
+#define FD_MIN_CHECKED 0.8
+
+static cn_safetensors *fixture;
+
+/* ---------------------------------------------------------------- allocations and fixture */
+
+#define MAX_ALLOCS 128
+static void *allocs[MAX_ALLOCS];
+static int num_allocs;
+
+static void *tracked(size_t bytes)
+{
+    assert_true(num_allocs < MAX_ALLOCS);
+    void *p = calloc(1, bytes ? bytes : 1);
+    assert_non_null(p);
+    allocs[num_allocs++] = p;
+    return p;
+}
+
+static float *zeros(size_t n) { return tracked(n * sizeof(float)); }
+
+static float *nans(size_t n)
+{
+    float *p = zeros(n);
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
+static int free_allocs(void **state)
+{
+    (void)state;
+    while (num_allocs > 0) free(allocs[--num_allocs]);
+    return 0;
+}
+
+static const cn_tensor_ref *fx_tensor(const char *prefix, const char *field, size_t *count)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s.%s", prefix, field);
+    const cn_tensor_ref *t = cn_safetensors_get(fixture, name);
+    if (!t) fail_msg("fixture tensor %s missing: rerun tools/gen_fixtures.py", name);
+    size_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+    *count = n;
+    return t;
+}
+
+/* The float tensor prefix.field, copied (the fixture's bytes need not be aligned); it must hold
+ * exactly n values. */
+static float *fx_f32(const char *prefix, const char *field, size_t n)
+{
+    size_t count;
+    const cn_tensor_ref *t = fx_tensor(prefix, field, &count);
+    assert_int_equal(t->dtype, CN_F32);
+    assert_int_equal(count, n);
+    float *p = zeros(n);
+    memcpy(p, t->data, n * sizeof *p);
+    return p;
+}
+
+static int64_t *fx_i64(const char *prefix, const char *field, size_t n)
+{
+    size_t count;
+    const cn_tensor_ref *t = fx_tensor(prefix, field, &count);
+    assert_int_equal(t->dtype, CN_I64);
+    assert_int_equal(count, n);
+    int64_t *p = tracked(n * sizeof *p);
+    memcpy(p, t->data, n * sizeof *p);
+    return p;
+}
+
+static const char *fx_meta(const char *prefix, const char *key)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s.%s", prefix, key);
+    const char *v = cn_safetensors_meta(fixture, name);
+    if (!v) fail_msg("fixture metadata %s missing", name);
+    return v;
+}
+
+static int fx_int(const char *prefix, const char *key) { return atoi(fx_meta(prefix, key)); }
+
+static int load_fixture(void **state)
+{
+    (void)state;
+    const char *dir = getenv("CNNC_FIXTURES");
+    char path[512];
+    snprintf(path, sizeof path, "%s/layers.safetensors", dir ? dir : "tests/fixtures");
+    cn_error err = {{0}};
+    fixture = cn_safetensors_read(path, &err);
+    if (!fixture) print_error("%s (generate with /usr/bin/python3 tools/gen_fixtures.py)\n",
+                              err.msg);
+    return fixture ? 0 : -1;
+}
+
+static int free_fixture(void **state)
+{
+    (void)state;
+    cn_safetensors_free(fixture);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- comparisons */
+
+static void expect_close(const char *what, const float *got, const float *want, size_t n,
+                         double atol, double rtol)
+{
+    double v = tu_max_violation(got, want, n, atol, rtol);
+    if (v <= 1) return;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]) / (atol + rtol * fabs((double)want[i]));
+        if (!(d <= 1)) print_error("%s[%zu]: got %.9g, want %.9g\n", what, i, got[i], want[i]);
+    }
+    fail_msg("%s: worst violation %.3g of atol %g + rtol %g", what, v, atol, rtol);
+}
+
+static void expect_pt(const char *what, const float *got, const float *want, size_t n)
+{
+    expect_close(what, got, want, n, PT_ATOL, PT_RTOL);
+}
+
+static void expect_conv(const char *what, const float *got, const float *want, size_t n)
+{
+    expect_close(what, got, want, n, CONV_ATOL, CONV_RTOL);
+}
+
+static void expect_exact(const char *what, const float *got, const float *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i]) fail_msg("%s[%zu]: got %.9g, want exactly %.9g", what, i, got[i],
+                                        want[i]);
+}
+
+/* want * 2, for checking that a second backward call accumulated. */
+static float *twice(const float *want, size_t n)
+{
+    float *p = zeros(n);
+    for (size_t i = 0; i < n; i++) p[i] = 2.0f * want[i];
+    return p;
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* ---------------------------------------------------------------- finite differences */
+
+typedef double (*loss_fn)(void *ctx);          /* runs the forward, returns L */
+typedef int (*skip_fn)(void *ctx, size_t i);   /* 1: point i is too close to a kink */
+
+/* Compares grad[i] with (L(p[i] + eps) - L(p[i] - eps)) / (actual float step) for every i of
+ * p that skip does not reject (skip may be NULL), and requires 80% of the points checked. */
+static void fd_check(const char *what, loss_fn loss, void *ctx, float *p, const float *grad,
+                     size_t n, skip_fn near_kink)
+{
+    size_t checked = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (near_kink && near_kink(ctx, i)) continue;
+        float v = p[i], hi = v + FD_EPS, lo = v - FD_EPS;
+        p[i] = hi;
+        double lp = loss(ctx);
+        p[i] = lo;
+        double lm = loss(ctx);
+        p[i] = v;
+        double fd = (lp - lm) / ((double)hi - lo);
+        double viol = fabs(fd - grad[i]) / (FD_ATOL + FD_RTOL * fabs(fd));
+        if (!(viol <= 1)) print_error("%s[%zu]: backward %.7g, finite difference %.7g\n", what, i,
+                                      grad[i], fd);
+        if (!(viol <= worst)) worst = viol;
+        checked++;
+    }
+    if (!(worst <= 1)) fail_msg("%s: worst finite-difference violation %.3g", what, worst);
+    if ((double)checked < FD_MIN_CHECKED * (double)n)
+        fail_msg("%s: only %zu of %zu points checked", what, checked, n);
+}
+
+/* ---------------------------------------------------------------- conv2d */
+
+typedef struct {
+    int B, C, H, W, OC, K, OH, OW;
+    size_t nx, nw, ny, ncol;
+    float *x, *w, *b, *r, *y, *col;
+} conv_case;
+
+static conv_case conv_load(const char *p)
+{
+    conv_case c = {.B = fx_int(p, "B"), .C = fx_int(p, "C"), .H = fx_int(p, "H"),
+                   .W = fx_int(p, "W"), .OC = fx_int(p, "OC"), .K = fx_int(p, "K")};
+    c.OH = c.H - c.K + 1;
+    c.OW = c.W - c.K + 1;
+    c.nx = (size_t)c.B * c.C * c.H * c.W;
+    c.nw = (size_t)c.OC * c.C * c.K * c.K;
+    c.ny = (size_t)c.B * c.OC * c.OH * c.OW;
+    c.ncol = (size_t)c.C * c.K * c.K * c.OH * c.OW;
+    c.x = fx_f32(p, "x", c.nx);
+    c.w = fx_f32(p, "weight", c.nw);
+    c.b = fx_f32(p, "bias", (size_t)c.OC);
+    c.r = fx_f32(p, "dy", c.ny);
+    c.y = zeros(c.ny);
+    c.col = zeros(c.ncol);
+    return c;
+}
+
+static void conv_forward(conv_case *c)
+{
+    cn_conv2d_forward(c->y, c->x, c->w, c->b, c->B, c->C, c->H, c->W, c->OC, c->K, c->col);
+}
+
+static void conv_backward(conv_case *c, float *dx, float *dw, float *db)
+{
+    cn_conv2d_backward(dx, dw, db, c->r, c->x, c->w, c->B, c->C, c->H, c->W, c->OC, c->K,
+                       c->col);
+}
+
+static void conv_vs_pytorch(const char *p)
+{
+    conv_case c = conv_load(p);
+    conv_forward(&c);
+    expect_conv("conv y", c.y, fx_f32(p, "y", c.ny), c.ny);
+    float *dx = nans(c.nx), *dw = zeros(c.nw), *db = zeros((size_t)c.OC);
+    float *want_dw = fx_f32(p, "dweight", c.nw), *want_db = fx_f32(p, "dbias", (size_t)c.OC);
+    conv_backward(&c, dx, dw, db);
+    expect_conv("conv dx", dx, fx_f32(p, "dx", c.nx), c.nx);
+    expect_conv("conv dweight", dw, want_dw, c.nw);
+    expect_conv("conv dbias", db, want_db, (size_t)c.OC);
+    conv_backward(&c, NULL, dw, db);
+    expect_conv("conv dweight accumulated", dw, twice(want_dw, c.nw), c.nw);
+    expect_conv("conv dbias accumulated", db, twice(want_db, (size_t)c.OC), (size_t)c.OC);
+}
+
+static double conv_loss(void *ctx)
+{
+    conv_case *c = ctx;
+    conv_forward(c);
+    return dot(c->y, c->r, c->ny);
+}
+
+static void conv_finite_differences(const char *p)
+{
+    conv_case c = conv_load(p);
+    float *dx = zeros(c.nx), *dw = zeros(c.nw), *db = zeros((size_t)c.OC);
+    conv_backward(&c, dx, dw, db);
+    fd_check("conv x", conv_loss, &c, c.x, dx, c.nx, NULL);
+    fd_check("conv weight", conv_loss, &c, c.w, dw, c.nw, NULL);
+    fd_check("conv bias", conv_loss, &c, c.b, db, (size_t)c.OC, NULL);
+}
+
+static void test_conv_pytorch(void **state) { (void)state; conv_vs_pytorch("conv"); }
+static void test_conv1_pytorch(void **state) { (void)state; conv_vs_pytorch("conv1"); }
+static void test_conv_fd(void **state) { (void)state; conv_finite_differences("conv"); }
+static void test_conv1_fd(void **state) { (void)state; conv_finite_differences("conv1"); }
+
+/* ---------------------------------------------------------------- maxpool2d */
+
+typedef struct {
+    int B, C, H, W, S, OH, OW;
+    size_t nx, ny;
+    float *x, *r, *y;
+    int32_t *argmax;
+} pool_case;
+
+static pool_case pool_shape(int B, int C, int H, int W, int S)
+{
+    pool_case c = {.B = B, .C = C, .H = H, .W = W, .S = S, .OH = H / S, .OW = W / S};
+    c.nx = (size_t)B * C * H * W;
+    c.ny = (size_t)B * C * c.OH * c.OW;
+    c.y = zeros(c.ny);
+    c.argmax = tracked(c.ny * sizeof *c.argmax);
+    return c;
+}
+
+static void pool_forward(pool_case *c)
+{
+    cn_maxpool2d_forward(c->y, c->argmax, c->x, c->B, c->C, c->H, c->W, c->S);
+}
+
+static void pool_vs_pytorch(const char *p)
+{
+    pool_case c = pool_shape(fx_int(p, "B"), fx_int(p, "C"), fx_int(p, "H"), fx_int(p, "W"),
+                             fx_int(p, "S"));
+    c.x = fx_f32(p, "x", c.nx);
+    c.r = fx_f32(p, "dy", c.ny);
+    pool_forward(&c);
+    expect_exact("maxpool y", c.y, fx_f32(p, "y", c.ny), c.ny);
+    const int64_t *want = fx_i64(p, "argmax", c.ny);
+    for (size_t i = 0; i < c.ny; i++)
+        if (c.argmax[i] != want[i])
+            fail_msg("%s argmax[%zu]: got %d, PyTorch %lld", p, i, (int)c.argmax[i],
+                     (long long)want[i]);
+    float *dx = nans(c.nx);
+    cn_maxpool2d_backward(dx, c.r, c.argmax, c.B, c.C, c.H, c.W, c.S);
+    expect_exact("maxpool dx", dx, fx_f32(p, "dx", c.nx), c.nx);
+}
+
+static double pool_loss(void *ctx)
+{
+    pool_case *c = ctx;
+    pool_forward(c);
+    return dot(c->y, c->r, c->ny);
+}
+
+/* 1 when input i lies in a window whose two largest values are within 2 eps. */
+static int pool_near_tie(void *ctx, size_t i)
+{
+    const pool_case *c = ctx;
+    size_t plane = i / ((size_t)c->H * c->W), at = i % ((size_t)c->H * c->W);
+    int y = (int)(at / (size_t)c->W), x = (int)(at % (size_t)c->W);
+    if (y >= c->OH * c->S || x >= c->OW * c->S) return 0;
+    const float *base = c->x + plane * c->H * c->W + (size_t)(y / c->S * c->S) * c->W +
+                        x / c->S * c->S;
+    float top = -INFINITY, second = -INFINITY;
+    for (int dy = 0; dy < c->S; dy++)
+        for (int dx = 0; dx < c->S; dx++) {
+            float v = base[dy * c->W + dx];
+            if (v > top) { second = top; top = v; }
+            else if (v > second) second = v;
+        }
+    return top - second < 2 * FD_EPS;
+}
+
+static float *random_values(cn_rng *rng, size_t n, float scale)
+{
+    float *p = zeros(n);
+    for (size_t i = 0; i < n; i++) p[i] = scale * (2.0f * cn_rng_uniform(rng) - 1.0f);
+    return p;
+}
+
+/* Random inputs (the fixture's are full of deliberate ties); odd size so some cells are
+ * floored away and must get gradient 0. */
+static void test_pool_fd(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 7);
+    pool_case c = pool_shape(2, 3, 7, 7, 2);
+    c.x = random_values(&rng, c.nx, 1.0f);
+    c.r = random_values(&rng, c.ny, 1.0f);
+    pool_forward(&c);
+    float *dx = nans(c.nx);
+    cn_maxpool2d_backward(dx, c.r, c.argmax, c.B, c.C, c.H, c.W, c.S);
+    fd_check("maxpool x", pool_loss, &c, c.x, dx, c.nx, pool_near_tie);
+}
+
+static void test_pool_pytorch(void **state) { (void)state; pool_vs_pytorch("pool"); }
+static void test_pool7_pytorch(void **state) { (void)state; pool_vs_pytorch("pool7"); }
+
+/* ---------------------------------------------------------------- relu */
+
+typedef struct {
+    size_t n;
+    float *x, *r, *y;
+} relu_case;
+
+static relu_case relu_load(void)
+{
+    size_t n;
+    fx_tensor("relu", "x", &n);
+    relu_case c = {.n = n, .x = fx_f32("relu", "x", n), .r = fx_f32("relu", "dy", n)};
+    c.y = zeros(n);
+    return c;
+}
+
+static void test_relu_pytorch(void **state)
+{
+    (void)state;
+    relu_case c = relu_load();
+    size_t zeros_in_x = 0;
+    for (size_t i = 0; i < c.n; i++) zeros_in_x += c.x[i] == 0.0f;
+    assert_true(zeros_in_x > 0);
+    cn_relu_forward(c.y, c.x, c.n);
+    expect_exact("relu y", c.y, fx_f32("relu", "y", c.n), c.n);
+    float *dx = nans(c.n);
+    cn_relu_backward(dx, c.r, c.y, c.n);
+    expect_exact("relu dx", dx, fx_f32("relu", "dx", c.n), c.n);
+}
+
+static double relu_loss(void *ctx)
+{
+    relu_case *c = ctx;
+    cn_relu_forward(c->y, c->x, c->n);
+    return dot(c->y, c->r, c->n);
+}
+
+static int relu_near_kink(void *ctx, size_t i)
+{
+    const relu_case *c = ctx;
+    return fabsf(c->x[i]) < 2 * FD_EPS;
+}
+
+static void test_relu_fd(void **state)
+{
+    (void)state;
+    relu_case c = relu_load();
+    float *dx = zeros(c.n);
+    cn_relu_forward(c.y, c.x, c.n);
+    cn_relu_backward(dx, c.r, c.y, c.n);
+    fd_check("relu x", relu_loss, &c, c.x, dx, c.n, relu_near_kink);
+}
+
+/* ---------------------------------------------------------------- batchnorm2d */
+
+typedef struct {
+    int B, C, HW;
+    size_t n;
+    float eps;
+    float *x, *gamma, *beta, *r, *y, *mean, *invstd, *var_unbiased;
+} bn_case;
+
+static bn_case bn_load(const char *p)
+{
+    bn_case c = {.B = fx_int(p, "B"), .C = fx_int(p, "C"), .HW = fx_int(p, "HW")};
+    c.eps = (float)atof(fx_meta(p, "eps"));
+    c.n = (size_t)c.B * c.C * c.HW;
+    c.x = fx_f32(p, "x", c.n);
+    c.gamma = fx_f32(p, "weight", (size_t)c.C);
+    c.beta = fx_f32(p, "bias", (size_t)c.C);
+    c.y = zeros(c.n);
+    c.mean = zeros((size_t)c.C);
+    c.invstd = zeros((size_t)c.C);
+    c.var_unbiased = zeros((size_t)c.C);
+    return c;
+}
+
+static void bn_forward(bn_case *c)
+{
+    cn_batchnorm2d_forward_train(c->y, c->mean, c->invstd, c->var_unbiased, c->x, c->gamma,
+                                 c->beta, c->B, c->C, c->HW, c->eps);
+}
+
+static void bn_backward(bn_case *c, float *dx, float *dgamma, float *dbeta)
+{
+    cn_batchnorm2d_backward(dx, dgamma, dbeta, c->r, c->x, c->mean, c->invstd, c->gamma, c->B,
+                            c->C, c->HW);
+}
+
+/* running = (1 - momentum) * running + momentum * batch, from mean 0 and var 1. */
+static void bn_expect_running(const bn_case *c)
+{
+    float momentum = (float)atof(fx_meta("bn", "momentum"));
+    float *rm = zeros((size_t)c->C), *rv = zeros((size_t)c->C);
+    for (int i = 0; i < c->C; i++) {
+        rm[i] = (1 - momentum) * 0.0f + momentum * c->mean[i];
+        rv[i] = (1 - momentum) * 1.0f + momentum * c->var_unbiased[i];
+    }
+    expect_pt("bn running_mean", rm, fx_f32("bn", "running_mean", (size_t)c->C), (size_t)c->C);
+    expect_pt("bn running_var", rv, fx_f32("bn", "running_var", (size_t)c->C), (size_t)c->C);
+}
+
+static void test_bn_train_pytorch(void **state)
+{
+    (void)state;
+    bn_case c = bn_load("bn");
+    size_t C = (size_t)c.C;
+    c.r = fx_f32("bn", "dy", c.n);
+    bn_forward(&c);
+    expect_pt("bn y", c.y, fx_f32("bn", "y", c.n), c.n);
+    expect_pt("bn mean", c.mean, fx_f32("bn", "mean", C), C);
+    expect_pt("bn invstd", c.invstd, fx_f32("bn", "invstd", C), C);
+    expect_pt("bn var_unbiased", c.var_unbiased, fx_f32("bn", "var_unbiased", C), C);
+    bn_expect_running(&c);
+    float *dx = nans(c.n), *dg = zeros(C), *db = zeros(C);
+    float *want_dg = fx_f32("bn", "dweight", C), *want_db = fx_f32("bn", "dbias", C);
+    bn_backward(&c, dx, dg, db);
+    expect_pt("bn dx", dx, fx_f32("bn", "dx", c.n), c.n);
+    expect_pt("bn dweight", dg, want_dg, C);
+    expect_pt("bn dbias", db, want_db, C);
+    bn_backward(&c, dx, dg, db);
+    expect_pt("bn dweight accumulated", dg, twice(want_dg, C), C);
+    expect_pt("bn dbias accumulated", db, twice(want_db, C), C);
+}
+
+static void test_bn_eval_pytorch(void **state)
+{
+    (void)state;
+    bn_case c = bn_load("bn_eval");
+    size_t C = (size_t)c.C;
+    float *rm = fx_f32("bn_eval", "running_mean", C), *rv = fx_f32("bn_eval", "running_var", C);
+    cn_batchnorm2d_forward_eval(c.y, c.x, c.gamma, c.beta, rm, rv, c.B, c.C, c.HW, c.eps);
+    expect_pt("bn_eval y", c.y, fx_f32("bn_eval", "y", c.n), c.n);
+}
+
+static double bn_loss(void *ctx)
+{
+    bn_case *c = ctx;
+    bn_forward(c);
+    return dot(c->y, c->r, c->n);
+}
+
+static void test_bn_fd(void **state)
+{
+    (void)state;
+    bn_case c = bn_load("bn");
+    size_t C = (size_t)c.C;
+    c.r = fx_f32("bn", "dy", c.n);
+    float *dx = zeros(c.n), *dg = zeros(C), *db = zeros(C);
+    bn_forward(&c);
+    bn_backward(&c, dx, dg, db);
+    fd_check("bn x", bn_loss, &c, c.x, dx, c.n, NULL);
+    fd_check("bn weight", bn_loss, &c, c.gamma, dg, C, NULL);
+    fd_check("bn bias", bn_loss, &c, c.beta, db, C, NULL);
+}
+
+/* ---------------------------------------------------------------- linear */
+
+typedef struct {
+    int B, I, O;
+    size_t nx, nw, ny;
+    float *x, *w, *b, *r, *y;
+} linear_case;
+
+static linear_case linear_load(void)
+{
+    linear_case c = {.B = fx_int("linear", "B"), .I = fx_int("linear", "I"),
+                     .O = fx_int("linear", "O")};
+    c.nx = (size_t)c.B * c.I;
+    c.nw = (size_t)c.O * c.I;
+    c.ny = (size_t)c.B * c.O;
+    c.x = fx_f32("linear", "x", c.nx);
+    c.w = fx_f32("linear", "weight", c.nw);
+    c.b = fx_f32("linear", "bias", (size_t)c.O);
+    c.r = fx_f32("linear", "dy", c.ny);
+    c.y = zeros(c.ny);
+    return c;
+}
+
+static void linear_forward(linear_case *c)
+{
+    cn_linear_forward(c->y, c->x, c->w, c->b, c->B, c->I, c->O);
+}
+
+static void linear_backward(linear_case *c, float *dx, float *dw, float *db)
+{
+    cn_linear_backward(dx, dw, db, c->r, c->x, c->w, c->B, c->I, c->O);
+}
+
+static void test_linear_pytorch(void **state)
+{
+    (void)state;
+    linear_case c = linear_load();
+    size_t O = (size_t)c.O;
+    linear_forward(&c);
+    expect_pt("linear y", c.y, fx_f32("linear", "y", c.ny), c.ny);
+    float *dx = nans(c.nx), *dw = zeros(c.nw), *db = zeros(O);
+    float *want_dw = fx_f32("linear", "dweight", c.nw), *want_db = fx_f32("linear", "dbias", O);
+    linear_backward(&c, dx, dw, db);
+    expect_pt("linear dx", dx, fx_f32("linear", "dx", c.nx), c.nx);
+    expect_pt("linear dweight", dw, want_dw, c.nw);
+    expect_pt("linear dbias", db, want_db, O);
+    linear_backward(&c, NULL, dw, db);
+    expect_pt("linear dweight accumulated", dw, twice(want_dw, c.nw), c.nw);
+    expect_pt("linear dbias accumulated", db, twice(want_db, O), O);
+}
+
+static double linear_loss(void *ctx)
+{
+    linear_case *c = ctx;
+    linear_forward(c);
+    return dot(c->y, c->r, c->ny);
+}
+
+static void test_linear_fd(void **state)
+{
+    (void)state;
+    linear_case c = linear_load();
+    float *dx = zeros(c.nx), *dw = zeros(c.nw), *db = zeros((size_t)c.O);
+    linear_backward(&c, dx, dw, db);
+    fd_check("linear x", linear_loss, &c, c.x, dx, c.nx, NULL);
+    fd_check("linear weight", linear_loss, &c, c.w, dw, c.nw, NULL);
+    fd_check("linear bias", linear_loss, &c, c.b, db, (size_t)c.O, NULL);
+}
+
+/* ---------------------------------------------------------------- log_softmax and nll */
+
+typedef struct {
+    int B, N;
+    size_t n;
+    float *x, *r, *y;
+    uint8_t labels[16];
+} softmax_case;
+
+static softmax_case softmax_load(const char *p)
+{
+    softmax_case c = {.B = fx_int(p, "B"), .N = fx_int(p, "N")};
+    c.n = (size_t)c.B * c.N;
+    c.y = zeros(c.n);
+    return c;
+}
+
+static void test_log_softmax_pytorch(void **state)
+{
+    (void)state;
+    softmax_case c = softmax_load("logsoftmax");
+    c.x = fx_f32("logsoftmax", "x", c.n);
+    c.r = fx_f32("logsoftmax", "dy", c.n);
+    cn_log_softmax_forward(c.y, c.x, c.B, c.N);
+    expect_pt("log_softmax y", c.y, fx_f32("logsoftmax", "y", c.n), c.n);
+    float *dx = nans(c.n);
+    cn_log_softmax_backward(dx, c.r, c.y, c.B, c.N);
+    expect_pt("log_softmax dx", dx, fx_f32("logsoftmax", "dx", c.n), c.n);
+}
+
+static double log_softmax_loss(void *ctx)
+{
+    softmax_case *c = ctx;
+    cn_log_softmax_forward(c->y, c->x, c->B, c->N);
+    return dot(c->y, c->r, c->n);
+}
+
+static void test_log_softmax_fd(void **state)
+{
+    (void)state;
+    softmax_case c = softmax_load("logsoftmax");
+    c.x = fx_f32("logsoftmax", "x", c.n);
+    c.r = fx_f32("logsoftmax", "dy", c.n);
+    float *dx = zeros(c.n);
+    cn_log_softmax_forward(c.y, c.x, c.B, c.N);
+    cn_log_softmax_backward(dx, c.r, c.y, c.B, c.N);
+    fd_check("log_softmax x", log_softmax_loss, &c, c.x, dx, c.n, NULL);
+}
+
+static softmax_case nll_load(void)
+{
+    softmax_case c = softmax_load("nll");
+    assert_true(c.B <= (int)sizeof c.labels);
+    c.x = fx_f32("nll", "logp", c.n);
+    const int64_t *labels = fx_i64("nll", "labels", (size_t)c.B);
+    for (int b = 0; b < c.B; b++) c.labels[b] = (uint8_t)labels[b];
+    return c;
+}
+
+static void test_nll_pytorch(void **state)
+{
+    (void)state;
+    softmax_case c = nll_load();
+    float loss = cn_nll_loss(c.x, c.labels, c.B, c.N);
+    expect_pt("nll loss", &loss, fx_f32("nll", "loss", 1), 1);
+    float *dx = nans(c.n);
+    cn_nll_backward(dx, c.labels, c.B, c.N);
+    expect_exact("nll dlogp", dx, fx_f32("nll", "dlogp", c.n), c.n);
+}
+
+static double nll_loss(void *ctx)
+{
+    softmax_case *c = ctx;
+    return cn_nll_loss(c->x, c->labels, c->B, c->N);
+}
+
+static void test_nll_fd(void **state)
+{
+    (void)state;
+    softmax_case c = nll_load();
+    float *dx = zeros(c.n);
+    cn_nll_backward(dx, c.labels, c.B, c.N);
+    fd_check("nll logp", nll_loss, &c, c.x, dx, c.n, NULL);
+}
+
+/* ---------------------------------------------------------------- main */
+
+#define T(f) cmocka_unit_test_teardown(f, free_allocs)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_conv_pytorch),       T(test_conv1_pytorch),   T(test_conv_fd),
+        T(test_conv1_fd),           T(test_pool_pytorch),    T(test_pool7_pytorch),
+        T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
+        T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),
+        T(test_linear_pytorch),     T(test_linear_fd),       T(test_log_softmax_pytorch),
+        T(test_log_softmax_fd),     T(test_nll_pytorch),     T(test_nll_fd),
+    };
+    return cmocka_run_group_tests(tests, load_fixture, free_fixture);
+}
