@@ -338,6 +338,7 @@ static void test_short_run_on_fashion_mnist_learns(void **state)
 
 int main(void)
 {
+    if (tu_isa_unavailable()) return 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampler_permutation_is_complete),
         cmocka_unit_test(test_sampler_shards_disjoint_and_cover),

@@ -44,4 +44,19 @@ static inline double tu_max_violation(const float *a, const float *b, size_t n, 
     return worst;
 }
 
+/* Says which instruction set the kernels use in this run. When CNNC_ISA names one this CPU
+ * lacks, returns 1 so that main() can skip the whole program (tests/run.sh runs the kernel
+ * tests once per instruction set). */
+static inline int tu_isa_unavailable(void)
+{
+    cn_error err;
+    cn_isa isa;
+    if (cn_isa_from_env(&isa, &err) != 0) {
+        printf("skipped: %s\n", err.msg);
+        return 1;
+    }
+    printf("instruction set: %s\n", cn_isa_name(cn_isa_active()));
+    return 0;
+}
+
 #endif /* CN_TESTUTIL_H */
