@@ -22,8 +22,10 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 TRAIN_ARGS ?=
+BENCH_THREADS ?= $(shell nproc)
+BENCH_EPOCHS ?= 2
 
-.PHONY: all deps deps-test train test check clean
+.PHONY: all deps deps-test deps-bench train test check bench bench-run clean
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
 $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h)
@@ -54,6 +56,9 @@ deps:
 deps-test:
 	@tools/deps.sh test
 
+deps-bench:
+	@tools/deps.sh bench
+
 # Re-enter make after installing so that pkg-config sees the new packages.
 train: deps
 	@$(MAKE) --no-print-directory all
@@ -61,6 +66,15 @@ train: deps
 
 test: deps-test
 	@$(MAKE) --no-print-directory check
+
+bench: deps-bench
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run: all $(BUILD)/bench
+	@bench/run.sh $(BUILD) $(BENCH_THREADS) $(BENCH_EPOCHS)
+
+$(BUILD)/bench: bench/bench.c $(BUILD)/libcnnc.a
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libcnnc.a $(LDLIBS)
 
 check: all $(TEST_BIN)
 	@tests/run.sh $(BUILD)

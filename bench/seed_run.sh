@@ -1,5 +1,5 @@
 #!/bin/sh
-# seed_run.sh — the seed's whole job, cnnc and then PyTorch (../shared/bench/pytorch_reference.py,
+# seed_run.sh — the seed's whole job, cnnc and then PyTorch (bench/pytorch_reference.py,
 # Debian's python3-torch) on the same machine in one run: 50 epochs, 8 replicas x 128, and a
 # test pass after every epoch. Prints each side's training time, wall time and final accuracy.
 # Usage: bench/seed_run.sh [EPOCHS] [THREADS]   (defaults: 50, online CPUs)
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 epochs=${1:-50}
 threads=${2:-$(nproc)}
 data=/usr/share/datasets/fashion-mnist
-reference=${PYTORCH_REFERENCE:-../shared/bench/pytorch_reference.py}
+reference=${PYTORCH_REFERENCE:-bench/pytorch_reference.py}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

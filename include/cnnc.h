@@ -110,6 +110,12 @@ size_t cn_model_num_params(const cn_model *m);
 float *cn_model_params(cn_model *m);
 int cn_model_input_size(const cn_model *m);   /* channels * height * width */
 int cn_model_num_outputs(const cn_model *m);  /* classes */
+int cn_model_num_layers(const cn_model *m);
+/* The layer's name: its spec's name, or kind and index ("relu2") for unnamed layers. */
+const char *cn_model_layer_name(const cn_model *m, int layer);
+/* Floating-point operations of one sample's forward and backward pass through the conv and
+ * linear layers (2 per multiply-add; the first layer computes no input gradient). */
+void cn_model_flops(const cn_model *m, double *forward, double *backward);
 
 typedef enum { CN_F32, CN_I64 } cn_dtype;
 
@@ -139,6 +145,10 @@ int cn_isa_from_env(cn_isa *isa, cn_error *err);
 /* The set in use by this process: decided on first use from cn_isa_from_env (falling back to
  * the best supported one when CNNC_ISA is invalid) and fixed from then on. */
 cn_isa cn_isa_active(void);
+
+/* Measures the single-precision arithmetic peak of `threads` cores with the kernels in use
+ * (independent vector multiply-adds, about half a second); *gflops in GFLOP/s. */
+int cn_peak_gflops(int threads, double *gflops, cn_error *err);
 
 /* ---------------------------------------------------------------- threads */
 
@@ -185,6 +195,12 @@ int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train);
  * *loss gets the global loss (mean over all R*B samples). */
 int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels, float *loss,
                     cn_phase_times *times, cn_error *err);
+
+/* Thread-seconds spent in each layer's forward and backward during training steps since the
+ * trainer was created or last reset, summed over replicas; returns the number of layers (at
+ * most max entries are written). */
+int cn_trainer_layer_times(const cn_trainer *t, double *forward, double *backward, int max);
+void cn_trainer_reset_layer_times(cn_trainer *t);
 
 /* Called after each step with the global loss (mean over all replicas' samples). */
 typedef void (*cn_step_fn)(void *ctx, int epoch, int step, int steps, float loss);

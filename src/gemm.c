@@ -15,12 +15,13 @@ typedef struct {
     void (*nn)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, const float *, int, float *,
                int);
     void (*nt)(int, int, int, const float *, int, const float *, int, float *, int);
+    float (*burn)(long, float, double *);
 } gemm_kernels;
 
 static const gemm_kernels kernels_by_isa[] = {
-    [CN_ISA_GENERIC] = {cn_gemm_nn_generic, cn_gemm_nt_generic},
-    [CN_ISA_AVX2] = {cn_gemm_nn_avx2, cn_gemm_nt_avx2},
-    [CN_ISA_AVX512] = {cn_gemm_nn_avx512, cn_gemm_nt_avx512},
+    [CN_ISA_GENERIC] = {cn_gemm_nn_generic, cn_gemm_nt_generic, cn_fma_burn_generic},
+    [CN_ISA_AVX2] = {cn_gemm_nn_avx2, cn_gemm_nt_avx2, cn_fma_burn_avx2},
+    [CN_ISA_AVX512] = {cn_gemm_nn_avx512, cn_gemm_nt_avx512, cn_fma_burn_avx512},
 };
 static const char *const isa_names[] = {"generic", "avx2", "avx512"};
 _Static_assert(sizeof kernels_by_isa / sizeof kernels_by_isa[0] == CN_ISA_COUNT, "kernels per isa");
@@ -87,4 +88,9 @@ void cn_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int
         k->nn(M, N, K, A, 1, lda, B, ldb, C, ldc);
     else
         k->nn(M, N, K, A, lda, 1, B, ldb, C, ldc);
+}
+
+float cn_fma_burn(long iters, float seed, double *flops)
+{
+    return kernels_by_isa[cn_isa_active()].burn(iters, seed, flops);
 }

@@ -2,4 +2,5 @@
  * (the Makefile gives this file its target flags). Chosen at run time by gemm.c. */
 #include "gemm.h"
 #define CN_ISA_SUFFIX avx512
+#define CN_BURN_CHAINS 12 /* vector FMA chains that fit the registers of avx512 */
 #include "gemm_kernels.inc"

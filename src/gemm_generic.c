@@ -2,4 +2,5 @@
  * (the Makefile gives this file its target flags). Chosen at run time by gemm.c. */
 #include "gemm.h"
 #define CN_ISA_SUFFIX generic
+#define CN_BURN_CHAINS 3 /* vector FMA chains that fit the registers of generic */
 #include "gemm_kernels.inc"

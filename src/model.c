@@ -88,12 +88,15 @@ static int plan_layer(cn_model *m, int i, const cn_layer_spec *s, int *bn_channe
     l->in_h = prev ? prev->out_h : m->in_h;
     l->in_w = prev ? prev->out_w : m->in_w;
     if (plan_shape(l, s, i, i == m->num_layers - 1, err)) return -1;
-    if (cn_layer_has_params(l)) {
-        if (!s->name || !s->name[0] || strlen(s->name) >= sizeof l->name - 24)
-            return cn_fail(err, "layer %d (%s): needs a short name for its tensors", i,
-                           kind_name(s->kind));
+    if (cn_layer_has_params(l) && (!s->name || !s->name[0]))
+        return cn_fail(err, "layer %d (%s): needs a name for its tensors", i, kind_name(s->kind));
+    if (s->name && strlen(s->name) >= sizeof l->name - 24)
+        return cn_fail(err, "layer %d (%s): name '%s' is too long", i, kind_name(s->kind),
+                       s->name);
+    if (s->name && s->name[0])
         snprintf(l->name, sizeof l->name, "%s", s->name);
-    }
+    else
+        snprintf(l->name, sizeof l->name, "%s%d", kind_name(s->kind), i);
     plan_tensors(l, m, bn_channels);
     return 0;
 }
@@ -186,6 +189,35 @@ size_t cn_model_num_params(const cn_model *m) { return m->num_params; }
 float *cn_model_params(cn_model *m) { return m->params; }
 int cn_model_input_size(const cn_model *m) { return m->in_c * m->in_h * m->in_w; }
 int cn_model_num_outputs(const cn_model *m) { return m->layers[m->num_layers - 1].out_c; }
+int cn_model_num_layers(const cn_model *m) { return m->num_layers; }
+
+const char *cn_model_layer_name(const cn_model *m, int i)
+{
+    return i >= 0 && i < m->num_layers ? m->layers[i].name : "";
+}
+
+/* Multiply-adds of one sample through layer l: forward, and backward (parameter gradients, plus
+ * input gradients unless l is the first layer). Only conv and linear count; the rest is
+ * elementwise and small beside them. */
+static void layer_macs(const cn_layer *l, int first, double *forward, double *backward)
+{
+    double macs = 0;
+    if (l->kind == CN_CONV2D || l->kind == CN_LINEAR)
+        macs = (double)l->num_weight * l->out_h * l->out_w;
+    *forward = macs;
+    *backward = first ? macs : 2 * macs;
+}
+
+void cn_model_flops(const cn_model *m, double *forward, double *backward)
+{
+    *forward = *backward = 0;
+    for (int i = 0; i < m->num_layers; i++) {
+        double f, b;
+        layer_macs(&m->layers[i], i == 0, &f, &b);
+        *forward += 2 * f;
+        *backward += 2 * b;
+    }
+}
 
 /* Appends one tensor description when there is room; always counts it. */
 static void add_ref(cn_tensor_ref *out, int max, int *n, const cn_layer *l, const char *suffix,
@@ -193,7 +225,7 @@ static void add_ref(cn_tensor_ref *out, int max, int *n, const cn_layer *l, cons
 {
     if (*n < max) {
         cn_tensor_ref *r = &out[*n];
-        snprintf(r->name, sizeof r->name, "%s.%s", l->name, suffix);
+        snprintf(r->name, sizeof r->name, "%.39s.%s", l->name, suffix); /* names <= 39 chars */
         r->dtype = dtype, r->data = data, r->ndim = ndim;
         for (int d = 0; d < 4; d++) r->shape[d] = d < ndim ? shape[d] : 0;
     }

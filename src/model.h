@@ -12,7 +12,7 @@
 
 typedef struct {
     cn_layer_kind kind;
-    char name[32];
+    char name[64];           /* at most 39 characters, so "NAME.num_batches_tracked" fits a cn_tensor_ref */
     int in_c, in_h, in_w;    /* per-sample input shape */
     int out_c, out_h, out_w; /* per-sample output shape */
     int kernel;

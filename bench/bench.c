@@ -1,0 +1,162 @@
+/* bench.c — measures cnnc on the seed's job: training throughput (8 replicas x 128, a few
+ * epochs after a warm-up one), evaluation throughput on the 10,000 test images, where the time
+ * goes (each layer's forward and backward, the data, reduction and optimiser phases), and the
+ * achieved GFLOP/s against the machine's measured arithmetic peak. Prints a report and writes the
+ * figures as one JSON object. It compares nothing itself: bench/run.sh puts PyTorch beside it. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cnnc.h"
+
+#define MAX_LAYERS 64
+
+typedef struct {
+    const char *data_dir, *json_path;
+    int threads, epochs;
+} bench_settings;
+
+typedef struct {
+    double train_seconds, train_rate, eval_seconds, eval_rate, gflops, peak, flops_per_sample;
+    cn_phase_times phases;
+    int layers;
+    double forward[MAX_LAYERS], backward[MAX_LAYERS];
+} bench_result;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(const cn_error *err)
+{
+    fprintf(stderr, "bench: error: %s\n", err->msg);
+    return 1;
+}
+
+static int parse(int argc, char **argv, bench_settings *s)
+{
+    static const struct option options[] = {{"threads", required_argument, NULL, 't'},
+                                             {"epochs", required_argument, NULL, 'e'},
+                                             {"data-dir", required_argument, NULL, 'd'},
+                                             {"json", required_argument, NULL, 'j'},
+                                             {NULL, 0, NULL, 0}};
+    *s = (bench_settings){"/usr/share/datasets/fashion-mnist", NULL,
+                          (int)sysconf(_SC_NPROCESSORS_ONLN), 2};
+    for (int c; (c = getopt_long(argc, argv, "", options, NULL)) != -1;) {
+        if (c == 't') s->threads = atoi(optarg);
+        else if (c == 'e') s->epochs = atoi(optarg);
+        else if (c == 'd') s->data_dir = optarg;
+        else if (c == 'j') s->json_path = optarg;
+        else return -1;
+    }
+    if (s->threads < 1 || s->epochs < 1 || optind != argc) return -1;
+    return 0;
+}
+
+/* Trains one warm-up epoch, then `epochs` timed ones; then times three test passes. */
+static int measure(cn_model *m, cn_trainer *t, const cn_dataset *train, const cn_dataset *test,
+                   const bench_settings *s, bench_result *r, cn_error *err)
+{
+    float loss;
+    if (cn_trainer_epoch(t, train, 1, NULL, NULL, &loss, NULL, err)) return -1;
+    cn_trainer_reset_layer_times(t);
+    double start = now_seconds();
+    for (int e = 2; e <= s->epochs + 1; e++)
+        if (cn_trainer_epoch(t, train, e, NULL, NULL, &loss, &r->phases, err)) return -1;
+    r->train_seconds = now_seconds() - start;
+    double samples = (double)s->epochs * cn_trainer_steps_per_epoch(t, train) * 8 * 128;
+    r->train_rate = samples / r->train_seconds;
+    double fwd, bwd;
+    cn_model_flops(m, &fwd, &bwd);
+    r->flops_per_sample = fwd + bwd;
+    r->gflops = r->flops_per_sample * r->train_rate * 1e-9;
+    r->layers = cn_trainer_layer_times(t, r->forward, r->backward, MAX_LAYERS);
+
+    double best = 1e30, test_loss, accuracy;
+    for (int i = 0; i < 3; i++) {
+        double begin = now_seconds();
+        if (cn_evaluate(t, test, test->count, &test_loss, &accuracy, NULL, err)) return -1;
+        double took = now_seconds() - begin;
+        best = took < best ? took : best;
+    }
+    r->eval_seconds = best;
+    r->eval_rate = test->count / best;
+    return cn_peak_gflops(s->threads, &r->peak, err);
+}
+
+static void print_report(const cn_model *m, const bench_settings *s, const bench_result *r)
+{
+    printf("cnnc: %d threads, %s kernels, 8 replicas x 128, %d timed epochs\n", s->threads,
+           cn_isa_name(cn_isa_active()), s->epochs);
+    printf("  training   %9.0f samples/s  (%.2f s per epoch)\n", r->train_rate,
+           r->train_seconds / s->epochs);
+    printf("  evaluation %9.0f images/s   (%.3f s for the test set)\n", r->eval_rate,
+           r->eval_seconds);
+    printf("  arithmetic %9.1f GFLOP/s of a measured peak of %.1f (%.1f%%), %.2f MFLOP a sample\n",
+           r->gflops, r->peak, 100 * r->gflops / r->peak, r->flops_per_sample * 1e-6);
+    printf("  phases (wall s per epoch): data %.3f  forward %.3f  backward %.3f  reduce %.3f  "
+           "optimizer %.3f\n", r->phases.data / s->epochs, r->phases.forward / s->epochs,
+           r->phases.backward / s->epochs, r->phases.reduce / s->epochs,
+           r->phases.optimizer / s->epochs);
+    printf("  layers (thread-ms per epoch, summed over replicas):\n");
+    for (int i = 0; i < r->layers; i++)
+        printf("    %-14s forward %8.1f  backward %8.1f\n", cn_model_layer_name(m, i),
+               1e3 * r->forward[i] / s->epochs, 1e3 * r->backward[i] / s->epochs);
+}
+
+static int write_json(const cn_model *m, const bench_settings *s, const bench_result *r)
+{
+    FILE *f = fopen(s->json_path, "w");
+    if (!f) {
+        perror(s->json_path);
+        return 1;
+    }
+    fprintf(f, "{\"threads\":%d,\"isa\":\"%s\",\"epochs\":%d,\"train_samples_per_second\":%.1f,"
+               "\"eval_images_per_second\":%.1f,\"eval_seconds\":%.4f,\"gflops\":%.2f,"
+               "\"peak_gflops\":%.2f,\"flops_per_sample\":%.0f,\"phases_per_epoch\":{\"data\":%.4f,"
+               "\"forward\":%.4f,\"backward\":%.4f,\"reduce\":%.4f,\"optimizer\":%.4f},\"layers\":[",
+            s->threads, cn_isa_name(cn_isa_active()), s->epochs, r->train_rate, r->eval_rate,
+            r->eval_seconds, r->gflops, r->peak, r->flops_per_sample, r->phases.data / s->epochs,
+            r->phases.forward / s->epochs, r->phases.backward / s->epochs,
+            r->phases.reduce / s->epochs, r->phases.optimizer / s->epochs);
+    for (int i = 0; i < r->layers; i++)
+        fprintf(f, "%s{\"name\":\"%s\",\"forward_seconds\":%.4f,\"backward_seconds\":%.4f}",
+                i ? "," : "", cn_model_layer_name(m, i), r->forward[i] / s->epochs,
+                r->backward[i] / s->epochs);
+    fprintf(f, "]}\n");
+    return fclose(f) != 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_settings s;
+    if (parse(argc, argv, &s)) {
+        fprintf(stderr, "usage: bench [--threads N] [--epochs N] [--data-dir DIR] [--json FILE]\n");
+        return 2;
+    }
+    cn_error err;
+    cn_dataset train = {0}, test = {0};
+    if (cn_dataset_load(&train, s.data_dir, "train", &err) ||
+        cn_dataset_load(&test, s.data_dir, "t10k", &err))
+        return fail(&err);
+    cn_model *m = cn_model_fashion_mnist(&err);
+    if (!m) return fail(&err);
+    cn_model_init(m, 1);
+    cn_train_config cfg = {128, 8, s.threads, 0.01f, 0.5f, 1};
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    bench_result r = {0};
+    if (!t || measure(m, t, &train, &test, &s, &r, &err)) return fail(&err);
+    print_report(m, &s, &r);
+    int rc = s.json_path ? write_json(m, &s, &r) : 0;
+    cn_trainer_free(t);
+    cn_model_free(m);
+    cn_dataset_free(&train);
+    cn_dataset_free(&test);
+    return rc;
+}
