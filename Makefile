@@ -30,14 +30,16 @@ all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
 $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	$(CC) $(WARN) $(CFLAGS) $(KERNEL_FLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 # The GEMM kernels are compiled once per instruction set; gemm.c picks one at run time. They
 # are vectorised by hand with vector types, so the loop vectoriser is kept out of their way;
 # their vector-typed helpers are all static, so the psABI note about 64-byte vectors is moot.
-$(BUILD)/src/gemm_generic.o: CFLAGS += -O3 -fno-tree-loop-vectorize -Wno-psabi
-$(BUILD)/src/gemm_avx2.o: CFLAGS += -O3 -fno-tree-loop-vectorize -Wno-psabi -mavx2 -mfma -ffp-contract=fast
-$(BUILD)/src/gemm_avx512.o: CFLAGS += -O3 -fno-tree-loop-vectorize -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
+# (KERNEL_FLAGS, not CFLAGS, so that `make CFLAGS=...` keeps them.)
+KERNEL_FLAGS :=
+$(BUILD)/src/gemm_generic.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -Wno-psabi
+$(BUILD)/src/gemm_avx2.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -Wno-psabi -mavx2 -mfma -ffp-contract=fast
+$(BUILD)/src/gemm_avx512.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
 $(BUILD)/src/gemm_generic.o $(BUILD)/src/gemm_avx2.o $(BUILD)/src/gemm_avx512.o: src/gemm_kernels.inc
 
 $(BUILD)/libcnnc.a: $(LIB_OBJ)
