@@ -75,6 +75,7 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
         }
         dgamma[c] += (float)sum_dy_xhat;
         dbeta[c] += (float)sum_dy;
+        if (!din) continue; /* a first layer: no input gradient wanted */
         float k = gamma[c] * invstd[c];
         float mean_dy = (float)(sum_dy / n), mean_dy_xhat = (float)(sum_dy_xhat / n);
         for (int b = 0; b < B; b++) {

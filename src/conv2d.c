@@ -1,10 +1,21 @@
-/* conv2d.c — 2D convolution (valid padding, stride 1, with bias) as im2col + GEMM, one sample
- * at a time so the column buffer stays small. No padding, stride or dilation options: the
- * models here do not use them. */
+/* conv2d.c — 2D convolution (valid padding, stride 1, with bias) on top of cn_sgemm, one sample
+ * at a time so the patch buffer stays in cache. Forward multiplies the weights by the
+ * channel-major patch matrix (im2col); the weight gradient uses the position-major one (im2row)
+ * when there are few output positions, so that it too is a plain product rather than many short
+ * dot products; the input gradient goes back through col2im. No padding, stride or dilation:
+ * the models here do not use them. */
 #include <string.h>
 
 #include "gemm.h"
 #include "layers.h"
+
+/* Below this many output positions the weight gradient is computed from im2row. */
+#define CN_CONV_ROW_GRADIENT_POSITIONS 256
+
+static void copy_floats(float *restrict dst, const float *restrict src, int n)
+{
+    for (int i = 0; i < n; i++) dst[i] = src[i];
+}
 
 /* col [C*K*K, OH*OW]: row (c,ky,kx) holds in[c, oy+ky, ox+kx] for every output position. */
 static void im2col(float *col, const float *in, int C, int H, int W, int K)
@@ -15,9 +26,21 @@ static void im2col(float *col, const float *in, int C, int H, int W, int K)
             for (int kx = 0; kx < K; kx++) {
                 float *row = col + ((size_t)(c * K + ky) * K + kx) * OH * OW;
                 for (int oy = 0; oy < OH; oy++)
-                    memcpy(row + oy * OW, in + ((size_t)c * H + oy + ky) * W + kx,
-                           (size_t)OW * sizeof *row);
+                    copy_floats(row + oy * OW, in + ((size_t)c * H + oy + ky) * W + kx, OW);
             }
+}
+
+/* rows [OH*OW, C*K*K]: row (oy,ox) holds the patch in[c, oy+ky, ox+kx] in (c,ky,kx) order. */
+static void im2row(float *rows, const float *in, int C, int H, int W, int K)
+{
+    int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K;
+    for (int oy = 0; oy < OH; oy++)
+        for (int ox = 0; ox < OW; ox++) {
+            float *row = rows + ((size_t)oy * OW + ox) * CKK;
+            for (int c = 0; c < C; c++)
+                for (int ky = 0; ky < K; ky++)
+                    copy_floats(row + (c * K + ky) * K, in + ((size_t)c * H + oy + ky) * W + ox, K);
+        }
 }
 
 /* The adjoint of im2col: din[c, oy+ky, ox+kx] += col[(c,ky,kx), (oy,ox)], din zeroed first. */
@@ -30,8 +53,8 @@ static void col2im(float *din, const float *col, int C, int H, int W, int K)
             for (int kx = 0; kx < K; kx++) {
                 const float *row = col + ((size_t)(c * K + ky) * K + kx) * OH * OW;
                 for (int oy = 0; oy < OH; oy++) {
-                    float *d = din + ((size_t)c * H + oy + ky) * W + kx;
-                    const float *r = row + oy * OW;
+                    float *restrict d = din + ((size_t)c * H + oy + ky) * W + kx;
+                    const float *restrict r = row + oy * OW;
                     for (int ox = 0; ox < OW; ox++) d[ox] += r[ox];
                 }
             }
@@ -50,6 +73,20 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
     }
 }
 
+/* dweight [OC, CKK] += dout_b [OC, P] * patches^T, for one sample. */
+static void weight_gradient(float *dweight, const float *dout_b, const float *in_b, int C, int H,
+                            int W, int OC, int K, float *col)
+{
+    int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
+    if (P < CN_CONV_ROW_GRADIENT_POSITIONS) {
+        im2row(col, in_b, C, H, W, K);
+        cn_sgemm(0, 0, OC, CKK, P, dout_b, P, col, CKK, 1, dweight, CKK);
+    } else {
+        im2col(col, in_b, C, H, W, K);
+        cn_sgemm(0, 1, OC, CKK, P, dout_b, P, col, P, 1, dweight, CKK);
+    }
+}
+
 void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *dout,
                         const float *in, const float *weight, int B, int C, int H, int W, int OC,
                         int K, float *col)
@@ -62,8 +99,7 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
             for (int p = 0; p < P; p++) s += d[(size_t)oc * P + p];
             dbias[oc] += s;
         }
-        im2col(col, in + (size_t)b * C * H * W, C, H, W, K);
-        cn_sgemm(0, 1, OC, CKK, P, d, P, col, P, 1, dweight, CKK);
+        weight_gradient(dweight, d, in + (size_t)b * C * H * W, C, H, W, OC, K, col);
         if (din) {
             cn_sgemm(1, 0, CKK, P, OC, weight, CKK, d, P, 0, col, P);
             col2im(din + (size_t)b * C * H * W, col, C, H, W, K);

@@ -42,7 +42,8 @@ void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float 
 void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma,
                                  const float *beta, const float *running_mean,
                                  const float *running_var, int B, int C, int HW, float eps);
-/* dout [B,C,HW] -> din [B,C,HW] =, dgamma [C] +=, dbeta [C] += (training-mode backward). */
+/* dout [B,C,HW] -> din [B,C,HW] = (skipped if NULL), dgamma [C] +=, dbeta [C] += (training-mode
+ * backward). */
 void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const float *dout,
                              const float *in, const float *mean, const float *invstd,
                              const float *gamma, int B, int C, int HW);

@@ -9,34 +9,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "executor.h"
 #include "layers.h"
-#include "model.h"
-
-/* The buffers of one replica (or one evaluation thread) for a batch of up to B samples. */
-typedef struct {
-    float *input;      /* [B, input size] */
-    uint8_t *labels;   /* [B] */
-    float **out;       /* per layer: its output [B, out size] (flatten aliases its input) */
-    float **grad;      /* per layer: gradient of its output, same shapes */
-    int32_t **argmax;  /* per layer: max-pool argmax, NULL for other layers */
-    float *bn_mean, *bn_invstd, *bn_var; /* [all bn channels] batch statistics */
-    float *col;        /* im2col scratch */
-    float *dparams;    /* [num_params] this replica's gradient */
-    double *layer_forward, *layer_backward; /* per layer: seconds spent in training steps */
-    float loss;
-    void *block;       /* one allocation holding the float buffers */
-} workspace;
 
 struct cn_trainer {
     cn_model *m;
     cn_train_config cfg;
     cn_pool *pool;
-    int num_workspaces;  /* max(R, T) */
-    workspace *ws;
+    cn_plan plan;        /* how a batch goes through the model, shared by all workspaces */
+    int num_workspaces;  /* max(R, T): one per replica, and one per thread for evaluation */
+    cn_workspace *ws;
+    float *loss;         /* [R] each replica's loss of the current step */
     float *grad;         /* [num_params] averaged gradient */
     float *momentum;     /* [num_params] */
     uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
-    int bn_total;        /* all bn channels */
 };
 
 static double now_seconds(void)
@@ -46,90 +32,7 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ------------------------------------------------------------------ planning */
-
-static size_t col_size(const cn_model *m)
-{
-    size_t most = 1;
-    for (int i = 0; i < m->num_layers; i++) {
-        const cn_layer *l = &m->layers[i];
-        size_t n = (size_t)l->in_c * l->kernel * l->kernel * l->out_h * l->out_w;
-        if (l->kind == CN_CONV2D && n > most) most = n;
-    }
-    return most;
-}
-
-/* Floats needed by one workspace's block, laid out in the order carve_workspace takes them. */
-static size_t workspace_floats(const cn_model *m, int B, int bn_total)
-{
-    size_t n = (size_t)B * cn_model_input_size(m) + 3 * (size_t)bn_total + col_size(m) +
-               m->num_params;
-    for (int i = 0; i < m->num_layers; i++) {
-        const cn_layer *l = &m->layers[i];
-        if (l->kind == CN_FLATTEN) continue;
-        n += 2 * (size_t)B * cn_layer_out_size(l);
-        if (l->kind == CN_MAXPOOL2D) n += (size_t)B * cn_layer_out_size(l); /* int32 argmax */
-    }
-    return n;
-}
-
-static float *take(float **cursor, size_t n)
-{
-    float *p = *cursor;
-    *cursor += n;
-    return p;
-}
-
-static void carve_workspace(workspace *w, const cn_model *m, int B, int bn_total)
-{
-    float *cur = w->block;
-    w->input = take(&cur, (size_t)B * cn_model_input_size(m));
-    w->bn_mean = take(&cur, (size_t)bn_total);
-    w->bn_invstd = take(&cur, (size_t)bn_total);
-    w->bn_var = take(&cur, (size_t)bn_total);
-    w->col = take(&cur, col_size(m));
-    w->dparams = take(&cur, m->num_params);
-    for (int i = 0; i < m->num_layers; i++) {
-        const cn_layer *l = &m->layers[i];
-        size_t n = (size_t)B * cn_layer_out_size(l);
-        if (l->kind == CN_FLATTEN) { /* a view: same memory as its input */
-            w->out[i] = i > 0 ? w->out[i - 1] : w->input;
-            w->grad[i] = i > 0 ? w->grad[i - 1] : NULL;
-            continue;
-        }
-        w->out[i] = take(&cur, n);
-        w->grad[i] = take(&cur, n);
-        w->argmax[i] = l->kind == CN_MAXPOOL2D ? (int32_t *)take(&cur, n) : NULL;
-    }
-}
-
-static int workspace_init(workspace *w, const cn_model *m, int B, int bn_total)
-{
-    int L = m->num_layers;
-    w->out = calloc((size_t)L, sizeof *w->out);
-    w->grad = calloc((size_t)L, sizeof *w->grad);
-    w->argmax = calloc((size_t)L, sizeof *w->argmax);
-    w->labels = calloc((size_t)B, 1);
-    w->layer_forward = calloc((size_t)L, sizeof *w->layer_forward);
-    w->layer_backward = calloc((size_t)L, sizeof *w->layer_backward);
-    w->block = calloc(workspace_floats(m, B, bn_total), sizeof(float));
-    if (!w->out || !w->grad || !w->argmax || !w->labels || !w->block || !w->layer_forward ||
-        !w->layer_backward)
-        return -1;
-    carve_workspace(w, m, B, bn_total);
-    return 0;
-}
-
-static void workspace_free(workspace *w)
-{
-    free(w->out);
-    free(w->grad);
-    free(w->argmax);
-    free(w->labels);
-    free(w->layer_forward);
-    free(w->layer_backward);
-    free(w->block);
-}
+/* ------------------------------------------------------------------ set-up */
 
 static int check_config(const cn_train_config *c, cn_error *err)
 {
@@ -146,6 +49,23 @@ static int check_config(const cn_train_config *c, cn_error *err)
     return 0;
 }
 
+static int allocate(cn_trainer *t)
+{
+    int R = t->cfg.num_replicas, B = t->cfg.batch_size;
+    size_t n = t->m->num_params;
+    if (cn_plan_init(&t->plan, t->m, B)) return -1;
+    t->num_workspaces = R > t->cfg.threads ? R : t->cfg.threads;
+    t->ws = calloc((size_t)t->num_workspaces, sizeof *t->ws);
+    t->loss = calloc((size_t)R, sizeof *t->loss);
+    t->grad = calloc(n, sizeof *t->grad);
+    t->momentum = calloc(n, sizeof *t->momentum);
+    t->batch_index = calloc((size_t)R * B, sizeof *t->batch_index);
+    if (!t->ws || !t->loss || !t->grad || !t->momentum || !t->batch_index) return -1;
+    for (int i = 0; i < t->num_workspaces; i++)
+        if (cn_workspace_init(&t->ws[i], &t->plan)) return -1;
+    return 0;
+}
+
 cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err)
 {
     if (check_config(cfg, err)) return NULL;
@@ -155,20 +75,10 @@ cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error 
         return NULL;
     }
     t->m = m, t->cfg = *cfg;
-    for (int i = 0; i < m->num_layers; i++)
-        if (m->layers[i].kind == CN_BATCHNORM2D) t->bn_total += m->layers[i].out_c;
-    int R = cfg->num_replicas, B = cfg->batch_size;
-    t->num_workspaces = R > cfg->threads ? R : cfg->threads;
-    t->ws = calloc((size_t)t->num_workspaces, sizeof *t->ws);
-    t->grad = calloc(m->num_params, sizeof *t->grad);
-    t->momentum = calloc(m->num_params, sizeof *t->momentum);
-    t->batch_index = calloc((size_t)R * B, sizeof *t->batch_index);
-    int ok = t->ws && t->grad && t->momentum && t->batch_index;
-    for (int i = 0; ok && i < t->num_workspaces; i++)
-        ok = workspace_init(&t->ws[i], m, B, t->bn_total) == 0;
-    if (!ok) {
+    if (allocate(t)) {
         cn_trainer_free(t);
-        cn_fail(err, "trainer: out of memory for %d replicas of batch %d", R, B);
+        cn_fail(err, "trainer: out of memory for %d replicas of batch %d", cfg->num_replicas,
+                cfg->batch_size);
         return NULL;
     }
     t->pool = cn_pool_create(cfg->threads, err);
@@ -183,115 +93,14 @@ void cn_trainer_free(cn_trainer *t)
 {
     if (!t) return;
     cn_pool_free(t->pool);
-    for (int i = 0; t->ws && i < t->num_workspaces; i++) workspace_free(&t->ws[i]);
+    for (int i = 0; t->ws && i < t->num_workspaces; i++) cn_workspace_free(&t->ws[i]);
     free(t->ws);
+    cn_plan_free(&t->plan);
+    free(t->loss);
     free(t->grad);
     free(t->momentum);
     free(t->batch_index);
     free(t);
-}
-
-/* ------------------------------------------------------------------ one replica */
-
-static void layer_forward(const cn_model *m, const cn_layer *l, workspace *w, int i, int B,
-                          int training)
-{
-    const float *x = i > 0 ? w->out[i - 1] : w->input;
-    float *y = w->out[i];
-    const float *p = m->params;
-    int HW = l->out_h * l->out_w, bc = l->bn_channels;
-    switch (l->kind) {
-    case CN_CONV2D:
-        cn_conv2d_forward(y, x, p + l->weight, p + l->bias, B, l->in_c, l->in_h, l->in_w,
-                          l->out_c, l->kernel, w->col);
-        break;
-    case CN_MAXPOOL2D:
-        cn_maxpool2d_forward(y, w->argmax[i], x, B, l->in_c, l->in_h, l->in_w, l->kernel);
-        break;
-    case CN_RELU:
-        cn_relu_forward(y, x, (size_t)B * cn_layer_out_size(l));
-        break;
-    case CN_BATCHNORM2D:
-        if (training)
-            cn_batchnorm2d_forward_train(y, w->bn_mean + bc, w->bn_invstd + bc, w->bn_var + bc, x,
-                                         p + l->weight, p + l->bias, B, l->out_c, HW, CN_BN_EPS);
-        else
-            cn_batchnorm2d_forward_eval(y, x, p + l->weight, p + l->bias, m->stats + l->stats,
-                                        m->stats + l->stats + l->out_c, B, l->out_c, HW,
-                                        CN_BN_EPS);
-        break;
-    case CN_FLATTEN:
-        break;
-    case CN_LINEAR:
-        cn_linear_forward(y, x, p + l->weight, p + l->bias, B, l->in_c, l->out_c);
-        break;
-    case CN_LOG_SOFTMAX:
-        cn_log_softmax_forward(y, x, B, l->out_c);
-        break;
-    }
-}
-
-/* Training passes time every layer (a clock read is tens of nanoseconds, a layer hundreds of
- * microseconds); evaluation passes do not. */
-static void model_forward(const cn_model *m, workspace *w, int B, int training)
-{
-    double before = training ? now_seconds() : 0;
-    for (int i = 0; i < m->num_layers; i++) {
-        layer_forward(m, &m->layers[i], w, i, B, training);
-        if (!training) continue;
-        double after = now_seconds();
-        w->layer_forward[i] += after - before;
-        before = after;
-    }
-}
-
-static void layer_backward(const cn_model *m, const cn_layer *l, workspace *w, int i, int B)
-{
-    float *dx = i > 0 ? w->grad[i - 1] : NULL;
-    const float *x = i > 0 ? w->out[i - 1] : w->input;
-    const float *dy = w->grad[i], *p = m->params;
-    float *dp = w->dparams;
-    int HW = l->out_h * l->out_w, bc = l->bn_channels;
-    switch (l->kind) {
-    case CN_CONV2D:
-        cn_conv2d_backward(dx, dp + l->weight, dp + l->bias, dy, x, p + l->weight, B, l->in_c,
-                           l->in_h, l->in_w, l->out_c, l->kernel, w->col);
-        break;
-    case CN_LINEAR:
-        cn_linear_backward(dx, dp + l->weight, dp + l->bias, dy, x, p + l->weight, B, l->in_c,
-                           l->out_c);
-        break;
-    case CN_BATCHNORM2D: /* parameter gradients are needed even for a first layer */
-        cn_batchnorm2d_backward(dx ? dx : w->col, dp + l->weight, dp + l->bias, dy, x,
-                                w->bn_mean + bc, w->bn_invstd + bc, p + l->weight, B, l->out_c,
-                                HW);
-        break;
-    case CN_MAXPOOL2D:
-        if (dx) cn_maxpool2d_backward(dx, dy, w->argmax[i], B, l->in_c, l->in_h, l->in_w, l->kernel);
-        break;
-    case CN_RELU:
-        if (dx) cn_relu_backward(dx, dy, w->out[i], (size_t)B * cn_layer_out_size(l));
-        break;
-    case CN_LOG_SOFTMAX:
-        if (dx) cn_log_softmax_backward(dx, dy, w->out[i], B, l->out_c);
-        break;
-    case CN_FLATTEN:
-        break;
-    }
-}
-
-static void model_backward(const cn_model *m, workspace *w, int B)
-{
-    int last = m->num_layers - 1;
-    memset(w->dparams, 0, m->num_params * sizeof *w->dparams);
-    cn_nll_backward(w->grad[last], w->labels, B, m->layers[last].out_c);
-    double before = now_seconds();
-    for (int i = last; i >= 0; i--) {
-        layer_backward(m, &m->layers[i], w, i, B);
-        double after = now_seconds();
-        w->layer_backward[i] += after - before;
-        before = after;
-    }
 }
 
 /* ------------------------------------------------------------------ one step */
@@ -307,7 +116,7 @@ static void load_batch(void *ctx, int r, int thread)
     (void)thread;
     const step_job *job = ctx;
     cn_trainer *t = job->t;
-    workspace *w = &t->ws[r];
+    cn_workspace *w = &t->ws[r];
     int B = t->cfg.batch_size, size = cn_model_input_size(t->m);
     for (int k = 0; k < B; k++) {
         size_t at = (size_t)r * B + k;
@@ -321,17 +130,17 @@ static void forward_replica(void *ctx, int r, int thread)
 {
     (void)thread;
     cn_trainer *t = ((const step_job *)ctx)->t;
-    workspace *w = &t->ws[r];
+    cn_workspace *w = &t->ws[r];
     int B = t->cfg.batch_size, last = t->m->num_layers - 1;
-    model_forward(t->m, w, B, 1);
-    w->loss = cn_nll_loss(w->out[last], w->labels, B, t->m->layers[last].out_c);
+    cn_forward(&t->plan, w, B, 1);
+    t->loss[r] = cn_nll_loss(w->out[last], w->labels, B, t->m->layers[last].out_c);
 }
 
 static void backward_replica(void *ctx, int r, int thread)
 {
     (void)thread;
     cn_trainer *t = ((const step_job *)ctx)->t;
-    model_backward(t->m, &t->ws[r], t->cfg.batch_size);
+    cn_backward(&t->plan, &t->ws[r]);
 }
 
 /* Each task owns a contiguous slice of the parameters; within it the replicas are summed in
@@ -418,7 +227,7 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
     tm->optimizer += now_seconds() - start;
 
     float sum = 0.0f;
-    for (int r = 0; r < R; r++) sum += t->ws[r].loss;
+    for (int r = 0; r < R; r++) sum += t->loss[r];
     *loss = sum / (float)R;
     if (!isfinite(*loss))
         return cn_fail(err, "training diverged: the loss is %f (try a smaller --learning-rate)",
@@ -519,12 +328,12 @@ static void eval_chunk(void *ctx, int chunk, int thread)
 {
     eval_job *job = ctx;
     cn_trainer *t = job->t;
-    workspace *w = &t->ws[thread];
+    cn_workspace *w = &t->ws[thread];
     int B = t->cfg.batch_size, first = chunk * B, size = cn_model_input_size(t->m);
     int count = job->n - first < B ? job->n - first : B, last = t->m->num_layers - 1;
     int classes = t->m->layers[last].out_c;
     cn_normalize(w->input, job->ds->pixels + (size_t)first * size, (size_t)count * size);
-    model_forward(t->m, w, count, 0);
+    cn_forward(&t->plan, w, count, 0);
     double loss = 0;
     int correct = 0;
     for (int k = 0; k < count; k++) {
