@@ -6,20 +6,54 @@
 
 #include "layers.h"
 
-/* One plane, window 2, without branches: each pair keeps its first element on a tie and the
- * top pair wins a tie with the bottom one, which is the first maximum in scan order. */
-static void pool2_plane(float *restrict y, int32_t *restrict where, const float *restrict x,
-                        int W, int OH, int OW)
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef float v4f_unaligned __attribute__((vector_size(16), aligned(4), may_alias));
+typedef int32_t v4i_unaligned __attribute__((vector_size(16), aligned(4), may_alias));
+
+/* Lanes of `yes` where mask is all ones, of `no` where it is zero. */
+static inline v4i pick_i(v4i mask, v4i yes, v4i no) { return (mask & yes) | (~mask & no); }
+static inline v4f pick_f(v4i mask, v4f yes, v4f no) { return (v4f)pick_i(mask, (v4i)yes, (v4i)no); }
+
+/* The first maximum in scan order (top-left, top-right, bottom-left, bottom-right) of a 2x2
+ * window, in four lanes at once and without branches: the larger of each column pair (top
+ * wins ties), then of the two columns, where the right column wins a tie only when it came from
+ * the top row and the left one from the bottom row. rows: [a0 b0 a1 b1 ...] of the top row in
+ * t0, t1 and of the bottom row in u0, u1; at: the index of each window's top-left element. */
+static inline void pool2_lanes(float *y, int32_t *where, v4f t0, v4f t1, v4f u0, v4f u1, v4i at,
+                               int W)
+{
+    const v4i even = {0, 2, 4, 6}, odd = {1, 3, 5, 7};
+    v4f a = __builtin_shuffle(t0, t1, even), b = __builtin_shuffle(t0, t1, odd);
+    v4f c = __builtin_shuffle(u0, u1, even), d = __builtin_shuffle(u0, u1, odd);
+    v4i left_low = c > a, right_low = d > b;
+    v4f left = pick_f(left_low, c, a), right = pick_f(right_low, d, b);
+    v4i take_right = (right > left) | ((right == left) & left_low & ~right_low);
+    v4i low = pick_i(take_right, right_low, left_low);
+    *(v4f_unaligned *)y = pick_f(take_right, right, left);
+    *(v4i_unaligned *)where = at + (take_right & 1) + (low & W);
+}
+
+static void pool2_plane(float *y, int32_t *where, const float *x, int W, int OH, int OW)
 {
     for (int oy = 0; oy < OH; oy++) {
         const float *r0 = x + (size_t)(2 * oy) * W, *r1 = r0 + W;
-        for (int ox = 0; ox < OW; ox++) {
-            float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
-            float top = b > a ? b : a, bottom = d > c ? d : c;
-            int top_at = b > a, bottom_at = W + (d > c);
-            int pick_bottom = bottom > top;
-            y[oy * OW + ox] = pick_bottom ? bottom : top;
-            where[oy * OW + ox] = 2 * oy * W + 2 * ox + (pick_bottom ? bottom_at : top_at);
+        int ox = 0;
+        for (; ox + 4 <= OW; ox += 4) {
+            v4f t0 = *(const v4f_unaligned *)(r0 + 2 * ox), t1 = *(const v4f_unaligned *)(r0 + 2 * ox + 4);
+            v4f u0 = *(const v4f_unaligned *)(r1 + 2 * ox), u1 = *(const v4f_unaligned *)(r1 + 2 * ox + 4);
+            int32_t base = 2 * oy * W + 2 * ox;
+            v4i at = {base, base + 2, base + 4, base + 6};
+            pool2_lanes(y + oy * OW + ox, where + oy * OW + ox, t0, t1, u0, u1, at, W);
+        }
+        for (; ox < OW; ox++) { /* the last few windows of a row, one lane used */
+            float yy[4], top[8] = {r0[2 * ox], r0[2 * ox + 1]}, bottom[8] = {r1[2 * ox], r1[2 * ox + 1]};
+            int32_t ww[4];
+            v4i at = {2 * oy * W + 2 * ox, 0, 0, 0};
+            pool2_lanes(yy, ww, *(v4f_unaligned *)top, *(v4f_unaligned *)(top + 4),
+                        *(v4f_unaligned *)bottom, *(v4f_unaligned *)(bottom + 4), at, W);
+            y[oy * OW + ox] = yy[0];
+            where[oy * OW + ox] = ww[0];
         }
     }
 }

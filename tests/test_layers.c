@@ -371,6 +371,41 @@ static void test_pool_fd(void **state)
     fd_check("maxpool x", pool_loss, &c, c.x, dx, c.nx, pool_near_tie);
 }
 
+/* The first maximum in scan order, the rule PyTorch follows, written plainly. */
+static void reference_pool(float *y, int32_t *where, const float *x, int W, int S, int OH, int OW)
+{
+    for (int oy = 0; oy < OH; oy++)
+        for (int ox = 0; ox < OW; ox++) {
+            int best = oy * S * W + ox * S;
+            for (int dy = 0; dy < S; dy++)
+                for (int dx = 0; dx < S; dx++) {
+                    int at = (oy * S + dy) * W + ox * S + dx;
+                    if (x[at] > x[best]) best = at;
+                }
+            y[oy * OW + ox] = x[best];
+            where[oy * OW + ox] = best;
+        }
+}
+
+/* Inputs drawn from three values make ties of every shape in most windows; the window-2 path
+ * must pick the same element as the plain rule everywhere. */
+static void test_pool_ties_match_scan_order(void **state)
+{
+    (void)state;
+    enum { C = 64, H = 9, W = 9, OH = 4, OW = 4 };
+    float x[C * H * W], y[C * OH * OW], want_y[OH * OW];
+    int32_t where[C * OH * OW], want_where[OH * OW];
+    cn_rng rng;
+    cn_rng_seed(&rng, 9);
+    for (int i = 0; i < C * H * W; i++) x[i] = (float)cn_rng_below(&rng, 3);
+    cn_maxpool2d_forward(y, where, x, 1, C, H, W, 2);
+    for (int c = 0; c < C; c++) {
+        reference_pool(want_y, want_where, x + c * H * W, W, 2, OH, OW);
+        assert_memory_equal(y + c * OH * OW, want_y, sizeof want_y);
+        assert_memory_equal(where + c * OH * OW, want_where, sizeof want_where);
+    }
+}
+
 static void test_pool_pytorch(void **state) { (void)state; pool_vs_pytorch("pool"); }
 static void test_pool7_pytorch(void **state) { (void)state; pool_vs_pytorch("pool7"); }
 
@@ -695,6 +730,7 @@ int main(void)
         T(test_conv_pytorch),       T(test_conv1_pytorch),   T(test_conv_fd),
         T(test_conv1_fd),           T(test_pool_pytorch),    T(test_pool7_pytorch),
         T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
+        T(test_pool_ties_match_scan_order),
         T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),
         T(test_linear_pytorch),     T(test_linear_fd),       T(test_log_softmax_pytorch),
         T(test_log_softmax_fd),     T(test_nll_pytorch),     T(test_nll_fd),
