@@ -4,7 +4,7 @@
 # Packages are installed by tools/deps.sh; this file only builds and runs.
 
 CC       ?= cc
-CFLAGS   ?= -O2 -g
+CFLAGS   ?= -O3 -g
 WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 PKGS     := zlib cairo jansson
 CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE

@@ -17,6 +17,20 @@ static void copy_floats(float *restrict dst, const float *restrict src, int n)
     for (int i = 0; i < n; i++) dst[i] = src[i];
 }
 
+/* x[0] + ... + x[n-1] in sixteen interleaved partial sums folded in a fixed tree: the order
+ * depends only on n, and the lanes vectorise. */
+static float sum_floats(const float *x, int n)
+{
+    float lane[16] = {0};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) lane[l] += x[i + l];
+    for (int l = 0; i < n; i++, l++) lane[l] += x[i];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
+}
+
 /* col [C*K*K, OH*OW]: row (c,ky,kx) holds in[c, oy+ky, ox+kx] for every output position. */
 static void im2col(float *col, const float *in, int C, int H, int W, int K)
 {
@@ -94,11 +108,7 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
     int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P;
-        for (int oc = 0; oc < OC; oc++) {
-            float s = 0;
-            for (int p = 0; p < P; p++) s += d[(size_t)oc * P + p];
-            dbias[oc] += s;
-        }
+        for (int oc = 0; oc < OC; oc++) dbias[oc] += sum_floats(d + (size_t)oc * P, P);
         weight_gradient(dweight, d, in + (size_t)b * C * H * W, C, H, W, OC, K, col);
         if (din) {
             cn_sgemm(1, 0, CKK, P, OC, weight, CKK, d, P, 0, col, P);
