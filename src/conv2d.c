@@ -44,9 +44,11 @@ static void im2col(float *col, const float *in, int C, int H, int W, int K)
             }
 }
 
-/* rows [OH*OW, C*K*K]: row (oy,ox) holds the patch in[c, oy+ky, ox+kx] in (c,ky,kx) order. */
-static void im2row(float *rows, const float *in, int C, int H, int W, int K)
+/* rows [OH*OW, C*K*K]: row (oy,ox) holds the patch in[c, oy+ky, ox+kx] in (c,ky,kx) order.
+ * KC is K when it is a compile-time constant (the copies of K floats then unroll), 0 otherwise. */
+static inline void im2row_k(float *rows, const float *in, int C, int H, int W, int K, int KC)
 {
+    if (KC) K = KC;
     int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K;
     for (int oy = 0; oy < OH; oy++)
         for (int ox = 0; ox < OW; ox++) {
@@ -57,10 +59,21 @@ static void im2row(float *rows, const float *in, int C, int H, int W, int K)
         }
 }
 
-/* The adjoint of im2col: din[c, oy+ky, ox+kx] += col[(c,ky,kx), (oy,ox)], din zeroed first. */
-static void col2im(float *din, const float *col, int C, int H, int W, int K)
+static void im2row(float *rows, const float *in, int C, int H, int W, int K)
 {
-    int OH = H - K + 1, OW = W - K + 1;
+    if (K == 5)
+        im2row_k(rows, in, C, H, W, K, 5);
+    else if (K == 3)
+        im2row_k(rows, in, C, H, W, K, 3);
+    else
+        im2row_k(rows, in, C, H, W, K, 0);
+}
+
+/* The adjoint of im2col: din[c, oy+ky, ox+kx] += col[(c,ky,kx), (oy,ox)], din zeroed first.
+ * OWC is the output width when it is a compile-time constant, 0 otherwise. */
+static inline void col2im_w(float *din, const float *col, int C, int H, int W, int K, int OWC)
+{
+    int OH = H - K + 1, OW = OWC ? OWC : W - K + 1;
     memset(din, 0, (size_t)C * H * W * sizeof *din);
     for (int c = 0; c < C; c++)
         for (int ky = 0; ky < K; ky++)
@@ -72,6 +85,14 @@ static void col2im(float *din, const float *col, int C, int H, int W, int K)
                     for (int ox = 0; ox < OW; ox++) d[ox] += r[ox];
                 }
             }
+}
+
+static void col2im(float *din, const float *col, int C, int H, int W, int K)
+{
+    if (W - K + 1 == 8)
+        col2im_w(din, col, C, H, W, K, 8);
+    else
+        col2im_w(din, col, C, H, W, K, 0);
 }
 
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
