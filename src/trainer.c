@@ -20,6 +20,7 @@ struct cn_trainer {
     int num_workspaces;  /* max(R, T): one per replica, and one per thread for evaluation */
     cn_workspace *ws;
     float *loss;         /* [R] each replica's loss of the current step */
+    double (*part_seconds)[3]; /* [R] thread-seconds of data, forward, backward this step */
     float *grad;         /* [num_params] averaged gradient */
     float *momentum;     /* [num_params] */
     uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
@@ -57,10 +58,11 @@ static int allocate(cn_trainer *t)
     t->num_workspaces = R > t->cfg.threads ? R : t->cfg.threads;
     t->ws = calloc((size_t)t->num_workspaces, sizeof *t->ws);
     t->loss = calloc((size_t)R, sizeof *t->loss);
+    t->part_seconds = calloc((size_t)R, sizeof *t->part_seconds);
     t->grad = calloc(n, sizeof *t->grad);
     t->momentum = calloc(n, sizeof *t->momentum);
     t->batch_index = calloc((size_t)R * B, sizeof *t->batch_index);
-    if (!t->ws || !t->loss || !t->grad || !t->momentum || !t->batch_index) return -1;
+    if (!t->ws || !t->loss || !t->part_seconds || !t->grad || !t->momentum || !t->batch_index) return -1;
     for (int i = 0; i < t->num_workspaces; i++)
         if (cn_workspace_init(&t->ws[i], &t->plan)) return -1;
     return 0;
@@ -97,6 +99,7 @@ void cn_trainer_free(cn_trainer *t)
     free(t->ws);
     cn_plan_free(&t->plan);
     free(t->loss);
+    free(t->part_seconds);
     free(t->grad);
     free(t->momentum);
     free(t->batch_index);
@@ -111,10 +114,8 @@ typedef struct {
     const uint32_t *index;          /* [R*B] sample indices, replica-major, or NULL */
 } step_job;
 
-static void load_batch(void *ctx, int r, int thread)
+static void load_batch(const step_job *job, int r)
 {
-    (void)thread;
-    const step_job *job = ctx;
     cn_trainer *t = job->t;
     cn_workspace *w = &t->ws[r];
     int B = t->cfg.batch_size, size = cn_model_input_size(t->m);
@@ -126,21 +127,38 @@ static void load_batch(void *ctx, int r, int thread)
     }
 }
 
-static void forward_replica(void *ctx, int r, int thread)
+/* One replica's whole share of a step — its batch, forward, loss and backward — in one task,
+ * so that what forward leaves for backward is still in this core's caches. The thread-seconds
+ * of each part go to t->part_seconds[r]. */
+static void replica_pass(void *ctx, int r, int thread)
 {
     (void)thread;
-    cn_trainer *t = ((const step_job *)ctx)->t;
+    const step_job *job = ctx;
+    cn_trainer *t = job->t;
     cn_workspace *w = &t->ws[r];
     int B = t->cfg.batch_size, last = t->m->num_layers - 1;
+    double *part = t->part_seconds[r], start = now_seconds();
+    load_batch(job, r);
+    double loaded = now_seconds();
     cn_forward(&t->plan, w, B, 1);
     t->loss[r] = cn_nll_loss(w->out[last], w->labels, B, t->m->layers[last].out_c);
+    double forwarded = now_seconds();
+    cn_backward(&t->plan, w);
+    part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = now_seconds() - forwarded;
 }
 
-static void backward_replica(void *ctx, int r, int thread)
+/* Shares the wall time of the replica job among data, forward and backward in proportion to
+ * the thread-seconds each took. */
+static void account_parts(const cn_trainer *t, double wall, cn_phase_times *tm)
 {
-    (void)thread;
-    cn_trainer *t = ((const step_job *)ctx)->t;
-    cn_backward(&t->plan, &t->ws[r]);
+    double sum[3] = {0, 0, 0};
+    for (int r = 0; r < t->cfg.num_replicas; r++)
+        for (int k = 0; k < 3; k++) sum[k] += t->part_seconds[r][k];
+    double total = sum[0] + sum[1] + sum[2];
+    if (!(total > 0)) return;
+    tm->data += wall * sum[0] / total;
+    tm->forward += wall * sum[1] / total;
+    tm->backward += wall * sum[2] / total;
 }
 
 /* Each task owns a contiguous slice of the parameters; within it the replicas are summed in
@@ -217,9 +235,9 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
     cn_phase_times local = {0};
     cn_phase_times *tm = times ? times : &local;
     int R = t->cfg.num_replicas, T = cn_pool_threads(t->pool);
-    timed_run(t, R, load_batch, job, &tm->data);
-    timed_run(t, R, forward_replica, job, &tm->forward);
-    timed_run(t, R, backward_replica, job, &tm->backward);
+    double replicas_wall = 0;
+    timed_run(t, R, replica_pass, job, &replicas_wall);
+    account_parts(t, replicas_wall, tm);
     timed_run(t, T, reduce_slice, job, &tm->reduce);
     double start = now_seconds();
     update_running_stats(t);
