@@ -40,8 +40,6 @@ KERNEL_FLAGS :=
 $(BUILD)/src/gemm_generic.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -Wno-psabi
 $(BUILD)/src/gemm_avx2.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -Wno-psabi -mavx2 -mfma -ffp-contract=fast
 $(BUILD)/src/gemm_avx512.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
-# The patch copies in conv2d.c are a few floats long: kept as loops, not calls to memcpy.
-$(BUILD)/src/conv2d.o: KERNEL_FLAGS := -O3 -fno-tree-loop-distribute-patterns
 # The branch-free 2x2 pooling loop is written to be vectorised.
 $(BUILD)/src/maxpool2d.o: KERNEL_FLAGS := -O3
 $(BUILD)/src/gemm_generic.o $(BUILD)/src/gemm_avx2.o $(BUILD)/src/gemm_avx512.o: src/gemm_kernels.inc

@@ -16,12 +16,18 @@ typedef struct {
                int);
     void (*nt)(int, int, int, const float *, int, const float *, int, float *, int);
     float (*burn)(long, float, double *);
+    void (*im2col)(float *, const float *, int, int, int, int);
+    void (*im2row)(float *, const float *, int, int, int, int);
+    void (*col2im)(float *, const float *, int, int, int, int);
 } gemm_kernels;
 
 static const gemm_kernels kernels_by_isa[] = {
-    [CN_ISA_GENERIC] = {cn_gemm_nn_generic, cn_gemm_nt_generic, cn_fma_burn_generic},
-    [CN_ISA_AVX2] = {cn_gemm_nn_avx2, cn_gemm_nt_avx2, cn_fma_burn_avx2},
-    [CN_ISA_AVX512] = {cn_gemm_nn_avx512, cn_gemm_nt_avx512, cn_fma_burn_avx512},
+    [CN_ISA_GENERIC] = {cn_gemm_nn_generic, cn_gemm_nt_generic, cn_fma_burn_generic,
+                         cn_im2col_generic, cn_im2row_generic, cn_col2im_generic},
+    [CN_ISA_AVX2] = {cn_gemm_nn_avx2, cn_gemm_nt_avx2, cn_fma_burn_avx2,
+                         cn_im2col_avx2, cn_im2row_avx2, cn_col2im_avx2},
+    [CN_ISA_AVX512] = {cn_gemm_nn_avx512, cn_gemm_nt_avx512, cn_fma_burn_avx512,
+                         cn_im2col_avx512, cn_im2row_avx512, cn_col2im_avx512},
 };
 static const char *const isa_names[] = {"generic", "avx2", "avx512"};
 _Static_assert(sizeof kernels_by_isa / sizeof kernels_by_isa[0] == CN_ISA_COUNT, "kernels per isa");
@@ -93,4 +99,19 @@ void cn_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int
 float cn_fma_burn(long iters, float seed, double *flops)
 {
     return kernels_by_isa[cn_isa_active()].burn(iters, seed, flops);
+}
+
+void cn_im2col(float *col, const float *in, int C, int H, int W, int K)
+{
+    kernels_by_isa[cn_isa_active()].im2col(col, in, C, H, W, K);
+}
+
+void cn_im2row(float *rows, const float *in, int C, int H, int W, int K)
+{
+    kernels_by_isa[cn_isa_active()].im2row(rows, in, C, H, W, K);
+}
+
+void cn_col2im(float *din, const float *col, int C, int H, int W, int K)
+{
+    kernels_by_isa[cn_isa_active()].col2im(din, col, C, H, W, K);
 }

@@ -17,13 +17,24 @@ void cn_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int
  * of one core. Adds the flops done to *flops; returns a value to keep. */
 float cn_fma_burn(long iters, float seed, double *flops);
 
+/* The patch matrices of a valid, stride-1 convolution of one sample in [C,H,W] with K x K
+ * kernels, OH = H-K+1, OW = W-K+1: im2col writes col [C*K*K, OH*OW] (row (c,ky,kx) holds
+ * in[c, oy+ky, ox+kx] for every position), im2row its transpose rows [OH*OW, C*K*K], and
+ * col2im is the adjoint of im2col (din zeroed, then every patch entry added back). */
+void cn_im2col(float *col, const float *in, int C, int H, int W, int K);
+void cn_im2row(float *rows, const float *in, int C, int H, int W, int K);
+void cn_col2im(float *din, const float *col, int C, int H, int W, int K);
+
 /* The kernels, one set per instruction set (gemm_kernels.inc). */
 #define CN_DECLARE_GEMM_KERNELS(isa)                                                           \
     void cn_gemm_nn_##isa(int M, int N, int K, const float *A, ptrdiff_t ai, ptrdiff_t ak,    \
                           const float *B, int ldb, float *C, int ldc);                        \
     void cn_gemm_nt_##isa(int M, int N, int K, const float *A, int lda, const float *Bt,      \
                           int ldb, float *C, int ldc);                                 \
-    float cn_fma_burn_##isa(long iters, float seed, double *flops);
+    float cn_fma_burn_##isa(long iters, float seed, double *flops);                          \
+    void cn_im2col_##isa(float *col, const float *in, int C, int H, int W, int K);           \
+    void cn_im2row_##isa(float *rows, const float *in, int C, int H, int W, int K);          \
+    void cn_col2im_##isa(float *din, const float *col, int C, int H, int W, int K);
 CN_DECLARE_GEMM_KERNELS(generic)
 CN_DECLARE_GEMM_KERNELS(avx2)
 CN_DECLARE_GEMM_KERNELS(avx512)
