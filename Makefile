@@ -25,7 +25,7 @@ TRAIN_ARGS ?=
 BENCH_THREADS ?= $(shell nproc)
 BENCH_EPOCHS ?= 2
 
-.PHONY: all deps deps-test deps-bench train test check bench bench-run clean
+.PHONY: all deps deps-test deps-bench train test check bench bench-run bench-gemm clean
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
 $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h)
@@ -76,6 +76,14 @@ bench: deps-bench
 
 bench-run: all $(BUILD)/bench
 	@bench/run.sh $(BUILD) $(BENCH_THREADS) $(BENCH_EPOCHS)
+
+# cnnc's GEMM against OpenBLAS on the model's shapes (needs libopenblas-dev).
+bench-gemm: deps-bench
+	@$(MAKE) --no-print-directory $(BUILD)/gemm_compare
+	$(BUILD)/gemm_compare
+
+$(BUILD)/gemm_compare: bench/gemm_compare.c $(BUILD)/libcnnc.a
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libcnnc.a $(shell pkg-config --cflags --libs openblas 2>/dev/null) $(LDLIBS)
 
 $(BUILD)/bench: bench/bench.c $(BUILD)/libcnnc.a
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libcnnc.a $(LDLIBS)

@@ -7,7 +7,7 @@ common="gcc make pkg-config zlib1g-dev libcairo2-dev libjansson-dev fonts-dejavu
 case "${1:-train}" in
   train) want="$common dataset-fashion-mnist" ;;
   test)  want="$common dataset-fashion-mnist libcmocka-dev" ;;
-  bench) want="$common dataset-fashion-mnist python3-torch" ;;
+  bench) want="$common dataset-fashion-mnist python3-torch libopenblas-dev" ;;
   *) echo "usage: $0 train|test|bench" >&2; exit 2 ;;
 esac
 missing=""

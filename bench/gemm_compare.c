@@ -1,0 +1,84 @@
+/* gemm_compare.c — cnnc's GEMM kernels against OpenBLAS (Debian's libopenblas-dev, one thread)
+ * on the exact matrix shapes one training sample of the seed's model produces. Prints the time
+ * per call and GFLOP/s for each, best of many repetitions. Run by `make bench-gemm`; the result
+ * decides which one cnnc uses and is recorded in bench/README.md. Measures; asserts nothing. */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cnnc.h"
+#include "gemm.h"
+
+typedef struct {
+    const char *what;
+    int trans_a, trans_b, M, N, K;
+} shape;
+
+/* The products of one sample (conv layers) or one batch of 128 (linear layers). */
+static const shape shapes[] = {
+    {"conv1 forward   W[10x25] col[25x576]", 0, 0, 10, 576, 25},
+    {"conv1 dW        dout[10x576] col^T", 0, 1, 10, 25, 576},
+    {"conv2 forward   W[20x250] col[250x64]", 0, 0, 20, 64, 250},
+    {"conv2 dW        dout[20x64] rows[64x250]", 0, 0, 20, 250, 64},
+    {"conv2 dcol      W^T[250x20] dout[20x64]", 1, 0, 250, 64, 20},
+    {"fc1 forward     x[128x320] W^T", 0, 1, 128, 50, 320},
+    {"fc1 dW          dout^T[50x128] x", 1, 0, 50, 320, 128},
+    {"fc1 dx          dout[128x50] W[50x320]", 0, 0, 128, 320, 50},
+};
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float *random_floats(size_t n)
+{
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; p && i < n; i++) p[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+    return p;
+}
+
+/* Seconds per call, best of 50 rounds of `reps` calls. */
+static double time_calls(const shape *s, int use_blas, const float *A, const float *B, float *C)
+{
+    int lda = s->trans_a ? s->M : s->K, ldb = s->trans_b ? s->K : s->N, reps = 200;
+    double best = 1e30;
+    for (int round = 0; round < 50; round++) {
+        double start = now_seconds();
+        for (int r = 0; r < reps; r++) {
+            if (use_blas)
+                cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
+                            s->trans_b ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1.0f, A,
+                            lda, B, ldb, 1.0f, C, s->N);
+            else
+                cn_sgemm(s->trans_a, s->trans_b, s->M, s->N, s->K, A, lda, B, ldb, 1, C, s->N);
+        }
+        double took = (now_seconds() - start) / reps;
+        best = took < best ? took : best;
+    }
+    return best;
+}
+
+int main(void)
+{
+    openblas_set_num_threads(1);
+    printf("one thread; cnnc kernels: %s; OpenBLAS: %s\n", cn_isa_name(cn_isa_active()),
+           openblas_get_config());
+    printf("%-42s %12s %12s %8s\n", "shape (M x N x K)", "cnnc us", "OpenBLAS us", "ratio");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const shape *s = &shapes[i];
+        float *A = random_floats((size_t)s->M * s->K), *B = random_floats((size_t)s->K * s->N);
+        float *C = random_floats((size_t)s->M * s->N);
+        if (!A || !B || !C) return 1;
+        double ours = time_calls(s, 0, A, B, C), blas = time_calls(s, 1, A, B, C);
+        double gflop = 2e-9 * s->M * s->N * s->K;
+        printf("%-42s %5.2f (%3.0f) %5.2f (%3.0f) %7.2fx\n", s->what, ours * 1e6, gflop / ours,
+               blas * 1e6, gflop / blas, blas / ours);
+        free(A), free(B), free(C);
+    }
+    printf("(microseconds per call, GFLOP/s in parentheses; ratio > 1: cnnc faster)\n");
+    return 0;
+}
