@@ -3,4 +3,5 @@
 #include "gemm.h"
 #define CN_ISA_SUFFIX avx2
 #define CN_BURN_CHAINS 6 /* vector FMA chains that fit the registers of avx2 */
+#define CN_TILE_ROWS 2 /* rows of C a GEMM tile keeps in registers */
 #include "gemm_kernels.inc"

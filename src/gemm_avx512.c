@@ -3,4 +3,5 @@
 #include "gemm.h"
 #define CN_ISA_SUFFIX avx512
 #define CN_BURN_CHAINS 12 /* vector FMA chains that fit the registers of avx512 */
+#define CN_TILE_ROWS 6 /* rows of C a GEMM tile keeps in registers */
 #include "gemm_kernels.inc"

@@ -3,4 +3,5 @@
 #include "gemm.h"
 #define CN_ISA_SUFFIX generic
 #define CN_BURN_CHAINS 3 /* vector FMA chains that fit the registers of generic */
+#define CN_TILE_ROWS 2 /* rows of C a GEMM tile keeps in registers */
 #include "gemm_kernels.inc"
