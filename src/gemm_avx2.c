@@ -4,4 +4,5 @@
 #define CN_ISA_SUFFIX avx2
 #define CN_BURN_CHAINS 6 /* vector FMA chains that fit the registers of avx2 */
 #define CN_TILE_ROWS 2 /* rows of C a GEMM tile keeps in registers */
+#define CN_DOT_BLOCK 2 /* rows and columns of C a dot-product block covers */
 #include "gemm_kernels.inc"
