@@ -109,13 +109,7 @@ static int fx_int(const char *prefix, const char *key) { return atoi(fx_meta(pre
 static int load_fixture(void **state)
 {
     (void)state;
-    const char *dir = getenv("CNNC_FIXTURES");
-    char path[512];
-    snprintf(path, sizeof path, "%s/layers.safetensors", dir ? dir : "tests/fixtures");
-    cn_error err = {{0}};
-    fixture = cn_safetensors_read(path, &err);
-    if (!fixture) print_error("%s (generate with /usr/bin/python3 tools/gen_fixtures.py)\n",
-                              err.msg);
+    fixture = tu_read_fixture("layers.safetensors");
     return fixture ? 0 : -1;
 }
 

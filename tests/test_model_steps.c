@@ -193,13 +193,7 @@ static void test_threads_do_not_change_results(void **state)
 static int load_fixture(void **state)
 {
     (void)state;
-    const char *dir = getenv("CNNC_FIXTURES");
-    char path[512];
-    snprintf(path, sizeof path, "%s/model_steps.safetensors", dir ? dir : "tests/fixtures");
-    cn_error err = {{0}};
-    fixture = cn_safetensors_read(path, &err);
-    if (!fixture) print_error("%s (generate with /usr/bin/python3 tools/gen_fixtures.py)\n",
-                              err.msg);
+    fixture = tu_read_fixture("model_steps.safetensors");
     return fixture ? 0 : -1;
 }
 

@@ -44,6 +44,19 @@ static inline double tu_max_violation(const float *a, const float *b, size_t n, 
     return worst;
 }
 
+/* Reads tests/fixtures/FILE (or $CNNC_FIXTURES/FILE), written by tools/gen_fixtures.py; NULL with
+ * a printed hint when it cannot. */
+static inline cn_safetensors *tu_read_fixture(const char *file)
+{
+    const char *dir = getenv("CNNC_FIXTURES");
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", file);
+    cn_error err = {{0}};
+    cn_safetensors *f = cn_safetensors_read(path, &err);
+    if (!f) print_error("%s (generate with /usr/bin/python3 tools/gen_fixtures.py)\n", err.msg);
+    return f;
+}
+
 /* Says which instruction set the kernels use in this run. When CNNC_ISA names one this CPU
  * lacks, returns 1 so that main() can skip the whole program (tests/run.sh runs the kernel
  * tests once per instruction set). */
