@@ -1,7 +1,7 @@
 /* model.h — the inside of cn_model, shared by model.c (building, initialising, naming),
- * executor.c (running) and trainer.c (optimising). A model is a list of layers with their per-sample shapes and the offsets
- * of their tensors in two flat buffers: trainable parameters and BatchNorm running statistics.
- * Nothing here knows about replicas or threads. */
+ * executor.c (running) and trainer.c (optimising). A model is a list of layers with their
+ * per-sample shapes and the offsets of their tensors in two flat buffers: trainable parameters
+ * and BatchNorm running statistics. Nothing here knows about replicas or threads. */
 #ifndef CN_MODEL_H
 #define CN_MODEL_H
 
