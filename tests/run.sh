@@ -5,7 +5,7 @@
 # Exits non-zero when any failed.
 set -u
 build=${1:-build}
-kernel_tests="test_layers test_model_steps test_trainer"
+kernel_tests="test_gemm test_layers test_model_steps test_trainer"
 passed=0
 failed=0
 
