@@ -37,7 +37,9 @@ static void check_shape(int ta, int tb, int M, int N, int K, cn_rng *rng)
     reference(ta, tb, M, N, K, A, B, 1, want);
     cn_sgemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 1, C, N);
     double worst = tu_max_violation(C, want, nc, 1e-5 * (K + 1), 1e-5);
-    if (worst > 1) fail_msg("%s%s %dx%dx%d: off by %.2f tolerances", ta ? "T" : "N", tb ? "T" : "N", M, N, K, worst);
+    if (worst > 1)
+        fail_msg("%s%s %dx%dx%d: off by %.2f tolerances", ta ? "T" : "N", tb ? "T" : "N", M, N,
+                 K, worst);
     reference(ta, tb, M, N, K, A, B, 0, want); /* and overwriting */
     cn_sgemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 0, C, N);
     assert_true(tu_max_violation(C, want, nc, 1e-5 * (K + 1), 1e-5) <= 1);
@@ -53,7 +55,8 @@ static void test_gemm_all_cases(void **state)
     cn_rng_seed(&rng, 4);
     for (int c = 0; c < 3; c++) /* NN, TN, NT */
         for (int t = 0; t < 60; t++) {
-            int M = sizes[cn_rng_below(&rng, (uint32_t)n)], N = sizes[cn_rng_below(&rng, (uint32_t)n)];
+            int M = sizes[cn_rng_below(&rng, (uint32_t)n)];
+            int N = sizes[cn_rng_below(&rng, (uint32_t)n)];
             int K = sizes[cn_rng_below(&rng, (uint32_t)n)];
             check_shape(c == 1, c == 2, M, N, K, &rng);
         }
