@@ -25,8 +25,14 @@ static void add_square_lanes(lanes8 *acc, const float *x, int n, double shift)
 {
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) acc->lane[l] += ((double)x[i + l] - shift) * ((double)x[i + l] - shift);
-    for (int l = 0; i < n; i++, l++) acc->lane[l] += ((double)x[i] - shift) * ((double)x[i] - shift);
+        for (int l = 0; l < 8; l++) {
+            double d = (double)x[i + l] - shift;
+            acc->lane[l] += d * d;
+        }
+    for (int l = 0; i < n; i++, l++) {
+        double d = (double)x[i] - shift;
+        acc->lane[l] += d * d;
+    }
 }
 
 /* acc += dy * xhat, with xhat = (x - mean) * invstd in float as the forward pass has it. */

@@ -20,7 +20,10 @@ static double now_seconds(void)
 
 /* ------------------------------------------------------------------ planning */
 
-static int kind_at(const cn_model *m, int i) { return i < m->num_layers ? (int)m->layers[i].kind : -1; }
+static int kind_at(const cn_model *m, int i)
+{
+    return i < m->num_layers ? (int)m->layers[i].kind : -1;
+}
 
 /* The layer that reads layer i's output, looking through flatten views (num_layers if none). */
 static int consumer_of(const cn_model *m, int i)
@@ -126,7 +129,10 @@ void cn_plan_free(cn_plan *p)
 
 /* ------------------------------------------------------------------ workspaces */
 
-static size_t layer_rows(const cn_plan *p, int i, int kept) { return kept ? (size_t)p->batch : (size_t)p->rows[i]; }
+static size_t layer_rows(const cn_plan *p, int i, int kept)
+{
+    return kept ? (size_t)p->batch : (size_t)p->rows[i];
+}
 
 /* Walks the buffers in one fixed order; with base NULL it only counts floats. */
 static size_t carve(const cn_plan *p, cn_workspace *w, float *base)
@@ -202,7 +208,8 @@ static layer_io io_at(const cn_plan *p, const cn_workspace *w, int i, int first)
 {
     const cn_layer *l = &p->m->layers[i];
     size_t in = (size_t)cn_layer_in_size(l), out = (size_t)cn_layer_out_size(l);
-    size_t at_out = p->keep_out[i] ? (size_t)first : 0, at_grad = p->keep_grad[i] ? (size_t)first : 0;
+    size_t at_out = p->keep_out[i] ? (size_t)first : 0;
+    size_t at_grad = p->keep_grad[i] ? (size_t)first : 0;
     layer_io io = {0};
     if (i == 0)
         io.x = w->input + (size_t)first * in;

@@ -40,14 +40,16 @@ static void pool2_plane(float *y, int32_t *where, const float *x, int W, int OH,
         const float *r0 = x + (size_t)(2 * oy) * W, *r1 = r0 + W;
         int ox = 0;
         for (; ox + 4 <= OW; ox += 4) {
-            v4f t0 = *(const v4f_unaligned *)(r0 + 2 * ox), t1 = *(const v4f_unaligned *)(r0 + 2 * ox + 4);
-            v4f u0 = *(const v4f_unaligned *)(r1 + 2 * ox), u1 = *(const v4f_unaligned *)(r1 + 2 * ox + 4);
+            const v4f_unaligned *top = (const v4f_unaligned *)(r0 + 2 * ox);
+            const v4f_unaligned *bottom = (const v4f_unaligned *)(r1 + 2 * ox);
+            v4f t0 = top[0], t1 = top[1], u0 = bottom[0], u1 = bottom[1];
             int32_t base = 2 * oy * W + 2 * ox;
             v4i at = {base, base + 2, base + 4, base + 6};
             pool2_lanes(y + oy * OW + ox, where + oy * OW + ox, t0, t1, u0, u1, at, W);
         }
         for (; ox < OW; ox++) { /* the last few windows of a row, one lane used */
-            float yy[4], top[8] = {r0[2 * ox], r0[2 * ox + 1]}, bottom[8] = {r1[2 * ox], r1[2 * ox + 1]};
+            float yy[4], top[8] = {r0[2 * ox], r0[2 * ox + 1]};
+            float bottom[8] = {r1[2 * ox], r1[2 * ox + 1]};
             int32_t ww[4];
             v4i at = {2 * oy * W + 2 * ox, 0, 0, 0};
             pool2_lanes(yy, ww, *(v4f_unaligned *)top, *(v4f_unaligned *)(top + 4),

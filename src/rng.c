@@ -58,7 +58,8 @@ uint32_t cn_rng_below(cn_rng *rng, uint32_t bound)
 void cn_sampler_permutation(uint32_t *perm, uint32_t n, uint64_t seed, int epoch)
 {
     cn_rng rng;
-    uint64_t mixed = seed * 0xD1B54A32D192ED03ull ^ ((uint64_t)(uint32_t)epoch + 0x5851F42D4C957F2Dull);
+    uint64_t mixed =
+        seed * 0xD1B54A32D192ED03ull ^ ((uint64_t)(uint32_t)epoch + 0x5851F42D4C957F2Dull);
     cn_rng_seed(&rng, mixed);
     for (uint32_t i = 0; i < n; i++) perm[i] = i;
     for (uint32_t i = n; i > 1; i--) { /* Fisher-Yates */
