@@ -221,6 +221,13 @@ static void update_running_stats(cn_trainer *t)
     }
 }
 
+static int all_finite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
 /* Runs one pool job and adds its wall time to *phase. */
 static void timed_run(cn_trainer *t, int tasks, cn_task_fn fn, step_job *job, double *phase)
 {
@@ -238,18 +245,22 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
     double replicas_wall = 0;
     timed_run(t, R, replica_pass, job, &replicas_wall);
     account_parts(t, replicas_wall, tm);
-    timed_run(t, T, reduce_slice, job, &tm->reduce);
-    double start = now_seconds();
-    update_running_stats(t);
-    cn_pool_run(t->pool, T, sgd_slice, job);
-    tm->optimizer += now_seconds() - start;
 
     float sum = 0.0f;
     for (int r = 0; r < R; r++) sum += t->loss[r];
     *loss = sum / (float)R;
-    if (!isfinite(*loss))
+    if (!isfinite(*loss)) /* before the update: the model keeps its last finite weights */
         return cn_fail(err, "training diverged: the loss is %f (try a smaller --learning-rate)",
                        (double)*loss);
+
+    timed_run(t, T, reduce_slice, job, &tm->reduce);
+    if (!all_finite(t->grad, t->m->num_params))
+        return cn_fail(err, "training diverged: the gradient holds non-finite values (try a "
+                       "smaller --learning-rate)");
+    double start = now_seconds();
+    update_running_stats(t);
+    cn_pool_run(t->pool, T, sgd_slice, job);
+    tm->optimizer += now_seconds() - start;
     return 0;
 }
 

@@ -271,6 +271,29 @@ static void test_running_stats_are_mean_of_replica_updates(void **state)
     cn_dataset_free(&ds);
 }
 
+static void test_divergence_stops_before_the_weights_break(void **state)
+{
+    (void)state;
+    cn_dataset ds = synthetic_set(512, 5);
+    cn_error err;
+    cn_model *m = cn_model_fashion_mnist(&err);
+    cn_model_init(m, 1);
+    cn_train_config cfg = {32, 2, 2, 1e30f, 0.5f, 1};
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    assert_non_null(t);
+    int rc = 0;
+    float loss;
+    for (int e = 1; e <= 20 && rc == 0; e++)
+        rc = cn_trainer_epoch(t, &ds, e, NULL, NULL, &loss, NULL, &err);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err.msg, "diverged"));
+    const float *p = cn_model_params(m);
+    for (size_t i = 0; i < cn_model_num_params(m); i++) assert_true(isfinite(p[i]));
+    cn_trainer_free(t);
+    cn_model_free(m);
+    cn_dataset_free(&ds);
+}
+
 static void test_another_model_trains_through_the_library(void **state)
 {
     (void)state;
@@ -350,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_weights_bit_identical_across_threads_r8),
         cmocka_unit_test(test_weights_bit_identical_across_threads_r2),
         cmocka_unit_test(test_running_stats_are_mean_of_replica_updates),
+        cmocka_unit_test(test_divergence_stops_before_the_weights_break),
         cmocka_unit_test(test_another_model_trains_through_the_library),
         cmocka_unit_test(test_short_run_on_fashion_mnist_learns),
     };
