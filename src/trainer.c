@@ -21,8 +21,9 @@ struct cn_trainer {
     cn_workspace *ws;
     float *loss;         /* [R] each replica's loss of the current step */
     double (*part_seconds)[3]; /* [R] thread-seconds of data, forward, backward this step */
-    float *grad;         /* [num_params] averaged gradient */
+    float *grad;         /* [num_params] averaged gradient, then the candidate momentum */
     float *momentum;     /* [num_params] */
+    float *next_params;  /* [num_params] candidate weights, kept only when all are finite */
     uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
 };
 
@@ -61,8 +62,9 @@ static int allocate(cn_trainer *t)
     t->part_seconds = calloc((size_t)R, sizeof *t->part_seconds);
     t->grad = calloc(n, sizeof *t->grad);
     t->momentum = calloc(n, sizeof *t->momentum);
+    t->next_params = calloc(n, sizeof *t->next_params);
     t->batch_index = calloc((size_t)R * B, sizeof *t->batch_index);
-    if (!t->ws || !t->loss || !t->part_seconds || !t->grad || !t->momentum || !t->batch_index) return -1;
+    if (!t->ws || !t->loss || !t->part_seconds || !t->grad || !t->momentum || !t->next_params || !t->batch_index) return -1;
     for (int i = 0; i < t->num_workspaces; i++)
         if (cn_workspace_init(&t->ws[i], &t->plan)) return -1;
     return 0;
@@ -102,6 +104,7 @@ void cn_trainer_free(cn_trainer *t)
     free(t->part_seconds);
     free(t->grad);
     free(t->momentum);
+    free(t->next_params);
     free(t->batch_index);
     free(t);
 }
@@ -184,6 +187,8 @@ static void reduce_slice(void *ctx, int task, int thread)
     }
 }
 
+/* The SGD step into candidate buffers: momentum = mu * momentum + grad (in t->grad) and
+ * params - lr * momentum (in t->next_params); commit_step keeps them. */
 static void sgd_slice(void *ctx, int task, int thread)
 {
     (void)thread;
@@ -191,11 +196,21 @@ static void sgd_slice(void *ctx, int task, int thread)
     size_t begin, end;
     slice_of(t, task, &begin, &end);
     float lr = t->cfg.learning_rate * (float)t->cfg.num_replicas, mu = t->cfg.momentum;
-    float *p = t->m->params;
+    const float *p = t->m->params;
     for (size_t j = begin; j < end; j++) {
-        t->momentum[j] = mu * t->momentum[j] + t->grad[j];
-        p[j] -= lr * t->momentum[j];
+        t->grad[j] = mu * t->momentum[j] + t->grad[j];
+        t->next_params[j] = p[j] - lr * t->grad[j];
     }
+}
+
+static void commit_slice(void *ctx, int task, int thread)
+{
+    (void)thread;
+    cn_trainer *t = ((const step_job *)ctx)->t;
+    size_t begin, end;
+    slice_of(t, task, &begin, &end);
+    memcpy(t->momentum + begin, t->grad + begin, (end - begin) * sizeof(float));
+    memcpy(t->m->params + begin, t->next_params + begin, (end - begin) * sizeof(float));
 }
 
 /* running = mean over replicas r of ((1 - m) * running + m * batch_r), summed in order. */
@@ -258,8 +273,12 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
         return cn_fail(err, "training diverged: the gradient holds non-finite values (try a "
                        "smaller --learning-rate)");
     double start = now_seconds();
-    update_running_stats(t);
     cn_pool_run(t->pool, T, sgd_slice, job);
+    if (!all_finite(t->next_params, t->m->num_params))
+        return cn_fail(err, "training diverged: the step would make weights non-finite (try a "
+                       "smaller --learning-rate)");
+    cn_pool_run(t->pool, T, commit_slice, job);
+    update_running_stats(t);
     tm->optimizer += now_seconds() - start;
     return 0;
 }
