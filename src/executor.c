@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "executor.h"
+#include "gemm.h"
 #include "layers.h"
 
 /* Transient floats per segment pass: small enough to stay in a core's L2 cache. */
@@ -87,6 +88,7 @@ static void plan_segments(cn_plan *p)
     }
 }
 
+/* The patch scratch of the largest convolution, plus what im2row may write past its end. */
 static size_t col_floats(const cn_model *m)
 {
     size_t most = 1;
@@ -95,7 +97,7 @@ static size_t col_floats(const cn_model *m)
         size_t n = (size_t)l->in_c * l->kernel * l->kernel * l->out_h * l->out_w;
         if (l->kind == CN_CONV2D && n > most) most = n;
     }
-    return most;
+    return most + CN_IM2ROW_SLACK;
 }
 
 int cn_plan_init(cn_plan *p, const cn_model *m, int batch)

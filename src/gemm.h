@@ -23,6 +23,8 @@ float cn_fma_burn(long iters, float seed, double *flops);
  * col2im is the adjoint of im2col (din zeroed, then every patch entry added back). */
 void cn_im2col(float *col, const float *in, int C, int H, int W, int K);
 void cn_im2row(float *rows, const float *in, int C, int H, int W, int K);
+/* im2row may write this many floats past the end of rows: leave them free. */
+#define CN_IM2ROW_SLACK 8
 void cn_col2im(float *din, const float *col, int C, int H, int W, int K);
 
 /* The kernels, one set per instruction set (gemm_kernels.inc). */

@@ -9,13 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gemm.h" /* CN_IM2ROW_SLACK */
+
 /* Conv2d, valid padding, stride 1; OH = H-K+1, OW = W-K+1.
  * in [B,C,H,W], weight [OC,C,K,K], bias [OC] -> out [B,OC,OH,OW]
- * col: scratch of C*K*K*OH*OW floats (im2col of one sample). */
+ * col: scratch of C*K*K*OH*OW + CN_IM2ROW_SLACK floats (the patches of one sample). */
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
                        int B, int C, int H, int W, int OC, int K, float *col);
 /* dout [B,OC,OH,OW] -> dweight [OC,C,K,K] +=, dbias [OC] +=, din [B,C,H,W] = (skipped if NULL).
- * col: scratch of C*K*K*OH*OW floats. */
+ * col: scratch of C*K*K*OH*OW + CN_IM2ROW_SLACK floats. */
 void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *dout,
                         const float *in, const float *weight, int B, int C, int H, int W, int OC,
                         int K, float *col);

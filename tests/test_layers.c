@@ -221,7 +221,7 @@ static conv_case conv_load(const char *p)
     c.b = fx_f32(p, "bias", (size_t)c.OC);
     c.r = fx_f32(p, "dy", c.ny);
     c.y = zeros(c.ny);
-    c.col = zeros(c.ncol);
+    c.col = zeros(c.ncol + CN_IM2ROW_SLACK);
     return c;
 }
 
