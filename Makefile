@@ -23,7 +23,8 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 TRAIN_ARGS ?=
 BENCH_THREADS ?= $(shell nproc)
-BENCH_EPOCHS ?= 2
+BENCH_EPOCHS ?= 1
+BENCH_ROUNDS ?= 3
 
 .PHONY: all deps deps-test deps-bench train test check bench bench-run bench-gemm clean
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
@@ -75,7 +76,7 @@ bench: deps-bench
 	@$(MAKE) --no-print-directory bench-run
 
 bench-run: all $(BUILD)/bench
-	@bench/run.sh $(BUILD) $(BENCH_THREADS) $(BENCH_EPOCHS)
+	@bench/run.sh $(BUILD) $(BENCH_THREADS) $(BENCH_EPOCHS) $(BENCH_ROUNDS)
 
 # cnnc's GEMM against OpenBLAS on the model's shapes (needs libopenblas-dev).
 bench-gemm: deps-bench
