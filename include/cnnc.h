@@ -96,7 +96,9 @@ typedef struct cn_model cn_model;
  * last layer must be CN_LOG_SOFTMAX. Parameters are zero until cn_model_init. */
 cn_model *cn_model_create(int channels, int height, int width, const cn_layer_spec *layers,
                           int num_layers, cn_error *err);
-/* The seed's Fashion-MNIST CNN (SPEC §1): 21,900 parameters. */
+/* The seed's Fashion-MNIST CNN: conv1(1->10, k5) -> max_pool 2 -> relu -> bn1 -> conv2(10->20, k5)
+ * -> max_pool 2 -> relu -> bn2 -> flatten -> fc1(320->50) -> relu -> fc2(50->10) -> log_softmax;
+ * 21,900 parameters. */
 cn_model *cn_model_fashion_mnist(cn_error *err);
 void cn_model_free(cn_model *m);
 

@@ -1,4 +1,4 @@
-/* picture.c — the result picture (SPEC §1): a rows x cols grid of test images, each under a
+/* picture.c — the result picture: a rows x cols grid of test images, each under a
  * caption "Actual X / Predicted Y" in blue when right and red when wrong, below a title, written
  * as an opaque PNG that appears whole or not at all.
  * It does not choose which images to show, compute accuracy or compose the title: the caller
