@@ -5,8 +5,6 @@
  * dot products; the input gradient goes back through col2im. The patch copies are vector
  * kernels chosen with the GEMM's (gemm.h). No padding, stride or dilation: the models here do
  * not use them. */
-#include <string.h>
-
 #include "gemm.h"
 #include "layers.h"
 

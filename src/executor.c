@@ -3,21 +3,14 @@
  * depend only on the model and the batch size, so results never depend on threads. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "executor.h"
 #include "gemm.h"
 #include "layers.h"
 
 /* Transient floats per segment pass: small enough to stay in a core's L2 cache. */
 #define CN_CHUNK_FLOATS 32768
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------------ planning */
 
@@ -304,14 +297,14 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, int i, int first, 
 static void clock_layer(double *total, double *mark, int timed)
 {
     if (!timed) return;
-    double now = now_seconds();
+    double now = cn_seconds();
     *total += now - *mark;
     *mark = now;
 }
 
 void cn_forward(const cn_plan *p, cn_workspace *w, int count, int training)
 {
-    double mark = training ? now_seconds() : 0;
+    double mark = training ? cn_seconds() : 0;
     for (int s = 0; s < p->num_segments; s++) {
         const cn_segment *seg = &p->segments[s];
         for (int first = 0; first < count; first += seg->chunk) {
@@ -330,7 +323,7 @@ void cn_backward(const cn_plan *p, cn_workspace *w)
     int last = m->num_layers - 1, B = p->batch;
     memset(w->dparams, 0, m->num_params * sizeof *w->dparams);
     cn_nll_backward(w->grad[last], w->labels, B, m->layers[last].out_c);
-    double mark = now_seconds();
+    double mark = cn_seconds();
     for (int s = p->num_segments - 1; s >= 0; s--) {
         const cn_segment *seg = &p->segments[s];
         for (int first = 0; first < B; first += seg->chunk) {

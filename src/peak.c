@@ -2,8 +2,8 @@
  * every thread runs independent chains of vector multiply-adds for a fixed time. It is what the
  * benchmark compares achieved GFLOP/s against. Not a GEMM benchmark: no memory traffic at all. */
 #include <stdlib.h>
-#include <time.h>
 
+#include "clock.h"
 #include "cnnc.h"
 #include "gemm.h"
 
@@ -20,20 +20,13 @@ static void burn_task(void *ctx, int task, int thread)
     job->sink[task] = cn_fma_burn(job->iters, (float)task, &job->flops[task]);
 }
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Runs one round on every thread; returns its flops per second. */
 static double burn_round(cn_pool *pool, int threads, burn_job *job, double *seconds)
 {
     for (int i = 0; i < threads; i++) job->flops[i] = 0;
-    double start = seconds_now();
+    double start = cn_seconds();
     cn_pool_run(pool, threads, burn_task, job);
-    *seconds = seconds_now() - start;
+    *seconds = cn_seconds() - start;
     double flops = 0;
     for (int i = 0; i < threads; i++) flops += job->flops[i];
     return flops / *seconds;

@@ -7,8 +7,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "executor.h"
 #include "layers.h"
 
@@ -26,13 +26,6 @@ struct cn_trainer {
     float *next_params;  /* [num_params] candidate weights, kept only when all are finite */
     uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
 };
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------------ set-up */
 
@@ -140,14 +133,14 @@ static void replica_pass(void *ctx, int r, int thread)
     cn_trainer *t = job->t;
     cn_workspace *w = &t->ws[r];
     int B = t->cfg.batch_size, last = t->m->num_layers - 1;
-    double *part = t->part_seconds[r], start = now_seconds();
+    double *part = t->part_seconds[r], start = cn_seconds();
     load_batch(job, r);
-    double loaded = now_seconds();
+    double loaded = cn_seconds();
     cn_forward(&t->plan, w, B, 1);
     t->loss[r] = cn_nll_loss(w->out[last], w->labels, B, t->m->layers[last].out_c);
-    double forwarded = now_seconds();
+    double forwarded = cn_seconds();
     cn_backward(&t->plan, w);
-    part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = now_seconds() - forwarded;
+    part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = cn_seconds() - forwarded;
 }
 
 /* Shares the wall time of the replica job among data, forward and backward in proportion to
@@ -246,9 +239,9 @@ static int all_finite(const float *x, size_t n)
 /* Runs one pool job and adds its wall time to *phase. */
 static void timed_run(cn_trainer *t, int tasks, cn_task_fn fn, step_job *job, double *phase)
 {
-    double start = now_seconds();
+    double start = cn_seconds();
     cn_pool_run(t->pool, tasks, fn, job);
-    *phase += now_seconds() - start;
+    *phase += cn_seconds() - start;
 }
 
 static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times *times,
@@ -272,14 +265,14 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
     if (!all_finite(t->grad, t->m->num_params))
         return cn_fail(err, "training diverged: the gradient holds non-finite values (try a "
                        "smaller --learning-rate)");
-    double start = now_seconds();
+    double start = cn_seconds();
     cn_pool_run(t->pool, T, sgd_slice, job);
     if (!all_finite(t->next_params, t->m->num_params))
         return cn_fail(err, "training diverged: the step would make weights non-finite (try a "
                        "smaller --learning-rate)");
     cn_pool_run(t->pool, T, commit_slice, job);
     update_running_stats(t);
-    tm->optimizer += now_seconds() - start;
+    tm->optimizer += cn_seconds() - start;
     return 0;
 }
 
