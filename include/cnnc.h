@@ -166,6 +166,32 @@ void cn_pool_run(cn_pool *pool, int num_tasks, cn_task_fn fn, void *ctx);
 int cn_pool_threads(const cn_pool *pool);
 void cn_pool_free(cn_pool *pool);
 
+/* ---------------------------------------------------------------- processes */
+
+/* The processes of one run, ranks 0..size-1, and the one collective they exchange bytes with.
+ * The library starts no processes and calls no MPI itself: the cnnc command supplies an Open MPI
+ * communicator, tests an in-memory one. Every rank makes the same collective calls in the same
+ * order. An implementation that cannot complete a collective must stop every process itself
+ * (MPI_Abort): the ranks could not get back in step. */
+typedef struct {
+    int rank, size;
+    void *ctx;
+    /* blocks holds size * block bytes, this rank's own bytes at rank * block; on return every
+     * rank holds every rank's block. 0, or -1 with a message. */
+    int (*allgather)(void *ctx, void *blocks, size_t block, cn_error *err);
+    /* Stops every process after printing message; for failures inside a collective. */
+    void (*abort)(void *ctx, const char *message);
+} cn_comm;
+
+/* The items [*begin, *end) of 0..total-1 that rank owns: contiguous, in rank order, sizes
+ * differing by at most one. */
+void cn_comm_share(int total, int rank, int size, int *begin, int *end);
+
+/* Every rank says whether it failed (*err holding why). Returns 0 on every rank when none
+ * did; otherwise -1 on every rank with the same message in *err, "rank K: ..." from the lowest
+ * failing rank. c may be NULL (one process): returns -failed. */
+int cn_comm_agree(const cn_comm *c, int failed, cn_error *err);
+
 /* ---------------------------------------------------------------- training */
 
 typedef struct {
@@ -177,15 +203,23 @@ typedef struct {
     uint64_t seed;       /* 1: initialisation and shuffling */
 } cn_train_config;
 
-/* Wall-clock seconds spent in each phase of training, summed over steps. */
+/* Wall-clock seconds spent in each phase of training, summed over steps. communicate is the
+ * time in collectives between processes (0 for one process), waiting for the others included. */
 typedef struct {
-    double data, forward, backward, reduce, optimizer;
+    double data, forward, backward, reduce, optimizer, communicate;
 } cn_phase_times;
 
 typedef struct cn_trainer cn_trainer;
 
 /* Plans every buffer once (R replicas x batch), starts the pool. The model is borrowed. */
 cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err);
+/* The same for one rank of several processes (comm borrowed; NULL or size 1: one process).
+ * num_replicas must be a multiple of comm->size: each rank runs its cn_comm_share of the
+ * replicas, gathers every replica's results each step and applies the same update, so the
+ * weights are bit-identical to one process's; evaluation is split across the ranks. Every
+ * rank drives its trainer with the same calls and data. */
+cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cfg,
+                                          const cn_comm *comm, cn_error *err);
 void cn_trainer_free(cn_trainer *t);
 
 /* Steps in one epoch of data: floor(floor(count / R) / batch_size). */
@@ -213,7 +247,9 @@ int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_
                      void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err);
 
 /* Scores the first n samples of ds in evaluation mode (running statistics), all of them once.
- * predictions (may be NULL) gets n labels. Loss is the mean NLL. */
+ * predictions (may be NULL) gets n labels. Loss is the mean NLL. With a communicator every rank
+ * calls it with the same data and n, predictions NULL on all or none; each scores its share of
+ * the batches and every rank gets the loss, accuracy and predictions one process would. */
 int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double *accuracy,
                 uint8_t *predictions, cn_error *err);
 

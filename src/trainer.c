@@ -1,26 +1,33 @@
-/* trainer.c — data-parallel training and evaluation of a cn_model on one machine. R replicas
- * each run forward and backward on their own batch in their own workspace (planned once); the
- * gradients are then summed in replica order and averaged, BatchNorm running statistics become
- * the mean of the replicas' updates, and one SGD-with-momentum step updates the single model.
- * Replica r always runs on pool thread r % T and every sum has a fixed order, so the weights do
- * not depend on the thread count. The step loop allocates nothing. No checkpointing here. */
+/* trainer.c — data-parallel training and evaluation of a cn_model. R replicas each run forward
+ * and backward on their own batch in their own workspace (planned once); the gradients are then
+ * summed in replica order and averaged, BatchNorm running statistics become the mean of the
+ * replicas' updates, and one SGD-with-momentum step updates the single model. Replica r always
+ * runs on pool thread r % T and every sum has a fixed order, so the weights do not depend on the
+ * thread count. With a communicator each process runs its share of the replicas and gathers all
+ * replicas' results (dist.c) before the same sums, so they do not depend on the process count
+ * either. The step loop allocates nothing. No checkpointing here. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
+#include "dist.h"
 #include "executor.h"
 #include "layers.h"
 
 struct cn_trainer {
     cn_model *m;
     cn_train_config cfg;
+    const cn_comm *comm; /* NULL: this process alone */
     cn_pool *pool;
     cn_plan plan;        /* how a batch goes through the model, shared by all workspaces */
-    int num_workspaces;  /* max(R, T): one per replica, and one per thread for evaluation */
+    int first_replica, local_replicas; /* this process's replicas: all R when alone */
+    int num_workspaces;  /* max(local, T): one per local replica, one per thread for evaluation */
     cn_workspace *ws;
-    float *loss;         /* [R] each replica's loss of the current step */
-    double (*part_seconds)[3]; /* [R] thread-seconds of data, forward, backward this step */
+    float *loss;         /* [local] each local replica's loss of the current step */
+    double (*part_seconds)[3]; /* [local] thread-seconds of data, forward, backward this step */
+    cn_exchange exchange;      /* every replica's results, when there are several processes */
+    cn_replica_result *result; /* [R] where replica r's results of the step are read from */
     float *grad;         /* [num_params] averaged gradient, then the candidate momentum */
     float *momentum;     /* [num_params] */
     float *next_params;  /* [num_params] candidate weights, kept only when all are finite */
@@ -44,15 +51,50 @@ static int check_config(const cn_train_config *c, cn_error *err)
     return 0;
 }
 
+static int check_comm(const cn_comm *comm, int replicas, cn_error *err)
+{
+    if (!cn_comm_is_distributed(comm)) return 0;
+    if (comm->rank < 0 || comm->rank >= comm->size || !comm->allgather || !comm->abort)
+        return cn_fail(err, "communicator: rank %d of %d without both collectives", comm->rank,
+                       comm->size);
+    if (replicas % comm->size != 0)
+        return cn_fail(err, "%d replicas cannot be shared evenly among %d processes (use a "
+                       "multiple of %d)", replicas, comm->size, comm->size);
+    return 0;
+}
+
+/* Replica r's results: in its workspace when this process runs every replica, else in the
+ * exchange. */
+static int plan_results(cn_trainer *t)
+{
+    int R = t->cfg.num_replicas;
+    const cn_comm *c = t->comm;
+    t->result = calloc((size_t)R, sizeof *t->result);
+    if (!t->result) return -1;
+    if (!cn_comm_is_distributed(c)) {
+        for (int r = 0; r < R; r++)
+            t->result[r] = (cn_replica_result){t->ws[r].dparams, &t->loss[r], t->ws[r].bn_mean,
+                                               t->ws[r].bn_var};
+        return 0;
+    }
+    if (cn_exchange_init(&t->exchange, c, R, t->m->num_params, t->plan.bn_channels)) return -1;
+    for (int r = 0; r < R; r++) t->result[r] = cn_exchange_result(&t->exchange, r);
+    return 0;
+}
+
 static int allocate(cn_trainer *t)
 {
     int R = t->cfg.num_replicas, B = t->cfg.batch_size;
     size_t n = t->m->num_params;
+    const cn_comm *c = t->comm;
+    int end = R;
+    if (cn_comm_is_distributed(c)) cn_comm_share(R, c->rank, c->size, &t->first_replica, &end);
+    int local = t->local_replicas = end - t->first_replica;
     if (cn_plan_init(&t->plan, t->m, B)) return -1;
-    t->num_workspaces = R > t->cfg.threads ? R : t->cfg.threads;
+    t->num_workspaces = local > t->cfg.threads ? local : t->cfg.threads;
     t->ws = calloc((size_t)t->num_workspaces, sizeof *t->ws);
-    t->loss = calloc((size_t)R, sizeof *t->loss);
-    t->part_seconds = calloc((size_t)R, sizeof *t->part_seconds);
+    t->loss = calloc((size_t)local, sizeof *t->loss);
+    t->part_seconds = calloc((size_t)local, sizeof *t->part_seconds);
     t->grad = calloc(n, sizeof *t->grad);
     t->momentum = calloc(n, sizeof *t->momentum);
     t->next_params = calloc(n, sizeof *t->next_params);
@@ -60,18 +102,19 @@ static int allocate(cn_trainer *t)
     if (!t->ws || !t->loss || !t->part_seconds || !t->grad || !t->momentum || !t->next_params || !t->batch_index) return -1;
     for (int i = 0; i < t->num_workspaces; i++)
         if (cn_workspace_init(&t->ws[i], &t->plan)) return -1;
-    return 0;
+    return plan_results(t);
 }
 
-cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err)
+cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cfg,
+                                          const cn_comm *comm, cn_error *err)
 {
-    if (check_config(cfg, err)) return NULL;
+    if (check_config(cfg, err) || check_comm(comm, cfg->num_replicas, err)) return NULL;
     cn_trainer *t = calloc(1, sizeof *t);
     if (!t) {
         cn_fail(err, "trainer: out of memory");
         return NULL;
     }
-    t->m = m, t->cfg = *cfg;
+    t->m = m, t->cfg = *cfg, t->comm = comm;
     if (allocate(t)) {
         cn_trainer_free(t);
         cn_fail(err, "trainer: out of memory for %d replicas of batch %d", cfg->num_replicas,
@@ -84,6 +127,11 @@ cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error 
         return NULL;
     }
     return t;
+}
+
+cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err)
+{
+    return cn_trainer_create_distributed(m, cfg, NULL, err);
 }
 
 void cn_trainer_free(cn_trainer *t)
@@ -99,6 +147,8 @@ void cn_trainer_free(cn_trainer *t)
     free(t->momentum);
     free(t->next_params);
     free(t->batch_index);
+    free(t->result);
+    cn_exchange_free(&t->exchange);
     free(t);
 }
 
@@ -110,11 +160,12 @@ typedef struct {
     const uint32_t *index;          /* [R*B] sample indices, replica-major, or NULL */
 } step_job;
 
-static void load_batch(const step_job *job, int r)
+/* Local replica i is replica first_replica + i of all R. */
+static void load_batch(const step_job *job, int i)
 {
     cn_trainer *t = job->t;
-    cn_workspace *w = &t->ws[r];
-    int B = t->cfg.batch_size, size = cn_model_input_size(t->m);
+    cn_workspace *w = &t->ws[i];
+    int r = t->first_replica + i, B = t->cfg.batch_size, size = cn_model_input_size(t->m);
     for (int k = 0; k < B; k++) {
         size_t at = (size_t)r * B + k;
         size_t sample = job->index ? job->index[at] : at;
@@ -123,23 +174,26 @@ static void load_batch(const step_job *job, int r)
     }
 }
 
-/* One replica's whole share of a step — its batch, forward, loss and backward — in one task,
- * so that what forward leaves for backward is still in this core's caches. The thread-seconds
- * of each part go to t->part_seconds[r]. */
-static void replica_pass(void *ctx, int r, int thread)
+/* One local replica's whole share of a step — its batch, forward, loss and backward — in one
+ * task, so that what forward leaves for backward is still in this core's caches. The
+ * thread-seconds of each part go to t->part_seconds[i]; with other processes, the results go
+ * into this process's block of the exchange. */
+static void replica_pass(void *ctx, int i, int thread)
 {
     (void)thread;
     const step_job *job = ctx;
     cn_trainer *t = job->t;
-    cn_workspace *w = &t->ws[r];
+    cn_workspace *w = &t->ws[i];
     int B = t->cfg.batch_size, last = t->m->num_layers - 1;
-    double *part = t->part_seconds[r], start = cn_seconds();
-    load_batch(job, r);
+    double *part = t->part_seconds[i], start = cn_seconds();
+    load_batch(job, i);
     double loaded = cn_seconds();
     cn_forward(&t->plan, w, B, 1);
-    t->loss[r] = cn_nll_loss(w->out[last], w->labels, B, t->m->layers[last].out_c);
+    t->loss[i] = cn_nll_loss(w->out[last], w->labels, B, t->m->layers[last].out_c);
     double forwarded = cn_seconds();
     cn_backward(&t->plan, w);
+    if (t->exchange.blocks)
+        cn_exchange_put(&t->exchange, i, w->dparams, t->loss[i], w->bn_mean, w->bn_var);
     part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = cn_seconds() - forwarded;
 }
 
@@ -148,8 +202,8 @@ static void replica_pass(void *ctx, int r, int thread)
 static void account_parts(const cn_trainer *t, double wall, cn_phase_times *tm)
 {
     double sum[3] = {0, 0, 0};
-    for (int r = 0; r < t->cfg.num_replicas; r++)
-        for (int k = 0; k < 3; k++) sum[k] += t->part_seconds[r][k];
+    for (int i = 0; i < t->local_replicas; i++)
+        for (int k = 0; k < 3; k++) sum[k] += t->part_seconds[i][k];
     double total = sum[0] + sum[1] + sum[2];
     if (!(total > 0)) return;
     tm->data += wall * sum[0] / total;
@@ -175,7 +229,7 @@ static void reduce_slice(void *ctx, int task, int thread)
     int R = t->cfg.num_replicas;
     for (size_t j = begin; j < end; j++) {
         float sum = 0.0f;
-        for (int r = 0; r < R; r++) sum += t->ws[r].dparams[j];
+        for (int r = 0; r < R; r++) sum += t->result[r].dparams[j];
         t->grad[j] = sum / (float)R;
     }
 }
@@ -219,8 +273,9 @@ static void update_running_stats(cn_trainer *t)
         for (int c = 0; c < l->out_c; c++) {
             float sum_mean = 0.0f, sum_var = 0.0f;
             for (int r = 0; r < R; r++) {
-                sum_mean += (1.0f - mom) * mean[c] + mom * t->ws[r].bn_mean[l->bn_channels + c];
-                sum_var += (1.0f - mom) * var[c] + mom * t->ws[r].bn_var[l->bn_channels + c];
+                const cn_replica_result *res = &t->result[r];
+                sum_mean += (1.0f - mom) * mean[c] + mom * res->bn_mean[l->bn_channels + c];
+                sum_var += (1.0f - mom) * var[c] + mom * res->bn_var[l->bn_channels + c];
             }
             mean[c] = sum_mean / (float)R;
             var[c] = sum_var / (float)R;
@@ -251,11 +306,16 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
     cn_phase_times *tm = times ? times : &local;
     int R = t->cfg.num_replicas, T = cn_pool_threads(t->pool);
     double replicas_wall = 0;
-    timed_run(t, R, replica_pass, job, &replicas_wall);
+    timed_run(t, t->local_replicas, replica_pass, job, &replicas_wall);
     account_parts(t, replicas_wall, tm);
+    if (t->exchange.blocks) {
+        double start = cn_seconds();
+        if (cn_exchange_run(&t->exchange, err)) return -1;
+        tm->communicate += cn_seconds() - start;
+    }
 
     float sum = 0.0f;
-    for (int r = 0; r < R; r++) sum += t->loss[r];
+    for (int r = 0; r < R; r++) sum += *t->result[r].loss;
     *loss = sum / (float)R;
     if (!isfinite(*loss)) /* before the update: the model keeps its last finite weights */
         return cn_fail(err, "training diverged: the loss is %f (try a smaller --learning-rate)",
@@ -329,7 +389,11 @@ int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_
         return cn_fail(err, "the model expects %d inputs, the images have %dx%d",
                        cn_model_input_size(t->m), train->rows, train->cols);
     uint32_t *perm = malloc((size_t)train->count * sizeof *perm);
-    if (!perm) return cn_fail(err, "out of memory for the sampler of %d samples", train->count);
+    if (!perm) cn_fail(err, "out of memory for the sampler of %d samples", train->count);
+    if (cn_comm_agree(t->comm, !perm, err)) { /* every process stops, or none */
+        free(perm);
+        return -1;
+    }
     cn_sampler_permutation(perm, (uint32_t)train->count, t->cfg.seed, epoch);
     step_job job = {t, train->pixels, train->labels, t->batch_index};
     double sum = 0;
@@ -352,6 +416,7 @@ typedef struct {
     cn_trainer *t;
     const cn_dataset *ds;
     int n;
+    int first_chunk;     /* this process's first chunk: task k scores chunk first_chunk + k */
     double *chunk_loss;  /* [chunks] summed NLL of each chunk */
     int *chunk_correct;  /* [chunks] */
     uint8_t *predictions;
@@ -365,10 +430,11 @@ static int argmax_row(const float *x, int n)
     return best;
 }
 
-static void eval_chunk(void *ctx, int chunk, int thread)
+static void eval_chunk(void *ctx, int task, int thread)
 {
     eval_job *job = ctx;
     cn_trainer *t = job->t;
+    int chunk = job->first_chunk + task;
     cn_workspace *w = &t->ws[thread];
     int B = t->cfg.batch_size, first = chunk * B, size = cn_model_input_size(t->m);
     int count = job->n - first < B ? job->n - first : B, last = t->m->num_layers - 1;
@@ -388,6 +454,22 @@ static void eval_chunk(void *ctx, int chunk, int thread)
     job->chunk_correct[chunk] = correct;
 }
 
+/* Scores this process's share of the chunks (all of them when alone); with other processes,
+ * every rank then gathers every chunk's figures and predictions, so that the sums below run over
+ * the same chunks in the same order as for one process. */
+static int score_chunks(eval_job *job, int chunks, cn_error *err)
+{
+    const cn_comm *c = job->t->comm;
+    int end = chunks;
+    if (cn_comm_is_distributed(c)) cn_comm_share(chunks, c->rank, c->size, &job->first_chunk, &end);
+    cn_pool_run(job->t->pool, end - job->first_chunk, eval_chunk, job);
+    if (cn_comm_allgather_shares(c, job->chunk_loss, sizeof(double), chunks, 1, err) ||
+        cn_comm_allgather_shares(c, job->chunk_correct, sizeof(int), chunks, 1, err))
+        return -1;
+    if (!job->predictions) return 0;
+    return cn_comm_allgather_shares(c, job->predictions, 1, job->n, job->t->cfg.batch_size, err);
+}
+
 int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double *accuracy,
                 uint8_t *predictions, cn_error *err)
 {
@@ -397,14 +479,15 @@ int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double
         return cn_fail(err, "the model expects %d inputs, the images have %dx%d",
                        cn_model_input_size(t->m), ds->rows, ds->cols);
     int chunks = (n + t->cfg.batch_size - 1) / t->cfg.batch_size;
-    eval_job job = {t, ds, n, calloc((size_t)chunks, sizeof(double)),
+    eval_job job = {t, ds, n, 0, calloc((size_t)chunks, sizeof(double)),
                     calloc((size_t)chunks, sizeof(int)), predictions};
-    if (!job.chunk_loss || !job.chunk_correct) {
+    int failed = !job.chunk_loss || !job.chunk_correct;
+    if (failed) cn_fail(err, "out of memory for evaluation");
+    if (cn_comm_agree(t->comm, failed, err) || score_chunks(&job, chunks, err)) {
         free(job.chunk_loss);
         free(job.chunk_correct);
-        return cn_fail(err, "out of memory for evaluation");
+        return -1;
     }
-    cn_pool_run(t->pool, chunks, eval_chunk, &job);
     double sum = 0;
     long correct = 0;
     for (int c = 0; c < chunks; c++) sum += job.chunk_loss[c], correct += job.chunk_correct[c];

@@ -1,0 +1,385 @@
+/* test_dist.c — training as several processes, without MPI: each "rank" is a thread with its
+ * own model and trainer, joined by an in-memory communicator that also checks that every rank
+ * makes the same collective calls with the same sizes. Checks that 2 and 4 ranks end with the
+ * weights, statistics, step losses and evaluation of one process, bit for bit, and the sharing,
+ * agreement and gathering helpers. The real Open MPI runs are in tests/cli_mpi.sh. */
+#include <pthread.h>
+
+#include "testutil.h"
+
+#include "dist.h"
+
+#define MAX_RANKS 4
+
+/* ------------------------------------------------------------------ in-memory communicator */
+
+typedef struct {
+    int size;
+    pthread_barrier_t barrier;
+    unsigned char *shared;
+    size_t capacity;
+    size_t block_of[MAX_RANKS]; /* the block size each rank passed to the current call */
+    int calls[MAX_RANKS];       /* collectives each rank made */
+    int mismatched;             /* some call had different block sizes on different ranks */
+    int aborted;
+} world;
+
+typedef struct {
+    world *w;
+    int rank;
+    cn_comm comm;
+} rank_ctx;
+
+static int world_allgather(void *ctx, void *blocks, size_t block, cn_error *err)
+{
+    rank_ctx *r = ctx;
+    world *w = r->w;
+    unsigned char *bytes = blocks;
+    if (block * (size_t)w->size > w->capacity)
+        return cn_fail(err, "test communicator: %zu bytes is too big", block);
+    w->block_of[r->rank] = block;
+    w->calls[r->rank]++;
+    memcpy(w->shared + block * r->rank, bytes + block * r->rank, block);
+    pthread_barrier_wait(&w->barrier);
+    for (int p = 0; p < w->size; p++)
+        if (w->block_of[p] != block) w->mismatched = 1;
+    memcpy(bytes, w->shared, block * (size_t)w->size);
+    pthread_barrier_wait(&w->barrier);
+    return 0;
+}
+
+static void world_abort(void *ctx, const char *message)
+{
+    rank_ctx *r = ctx;
+    fprintf(stderr, "test communicator: rank %d aborts: %s\n", r->rank, message);
+    r->w->aborted = 1;
+}
+
+static void world_init(world *w, int size, rank_ctx ranks[])
+{
+    memset(w, 0, sizeof *w);
+    w->size = size;
+    w->capacity = 8u << 20;
+    w->shared = malloc(w->capacity);
+    assert_non_null(w->shared);
+    assert_int_equal(pthread_barrier_init(&w->barrier, NULL, (unsigned)size), 0);
+    for (int p = 0; p < size; p++)
+        ranks[p] = (rank_ctx){w, p, {p, size, &ranks[p], world_allgather, world_abort}};
+}
+
+/* Asserts that the ranks stayed in step, then frees the world. */
+static void world_finish(world *w)
+{
+    for (int p = 1; p < w->size; p++) assert_int_equal(w->calls[p], w->calls[0]);
+    assert_false(w->mismatched);
+    assert_false(w->aborted);
+    pthread_barrier_destroy(&w->barrier);
+    free(w->shared);
+}
+
+/* Runs fn(arg[p]) for every rank p on its own thread and waits for all. */
+static void run_ranks(int size, void *(*fn)(void *), void *args, size_t arg_size)
+{
+    pthread_t threads[MAX_RANKS];
+    for (int p = 0; p < size; p++)
+        assert_int_equal(pthread_create(&threads[p], NULL, fn, (char *)args + p * arg_size), 0);
+    for (int p = 0; p < size; p++) pthread_join(threads[p], NULL);
+}
+
+/* ------------------------------------------------------------------ a short run */
+
+enum { REPLICAS = 4, BATCH = 16, EPOCHS = 2, TRAIN = 300, TEST = 70, MAX_STEPS = 16 };
+
+/* A synthetic set: random pixels with a bright band at the label's height. */
+static cn_dataset synthetic_set(int count, uint64_t seed)
+{
+    cn_dataset ds = {count, 28, 28, malloc((size_t)count * 784), malloc((size_t)count)};
+    assert_non_null(ds.pixels);
+    assert_non_null(ds.labels);
+    cn_rng rng;
+    cn_rng_seed(&rng, seed);
+    for (int i = 0; i < count; i++) {
+        int label = (int)cn_rng_below(&rng, CN_NUM_CLASSES);
+        ds.labels[i] = (uint8_t)label;
+        for (int p = 0; p < 784; p++) {
+            int band = (p / 28) / 3 == label;
+            ds.pixels[(size_t)i * 784 + p] = (uint8_t)(cn_rng_below(&rng, 80) + (band ? 170 : 0));
+        }
+    }
+    return ds;
+}
+
+/* What one rank (or the single process) ends with. */
+typedef struct {
+    const cn_comm *comm;   /* NULL: one process */
+    int threads;
+    const cn_dataset *train, *test;
+    int rc;
+    float params[21900];
+    float stats[60];       /* running mean and var of bn1 and bn2 */
+    int64_t tracked[2];
+    float step_loss[EPOCHS * MAX_STEPS];
+    float epoch_loss[EPOCHS];
+    double test_loss, accuracy;
+    uint8_t predictions[TEST];
+    cn_phase_times times;
+    char error[1024];
+} run_result;
+
+static void record_step(void *ctx, int epoch, int step, int steps, float loss)
+{
+    run_result *res = ctx; /* on a rank's thread: no cmocka assertions here */
+    if (steps <= MAX_STEPS) res->step_loss[(epoch - 1) * MAX_STEPS + step] = loss;
+}
+
+static void copy_state(cn_model *m, run_result *res)
+{
+    cn_tensor_ref refs[18];
+    cn_model_tensors(m, refs, 18);
+    memcpy(res->params, cn_model_params(m), sizeof res->params);
+    memcpy(res->stats, refs[4].data, 20 * sizeof(float)); /* bn1 running mean and var */
+    memcpy(res->stats + 20, refs[11].data, 40 * sizeof(float));
+    res->tracked[0] = *(int64_t *)refs[6].data;
+    res->tracked[1] = *(int64_t *)refs[13].data;
+}
+
+static int train_and_score(cn_trainer *t, run_result *res, cn_error *err)
+{
+    for (int e = 1; e <= EPOCHS; e++)
+        if (cn_trainer_epoch(t, res->train, e, record_step, res, &res->epoch_loss[e - 1],
+                             &res->times, err))
+            return -1;
+    return cn_evaluate(t, res->test, TEST, &res->test_loss, &res->accuracy, res->predictions,
+                       err);
+}
+
+static void *train_one(void *arg)
+{
+    run_result *res = arg;
+    cn_error err = {{0}};
+    cn_model *m = cn_model_fashion_mnist(&err);
+    cn_model_init(m, 9);
+    cn_train_config cfg = {BATCH, REPLICAS, res->threads, 0.01f, 0.5f, 9};
+    cn_trainer *t = cn_trainer_create_distributed(m, &cfg, res->comm, &err);
+    res->rc = t ? train_and_score(t, res, &err) : -1;
+    copy_state(m, res);
+    snprintf(res->error, sizeof res->error, "%s", err.msg);
+    cn_trainer_free(t);
+    cn_model_free(m);
+    return NULL;
+}
+
+static void expect_same_run(const run_result *a, const run_result *b)
+{
+    assert_int_equal(b->rc, 0);
+    assert_memory_equal(a->params, b->params, sizeof a->params);
+    assert_memory_equal(a->stats, b->stats, sizeof a->stats);
+    assert_memory_equal(a->tracked, b->tracked, sizeof a->tracked);
+    assert_memory_equal(a->step_loss, b->step_loss, sizeof a->step_loss);
+    assert_memory_equal(a->epoch_loss, b->epoch_loss, sizeof a->epoch_loss);
+    assert_memory_equal(&a->test_loss, &b->test_loss, sizeof a->test_loss);
+    assert_memory_equal(&a->accuracy, &b->accuracy, sizeof a->accuracy);
+    assert_memory_equal(a->predictions, b->predictions, sizeof a->predictions);
+}
+
+static void check_ranks_match_one_process(int size)
+{
+    cn_dataset train = synthetic_set(TRAIN, 31), test = synthetic_set(TEST, 32);
+    run_result *one = calloc(1, sizeof *one), *ranks = calloc(MAX_RANKS, sizeof *ranks);
+    assert_non_null(one);
+    assert_non_null(ranks);
+    *one = (run_result){.threads = 2, .train = &train, .test = &test};
+    train_one(one);
+    assert_int_equal(one->rc, 0);
+    assert_int_equal(one->tracked[0], EPOCHS * (TRAIN / REPLICAS / BATCH));
+    assert_true(one->times.communicate == 0);
+
+    world w;
+    rank_ctx ctx[MAX_RANKS];
+    world_init(&w, size, ctx);
+    for (int p = 0; p < size; p++)
+        ranks[p] = (run_result){.comm = &ctx[p].comm, .threads = 1 + p % 2, .train = &train,
+                                .test = &test};
+    run_ranks(size, train_one, ranks, sizeof *ranks);
+    world_finish(&w);
+    for (int p = 0; p < size; p++) {
+        expect_same_run(one, &ranks[p]);
+        assert_true(ranks[p].times.communicate > 0);
+    }
+    free(one);
+    free(ranks);
+    cn_dataset_free(&train);
+    cn_dataset_free(&test);
+}
+
+static void test_two_ranks_match_one_process(void **state)
+{
+    (void)state;
+    check_ranks_match_one_process(2);
+}
+
+static void test_four_ranks_match_one_process(void **state)
+{
+    (void)state;
+    check_ranks_match_one_process(4);
+}
+
+/* The check itself can fail: a different replica count gives other weights. */
+static void test_other_replica_count_differs(void **state)
+{
+    (void)state;
+    cn_dataset train = synthetic_set(TRAIN, 31), test = synthetic_set(TEST, 32);
+    run_result *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    assert_non_null(a);
+    assert_non_null(b);
+    *a = (run_result){.threads = 1, .train = &train, .test = &test};
+    train_one(a);
+    cn_error err = {{0}};
+    cn_model *m = cn_model_fashion_mnist(&err);
+    cn_model_init(m, 9);
+    cn_train_config cfg = {BATCH, REPLICAS / 2, 1, 0.01f * 2, 0.5f, 9};
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    b->train = &train, b->test = &test;
+    assert_int_equal(train_and_score(t, b, &err), 0);
+    copy_state(m, b);
+    assert_memory_not_equal(a->params, b->params, sizeof a->params);
+    cn_trainer_free(t);
+    cn_model_free(m);
+    free(a);
+    free(b);
+    cn_dataset_free(&train);
+    cn_dataset_free(&test);
+}
+
+static void test_replicas_must_divide_among_ranks(void **state)
+{
+    (void)state;
+    world w;
+    rank_ctx ctx[MAX_RANKS];
+    world_init(&w, 4, ctx);
+    cn_error err = {{0}};
+    cn_model *m = cn_model_fashion_mnist(&err);
+    cn_train_config cfg = {BATCH, 6, 1, 0.01f, 0.5f, 1};
+    assert_null(cn_trainer_create_distributed(m, &cfg, &ctx[1].comm, &err));
+    assert_non_null(strstr(err.msg, "6 replicas"));
+    assert_non_null(strstr(err.msg, "4 processes"));
+    cfg.num_replicas = 8;
+    cn_trainer *t = cn_trainer_create_distributed(m, &cfg, &ctx[1].comm, &err);
+    assert_non_null(t); /* creating makes no collective call */
+    cn_trainer_free(t);
+    cn_model_free(m);
+    world_finish(&w);
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+static void test_share_covers_everything_once(void **state)
+{
+    (void)state;
+    for (int total = 0; total <= 23; total++)
+        for (int size = 1; size <= 6; size++) {
+            int expected = 0;
+            for (int p = 0; p < size; p++) {
+                int begin, end;
+                cn_comm_share(total, p, size, &begin, &end);
+                assert_int_equal(begin, expected); /* contiguous, in rank order */
+                assert_true(end - begin == total / size || end - begin == total / size + 1);
+                expected = end;
+            }
+            assert_int_equal(expected, total);
+        }
+}
+
+typedef struct {
+    const cn_comm *comm;
+    int failed;
+    int rc;
+    char message[1024];
+} agree_case;
+
+static void *agree_one(void *arg)
+{
+    agree_case *a = arg;
+    cn_error err = {{0}};
+    if (a->failed) snprintf(err.msg, sizeof err.msg, "failure on rank %d", a->comm->rank);
+    a->rc = cn_comm_agree(a->comm, a->failed, &err);
+    snprintf(a->message, sizeof a->message, "%s", err.msg);
+    return NULL;
+}
+
+static void check_agreement(const int failed[4], int expected_rc, const char *expected)
+{
+    world w;
+    rank_ctx ctx[MAX_RANKS];
+    agree_case cases[MAX_RANKS];
+    world_init(&w, 4, ctx);
+    for (int p = 0; p < 4; p++) cases[p] = (agree_case){&ctx[p].comm, failed[p], 0, ""};
+    run_ranks(4, agree_one, cases, sizeof cases[0]);
+    world_finish(&w);
+    for (int p = 0; p < 4; p++) {
+        assert_int_equal(cases[p].rc, expected_rc);
+        if (expected) assert_string_equal(cases[p].message, expected);
+    }
+}
+
+static void test_agreement_reports_the_first_failing_rank_everywhere(void **state)
+{
+    (void)state;
+    check_agreement((const int[4]){0, 0, 0, 0}, 0, NULL);
+    check_agreement((const int[4]){0, 0, 1, 1}, -1, "rank 2: failure on rank 2");
+    check_agreement((const int[4]){1, 0, 0, 0}, -1, "rank 0: failure on rank 0");
+    cn_error err = {{0}};
+    assert_int_equal(cn_comm_agree(NULL, 0, &err), 0);
+    assert_int_equal(cn_comm_agree(NULL, 1, &err), -1);
+}
+
+typedef struct {
+    const cn_comm *comm;
+    int values[10];
+    int rc;
+} gather_case;
+
+/* Rank p fills in its share of ten items in units of three and scribbles on the rest. */
+static void *gather_one(void *arg)
+{
+    gather_case *g = arg;
+    int begin, end;
+    cn_comm_share(4, g->comm->rank, g->comm->size, &begin, &end);
+    for (int i = 0; i < 10; i++)
+        g->values[i] = i >= begin * 3 && i < end * 3 ? 100 + i : -1;
+    cn_error err = {{0}};
+    g->rc = cn_comm_allgather_shares(g->comm, g->values, sizeof(int), 10, 3, &err);
+    return NULL;
+}
+
+static void test_gathering_shares_fills_in_every_item(void **state)
+{
+    (void)state;
+    for (int size = 2; size <= 4; size++) {
+        world w;
+        rank_ctx ctx[MAX_RANKS];
+        gather_case cases[MAX_RANKS];
+        world_init(&w, size, ctx);
+        for (int p = 0; p < size; p++) cases[p] = (gather_case){.comm = &ctx[p].comm};
+        run_ranks(size, gather_one, cases, sizeof cases[0]);
+        world_finish(&w);
+        for (int p = 0; p < size; p++) {
+            assert_int_equal(cases[p].rc, 0);
+            for (int i = 0; i < 10; i++) assert_int_equal(cases[p].values[i], 100 + i);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_share_covers_everything_once),
+        cmocka_unit_test(test_agreement_reports_the_first_failing_rank_everywhere),
+        cmocka_unit_test(test_gathering_shares_fills_in_every_item),
+        cmocka_unit_test(test_replicas_must_divide_among_ranks),
+        cmocka_unit_test(test_two_ranks_match_one_process),
+        cmocka_unit_test(test_four_ranks_match_one_process),
+        cmocka_unit_test(test_other_replica_count_differs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
