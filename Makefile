@@ -12,6 +12,13 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDLIBS   := $(PKG_LIBS) -lpthread -lm
 TEST_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+# Open MPI (Debian's libopenmpi-dev) when pkg-config finds it, for the cnnc command only: the
+# library never calls MPI. `make MPI=0` builds a cnnc without it (one process only).
+MPI      ?= $(shell pkg-config --exists ompi-c 2>/dev/null && echo 1 || echo 0)
+ifeq ($(MPI),1)
+MPI_CFLAGS := -DCNNC_MPI $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c))
+MPI_LIBS   := $(shell pkg-config --libs ompi-c)
+endif
 
 BUILD    := build
 LIB_SRC  := $(wildcard src/*.c)
@@ -49,7 +56,13 @@ $(BUILD)/libcnnc.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/cnnc: $(CLI_OBJ) $(BUILD)/libcnnc.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS)
+
+# Only dist_mpi.c sees MPI's header; it is rebuilt when the MPI setting changes.
+$(BUILD)/cli/dist_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
+$(BUILD)/cli/dist_mpi.o: $(BUILD)/mpi-setting-$(MPI)
+$(BUILD)/mpi-setting-$(MPI):
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/mpi-setting-* && touch $@
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libcnnc.a
 	@mkdir -p $(dir $@)

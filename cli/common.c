@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,9 +148,29 @@ int cli_parse_float(const char *command, const char *flag, const char *text, flo
     return 0;
 }
 
+/* Processes that an MPI launcher started on this host, as its environment says; 1 if none. */
+static long processes_on_this_host(void)
+{
+    const char *names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *text = getenv(names[i]);
+        long n = text ? strtol(text, NULL, 10) : 0;
+        if (n > 0)
+            return n;
+    }
+    return 1;
+}
+
+/* The CPUs this process may run on: a launcher (mpirun, srun, taskset) may have bound it to
+ * some; when none bound it, the host's CPUs are shared among the launcher's processes there. */
 int cli_default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) < n)
+        n = CPU_COUNT(&allowed);
+    else
+        n /= processes_on_this_host();
     if (n < 1)
         return 1;
     return n > CLI_MAX_THREADS ? CLI_MAX_THREADS : (int)n;

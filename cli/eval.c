@@ -43,7 +43,8 @@ void cli_eval_help(FILE *out)
             "  --data-dir DIR       dataset folder\n"
             "                       (default: %s)\n"
             "  --test-samples N     score only the first N test images, 0 = all (default: 0)\n"
-            "  --threads N          worker threads, 1..1024 (default: online CPUs, here %d)\n"
+            "  --threads N          worker threads, 1..1024 (default: the CPUs this process\n"
+            "                       may use, here %d)\n"
             "  --batch-size N       images per forward pass, 1..65536 (default: 128)\n"
             "  -h, --help           show this help and exit\n",
             CLI_DEFAULT_DATA_DIR, cli_default_threads());

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "train.h"
+#include "train_dist.h"
 
 enum {
     OPT_DATA_DIR = 256,
@@ -67,7 +68,8 @@ void cli_train_help(FILE *out)
             "  --num-cores N        data-parallel replicas, 1..1024; defines the math\n"
             "                       (default: 8)\n"
             "  --threads N          worker threads, 1..1024; never changes results\n"
-            "                       (default: online CPUs, here %d)\n"
+            "                       (default: the CPUs this process may use, shared with\n"
+            "                       the other processes on the host; here %d)\n"
             "  --log-steps N        print the loss every N steps, >= 1 (default: 20)\n"
             "  --metrics-debug      print where each epoch's time went (default: off)\n"
             "  --seed N             initialisation and shuffling, 0..2^64-1 (default: 1)\n"
@@ -82,7 +84,10 @@ void cli_train_help(FILE *out)
             "  -h, --help           show this help and exit\n"
             "\n"
             "Steps per epoch: floor(floor(training images / num-cores) / batch-size), at\n"
-            "least 1. Output folders are checked before training starts.\n",
+            "least 1. Output folders are checked before training starts.\n"
+            "\n"
+            "Under mpirun or srun, P processes share the replicas (--num-cores a multiple of\n"
+            "P) and end with the weights one process would; rank 0 alone prints and writes.\n",
             CLI_DEFAULT_DATA_DIR, cli_default_threads());
 }
 
@@ -222,7 +227,8 @@ static int build_model(const train_settings *s, train_run *run)
         .momentum = s->momentum,
         .seed = s->seed,
     };
-    run->trainer = cn_trainer_create(run->model, &cfg, &err);
+    run->trainer =
+        cn_trainer_create_distributed(run->model, &cfg, cli_dist_comm(run->dist), &err);
     if (!run->trainer)
         return cli_library_error(&err, NULL);
     run->steps = cn_trainer_steps_per_epoch(run->trainer, &run->train);
@@ -283,12 +289,12 @@ static int run_epoch(const train_settings *s, train_run *run, int epoch, epoch_r
     double start = cli_seconds();
     if (cn_trainer_epoch(run->trainer, &run->train, epoch, print_step, (void *)s, &r->train_loss,
                          &r->phases, &err) != 0)
-        return cli_library_error(&err, NULL);
+        return cli_dist_library_error(run->dist, &err); /* every rank has the same error */
     double trained = cli_seconds();
     printf("Finished training epoch %d\n", epoch);
     if (cn_evaluate(run->trainer, &run->test, run->test.count, &r->test_loss, &r->test_accuracy,
                     run->predictions, &err) != 0)
-        return cli_library_error(&err, NULL);
+        return cli_dist_library_error(run->dist, &err);
     r->train_seconds = trained - start;
     r->eval_seconds = cli_seconds() - trained;
     r->train_samples = (long)run->steps * s->num_cores * s->batch_size;
@@ -300,11 +306,13 @@ static int train_epochs(const train_settings *s, train_run *run, epoch_report *l
 {
     for (int epoch = 1; epoch <= s->num_epochs; epoch++) {
         int rc = run_epoch(s, run, epoch, last);
+        if (rc == CLI_OK)
+            print_epoch_report(last, s->metrics_debug);
+        if (rc == CLI_OK && run->metrics && write_metrics_line(run->metrics, last) != 0)
+            rc = cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
+        rc = cli_dist_agree(run->dist, rc); /* a failure on any rank stops them all here */
         if (rc != CLI_OK)
             return rc;
-        print_epoch_report(last, s->metrics_debug);
-        if (run->metrics && write_metrics_line(run->metrics, last) != 0)
-            return cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
     }
     return CLI_OK;
 }
@@ -354,27 +362,46 @@ static int train_and_finish(const train_settings *s, train_run *run)
     return rc;
 }
 
-int cli_train(int argc, char **argv)
+/* What each process does on its own before training: flags, checks, data, model. Returns
+ * CLI_DONE after --help. */
+static int set_up(train_settings *s, train_run *run, int argc, char **argv)
 {
-    train_settings s;
     int help = 0;
-    default_settings(&s);
-    int rc = parse_train_flags(argc, argv, &s, &help);
+    default_settings(s);
+    cli_dist_quiet(run->dist, 1); /* every rank parses the same flags: one message is enough */
+    int rc = parse_train_flags(argc, argv, s, &help);
+    cli_dist_quiet(run->dist, 0);
     if (rc != CLI_OK)
         return rc;
     if (help) {
         cli_train_help(stdout);
-        return CLI_OK;
+        return CLI_DONE;
     }
     rc = cli_check_isa();
     if (rc == CLI_OK)
-        rc = check_outputs(&s);
+        rc = train_dist_settings(run->dist, s);
+    if (rc == CLI_OK)
+        rc = check_outputs(s);
+    if (rc == CLI_OK)
+        rc = prepare_run(s, run);
+    return rc;
+}
+
+/* Under mpirun or srun every step below runs on every rank: a failure on one rank reaches the
+ * others at the next agreement (cli_dist_agree) or collective, and all stop together. */
+int cli_train(int argc, char **argv)
+{
+    cli_dist dist;
+    int rc = cli_dist_start(&dist);
     if (rc != CLI_OK)
         return rc;
-    train_run run = {0};
-    rc = prepare_run(&s, &run);
+    train_settings s;
+    train_run run = {.dist = &dist};
+    rc = cli_dist_agree(&dist, set_up(&s, &run, argc, argv));
+    if (rc == CLI_OK)
+        rc = train_dist_check_same(&dist, &s, &run);
     if (rc == CLI_OK)
         rc = train_and_finish(&s, &run);
     free_run(&run);
-    return rc;
+    return cli_dist_finish(&dist, rc);
 }

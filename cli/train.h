@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "cnnc.h"
+#include "dist.h"
 
 /* What the flags asked for; fixed once parsed. */
 typedef struct {
@@ -29,6 +30,7 @@ typedef struct {
 
 /* What one training run owns. */
 typedef struct {
+    cli_dist *dist;       /* the processes of the run (one, unless under mpirun or srun) */
     cn_dataset train, test;
     cn_model *model;
     cn_trainer *trainer;

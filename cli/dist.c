@@ -1,0 +1,128 @@
+/* dist.c — a cnnc command as one of several processes: deciding at start whether MPI is in
+ * play, rank 0 as the only voice on stdout, stderr silenced on the other ranks for errors they
+ * would all repeat, and the agreement on a status that keeps every rank at the same point of
+ * the run. One process alone goes through the same calls, which then do nothing. No MPI calls
+ * here (dist_mpi.c) and nothing specific to training (train_dist.c). */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dist.h"
+
+int cli_dist_start(cli_dist *d)
+{
+    *d = (cli_dist){.comm = {0, 1, NULL, NULL, NULL}, .saved_stderr = -1};
+    int size, rank;
+    if (!cli_mpi_launched(&size, &rank))
+        return CLI_OK;
+    if (!cli_mpi_built_in()) {
+        if (size <= 1)
+            return CLI_OK; /* mpirun -np 1: nothing to share */
+        if (rank == 0)
+            cli_failure("this cnnc was built without MPI, so it cannot run as %d processes: "
+                        "install libopenmpi-dev and rebuild (make clean all), or run it "
+                        "without mpirun", size);
+        return CLI_FAILURE;
+    }
+    if (cli_mpi_start(&d->comm, d->library, sizeof d->library) != 0)
+        return CLI_FAILURE;
+    d->mpi = 1;
+    if (d->comm.size == 1 && size > 1) { /* e.g. srun without a PMI plugin */
+        if (rank == 0)
+            cli_failure("the launcher started %d processes but MPI sees each one alone: with "
+                        "Slurm, run srun --mpi=pmix (or mpirun)", size);
+        cli_mpi_finish(&d->comm);
+        d->mpi = 0;
+        return CLI_FAILURE;
+    }
+    if (d->comm.rank > 0)
+        (void)!freopen("/dev/null", "w", stdout); /* on failure the rank only talks more */
+    return CLI_OK;
+}
+
+const cn_comm *cli_dist_comm(const cli_dist *d)
+{
+    return d->comm.size > 1 ? &d->comm : NULL;
+}
+
+int cli_dist_rank(const cli_dist *d)
+{
+    return d->comm.rank;
+}
+
+int cli_dist_size(const cli_dist *d)
+{
+    return d->comm.size;
+}
+
+void cli_dist_quiet(cli_dist *d, int quiet)
+{
+    if (d->comm.rank == 0)
+        return;
+    fflush(stderr);
+    if (quiet && d->saved_stderr < 0) {
+        int null = open("/dev/null", O_WRONLY);
+        d->saved_stderr = null < 0 ? -1 : dup(STDERR_FILENO);
+        if (d->saved_stderr >= 0)
+            dup2(null, STDERR_FILENO);
+        if (null >= 0)
+            close(null);
+    } else if (!quiet && d->saved_stderr >= 0) {
+        dup2(d->saved_stderr, STDERR_FILENO);
+        close(d->saved_stderr);
+        d->saved_stderr = -1;
+    }
+}
+
+int cli_dist_library_error(const cli_dist *d, const cn_error *err)
+{
+    if (d->comm.rank == 0)
+        return cli_library_error(err, NULL);
+    return CLI_FAILURE;
+}
+
+/* What each rank contributes to an agreement. */
+typedef struct {
+    int32_t status;
+    char host[60];
+} status_record;
+
+int cli_dist_agree(cli_dist *d, int status)
+{
+    const cn_comm *c = &d->comm;
+    if (c->size == 1)
+        return status;
+    status_record *all = calloc((size_t)c->size, sizeof *all);
+    if (!all)
+        c->abort(c->ctx, "out of memory agreeing on the run's status");
+    all[c->rank].status = status;
+    gethostname(all[c->rank].host, sizeof all[c->rank].host - 1);
+    cn_error err = {{0}};
+    if (c->allgather(c->ctx, all, sizeof *all, &err) != 0) {
+        free(all);
+        return cli_failure("%s", err.msg);
+    }
+    int first = 0;
+    while (first < c->size && all[first].status == CLI_OK)
+        first++;
+    int agreed = status != CLI_OK ? status : first < c->size ? all[first].status : CLI_OK;
+    if (c->rank == 0 && status == CLI_OK && first < c->size && agreed != CLI_DONE) {
+        all[first].host[sizeof all[first].host - 1] = '\0';
+        cli_failure("rank %d of %d (on host %s) failed (its message says why); every rank "
+                    "stops", first, c->size, all[first].host);
+    }
+    free(all);
+    return agreed;
+}
+
+int cli_dist_finish(cli_dist *d, int status)
+{
+    if (d->mpi) {
+        status = cli_dist_agree(d, status);
+        cli_mpi_finish(&d->comm);
+        d->mpi = 0;
+    }
+    return status == CLI_DONE ? CLI_OK : status;
+}

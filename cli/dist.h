@@ -1,0 +1,53 @@
+/* dist.h — how a cnnc command runs as several processes: started by mpirun or srun it joins
+ * them through MPI, otherwise it is one process and touches no MPI at all. It hands the library
+ * its communicator, makes rank 0 the only one that prints to stdout, and lets the processes
+ * agree at fixed points, so that a failure on any rank stops every rank and none is left waiting
+ * in a collective. The MPI calls themselves live in dist_mpi.c alone. */
+#ifndef CNNC_CLI_DIST_H
+#define CNNC_CLI_DIST_H
+
+#include <stddef.h>
+
+#include "cnnc.h"
+
+/* A status for cli_dist_agree: this rank finished early and successfully (--help); every rank
+ * stops, and cli_dist_finish turns it into CLI_OK. */
+#define CLI_DONE (-1)
+
+typedef struct {
+    cn_comm comm;      /* rank 0 of 1 when alone */
+    int mpi;           /* MPI was started and must be finished */
+    int saved_stderr;  /* the real stderr while cli_dist_quiet silences it, else -1 */
+    char library[64];  /* "Open MPI v4.1.4" */
+} cli_dist;
+
+/* Joins the other processes when an MPI launcher started this one, else sets up one process.
+ * On ranks other than 0, stdout goes to /dev/null. CLI_OK, or CLI_FAILURE after a message. */
+int cli_dist_start(cli_dist *d);
+/* The communicator for the library: NULL when this process is alone. */
+const cn_comm *cli_dist_comm(const cli_dist *d);
+int cli_dist_rank(const cli_dist *d);
+int cli_dist_size(const cli_dist *d);
+/* On ranks other than 0, silences stderr (quiet = 1) or brings it back (0): for steps whose
+ * errors every rank would report alike, such as parsing the same flags. */
+void cli_dist_quiet(cli_dist *d, int quiet);
+/* A library error that every rank got alike: rank 0 prints it. Returns CLI_FAILURE. */
+int cli_dist_library_error(const cli_dist *d, const cn_error *err);
+/* Every rank gives its status and gets the run's: its own when not CLI_OK, else that of the
+ * lowest rank that failed. Rank 0, when it did not fail itself, names the rank that did (that
+ * rank has printed why). The same call on every rank. */
+int cli_dist_agree(cli_dist *d, int status);
+/* Agrees on the final status, leaves MPI, and returns the status to exit with. */
+int cli_dist_finish(cli_dist *d, int status);
+
+/* The MPI side (dist_mpi.c). launched: 1 when mpirun or srun started this process, with the
+ * world's size and this process's rank as the launcher's environment gives them (0 when it
+ * does not say). */
+int cli_mpi_launched(int *size, int *rank);
+/* MPI_Init and a communicator of every process; 0, or -1 after printing why. */
+int cli_mpi_start(cn_comm *comm, char *library, size_t library_size);
+void cli_mpi_finish(cn_comm *comm);
+/* Whether this cnnc was built with MPI. */
+int cli_mpi_built_in(void);
+
+#endif /* CNNC_CLI_DIST_H */

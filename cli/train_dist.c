@@ -1,0 +1,138 @@
+/* train_dist.c — what `cnnc train` checks and says when it runs as several processes: that the
+ * replicas divide evenly among them, that only rank 0 writes files, that every rank has the same
+ * settings, kernels and data as rank 0 (else the run would not be the one-process run it claims
+ * to equal), and one line on how the run is spread. The training itself is the library's. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "cli.h"
+#include "train_dist.h"
+
+int train_dist_settings(const cli_dist *d, train_settings *s)
+{
+    int size = cli_dist_size(d);
+    if (s->num_cores % size != 0) {
+        if (cli_dist_rank(d) == 0)
+            cli_usage_error("train", "--num-cores %d cannot be shared evenly among %d "
+                            "processes: give a multiple of %d (each process runs the same "
+                            "number of replicas)", s->num_cores, size, size);
+        return CLI_USAGE;
+    }
+    if (cli_dist_rank(d) > 0) /* rank 0 alone writes files; its folders may be its own */
+        s->save_path = s->result_image = s->metrics_path = NULL;
+    return CLI_OK;
+}
+
+/* What must be the same on every rank. */
+typedef struct {
+    int64_t batch_size, num_cores, num_epochs, threads;
+    uint64_t seed;
+    float learning_rate, momentum;
+    int32_t isa;
+    int32_t train_count, test_count;
+    uint32_t train_crc, test_crc;
+    char host[64];
+} fingerprint;
+
+static uint32_t dataset_crc(const cn_dataset *ds)
+{
+    size_t pixels = (size_t)ds->count * ds->rows * ds->cols;
+    uLong crc = crc32_z(0L, ds->pixels, pixels);
+    return (uint32_t)crc32_z(crc, ds->labels, (size_t)ds->count);
+}
+
+static fingerprint take_fingerprint(const train_settings *s, const train_run *run)
+{
+    fingerprint f = {
+        .batch_size = s->batch_size, .num_cores = s->num_cores, .num_epochs = s->num_epochs,
+        .threads = s->threads, .seed = s->seed, .learning_rate = s->learning_rate,
+        .momentum = s->momentum, .isa = (int32_t)cn_isa_active(),
+        .train_count = run->train.count, .test_count = run->test.count,
+        .train_crc = dataset_crc(&run->train), .test_crc = dataset_crc(&run->test),
+    };
+    gethostname(f.host, sizeof f.host - 1);
+    return f;
+}
+
+/* Rank k against rank 0: CLI_OK, or the status after rank 0 said what differs. */
+static int compare(const fingerprint *zero, const fingerprint *k, int rank, int speak)
+{
+    const char *flag = NULL;
+    if (k->batch_size != zero->batch_size) flag = "--batch-size";
+    else if (k->num_cores != zero->num_cores) flag = "--num-cores";
+    else if (k->num_epochs != zero->num_epochs) flag = "--num-epochs";
+    else if (k->seed != zero->seed) flag = "--seed";
+    else if (memcmp(&k->learning_rate, &zero->learning_rate, sizeof(float)) != 0)
+        flag = "--learning-rate";
+    else if (memcmp(&k->momentum, &zero->momentum, sizeof(float)) != 0) flag = "--momentum";
+    if (flag) {
+        if (speak)
+            cli_usage_error("train", "rank %d runs with another %s than rank 0: give every "
+                            "process the same flags", rank, flag);
+        return CLI_USAGE;
+    }
+    if (k->isa != zero->isa) {
+        if (speak)
+            cli_failure("rank %d (on host %s) uses the %s kernels, rank 0 the %s ones, so the "
+                        "weights would not be one process's: set CNNC_ISA to an instruction set "
+                        "every host has", rank, k->host, cn_isa_name((cn_isa)k->isa),
+                        cn_isa_name((cn_isa)zero->isa));
+        return CLI_FAILURE;
+    }
+    const char *split = NULL;
+    if (k->train_count != zero->train_count || k->train_crc != zero->train_crc) split = "train";
+    else if (k->test_count != zero->test_count || k->test_crc != zero->test_crc) split = "t10k";
+    if (split) {
+        if (speak)
+            cli_failure("rank %d (on host %s) reads other %s images or labels than rank 0 "
+                        "(a different count or CRC-32): every process needs the same dataset "
+                        "files and --train-samples/--test-samples", rank, k->host, split);
+        return CLI_FAILURE;
+    }
+    return CLI_OK;
+}
+
+static int count_hosts(const fingerprint *all, int size)
+{
+    int hosts = 0;
+    for (int k = 0; k < size; k++) {
+        int seen = 0;
+        for (int j = 0; j < k && !seen; j++) seen = strcmp(all[j].host, all[k].host) == 0;
+        hosts += !seen;
+    }
+    return hosts;
+}
+
+static void print_spread(const cli_dist *d, const fingerprint *all)
+{
+    int size = cli_dist_size(d), hosts = count_hosts(all, size);
+    printf("cnnc %s train: %d processes (%s) on %d host%s, %lld of the %lld replicas each; "
+           "threads per process:", CN_VERSION, size, d->library, hosts, hosts == 1 ? "" : "s",
+           (long long)(all[0].num_cores / size), (long long)all[0].num_cores);
+    for (int k = 0; k < size; k++) printf(" %lld", (long long)all[k].threads);
+    printf("\n");
+}
+
+int train_dist_check_same(cli_dist *d, const train_settings *s, const train_run *run)
+{
+    const cn_comm *c = cli_dist_comm(d);
+    if (!c)
+        return CLI_OK;
+    fingerprint *all = calloc((size_t)c->size, sizeof *all);
+    if (!all)
+        c->abort(c->ctx, "out of memory comparing the processes' settings");
+    all[c->rank] = take_fingerprint(s, run);
+    cn_error err = {{0}};
+    int rc = c->allgather(c->ctx, all, sizeof *all, &err) ? cli_failure("%s", err.msg) : CLI_OK;
+    for (int k = 1; k < c->size && rc == CLI_OK; k++) {
+        all[k].host[sizeof all[k].host - 1] = '\0';
+        rc = compare(&all[0], &all[k], k, c->rank == 0);
+    }
+    if (rc == CLI_OK && c->rank == 0)
+        print_spread(d, all);
+    free(all);
+    return rc;
+}

@@ -1,0 +1,193 @@
+#!/bin/sh
+# cli_mpi.sh — `cnnc train` as several processes under Open MPI's mpirun on this one machine
+# (oversubscribed, as root where need be): 2 and 4 processes save the very bytes, metrics and
+# picture that one process saves, and rank 0 alone prints; a run where one rank cannot read its
+# data, runs with other flags, diverges, cannot write its metrics on rank 0, or where the
+# replicas do not divide among the processes stops on every rank with a non-zero status within
+# seconds; a signal to mpirun or to one rank stops every rank. It does not test the numerics of
+# the step (test_dist.c and test_trainer.c do). Skipped when mpirun, the dataset, or MPI in this
+# cnnc is missing.
+# Usage: sh tests/cli_mpi.sh BUILD_DIR
+set -u
+build=${1:-build}
+cnnc=$(cd "$build" && pwd)/cnnc
+data=/usr/share/datasets/fashion-mnist
+[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
+if ! command -v mpirun >/dev/null 2>&1; then
+  echo "skipped: mpirun is missing (Debian package openmpi-bin)"
+  exit 0
+fi
+if [ ! -d "$data" ]; then
+  echo "skipped: $data is missing (Debian package dataset-fashion-mnist)"
+  exit 0
+fi
+
+# One machine, no network, no ssh; root allowed (containers, CI); more processes than cores.
+# Containers often forbid cross-process memory access, so shared memory copies through a buffer.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_plm=isolated OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+cd "$tmp" || exit 1
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# Runs mpirun with the arguments under a time limit; stdout in $tmp/out, stderr in $tmp/err,
+# exit status in $status, wall seconds in $seconds.
+run_mpi() {
+  start=$(date +%s)
+  timeout 120 mpirun "$@" >"$tmp/out" 2>"$tmp/err"
+  status=$?
+  seconds=$(($(date +%s) - start))
+}
+
+if timeout 60 mpirun -np 2 "$cnnc" train --help 2>&1 | grep -q "built without MPI"; then
+  echo "skipped: this cnnc was built without MPI (make MPI=0)"
+  exit 0
+fi
+
+small="train --num-epochs 2 --train-samples 1024 --test-samples 300 --num-cores 4
+  --batch-size 32 --log-steps 4 --metrics-debug"
+
+# ---------------------------------------------------------------- the same run, 1, 2 and 4 ranks
+# shellcheck disable=SC2086
+"$cnnc" $small --threads 2 --save one.st --metrics-file one.jsonl --result-image one.png \
+  >one.out 2>one.err || fail "one process: exit status $?: $(cat one.err)"
+
+# The figures of every epoch that must not depend on the process count.
+figures() {
+  sed -e 's/.*"train_loss":\([^,]*\),"test_loss":\([^,]*\),"test_accuracy":\([^,]*\),.*/\1 \2 \3/' "$1"
+}
+
+for p in 2 4; do
+  # shellcheck disable=SC2086
+  run_mpi -np "$p" "$cnnc" $small --save "p$p.st" --metrics-file "p$p.jsonl" \
+    --result-image "p$p.png"
+  if [ "$status" -ne 0 ]; then
+    fail "$p processes: exit status $status: $(cat "$tmp/err")"
+    continue
+  fi
+  cmp -s one.st "p$p.st" || fail "$p processes saved other weights than one process"
+  cmp -s one.png "p$p.png" || fail "$p processes drew another result picture than one process"
+  [ "$(figures one.jsonl)" = "$(figures "p$p.jsonl")" ] ||
+    fail "$p processes: losses and accuracy $(figures "p$p.jsonl") differ from $(figures one.jsonl)"
+  grep -q "\"communicate_seconds\":[0-9.e-]*[1-9]" "p$p.jsonl" ||
+    fail "$p processes: no time in communication in p$p.jsonl"
+  grep -q "communicate" "$tmp/out" || fail "$p processes: --metrics-debug does not show communicate"
+  [ "$(grep -c "Finished training epoch 1" "$tmp/out")" -eq 1 ] ||
+    fail "$p processes: not rank 0 alone printed: $(grep -c "Finished training epoch 1" "$tmp/out") times"
+  grep -q "$p processes (Open MPI" "$tmp/out" || fail "$p processes: no line on how the run is spread"
+done
+
+# ---------------------------------------------------------------- every rank stops with an error
+# In the runs below mpirun lets each rank end on its own (it would otherwise kill the others as
+# soon as one fails), and every rank writes its exit status to $tmp/status: each must fail.
+record='"$0" "$@"; echo "$OMPI_COMM_WORLD_RANK $?" >>"'"$tmp"'/status"'
+
+# expect_all_fail P WHAT TEXT [MPIRUN ARGS...]: every one of the P ranks exited non-zero within
+# 20 seconds, and stderr says TEXT exactly once.
+expect_all_fail() {
+  p=$1 what=$2 text=$3
+  shift 3
+  rm -f "$tmp/status"
+  OMPI_MCA_orte_abort_on_non_zero_status=0 run_mpi "$@"
+  if [ "$seconds" -gt 20 ] || [ "$status" -eq 124 ]; then
+    fail "$what: took $seconds s (exit status $status)"
+  fi
+  if [ "$(wc -l <"$tmp/status" 2>/dev/null || echo 0)" -ne "$p" ]; then
+    fail "$what: not all $p ranks ended: $(cat "$tmp/status" 2>/dev/null)"
+  elif grep -q " 0$" "$tmp/status"; then
+    fail "$what: some rank exited 0: $(cat "$tmp/status")"
+  fi
+  [ "$(grep -c -e "$text" "$tmp/err")" -eq 1 ] ||
+    fail "$what: stderr does not say '$text' once: $(cat "$tmp/err")"
+}
+
+mkdir bad
+for f in "$data"/*; do ln -s "$f" bad/; done
+rm bad/train-images-idx3-ubyte*
+head -c 100000 "$data/train-images-idx3-ubyte.gz" >bad/train-images-idx3-ubyte.gz
+
+# shellcheck disable=SC2086
+expect_all_fail 2 "rank 1 has a truncated dataset" "rank 1 of 2 .* failed" \
+  -np 1 sh -c "$record" "$cnnc" $small : -np 1 sh -c "$record" "$cnnc" $small --data-dir bad
+grep -q "bad/train-images-idx3-ubyte.gz: truncated" "$tmp/err" ||
+  fail "the rank with the bad dataset does not say what is wrong: $(cat "$tmp/err")"
+# shellcheck disable=SC2086
+expect_all_fail 4 "rank 2 of 4 has a truncated dataset" "rank 2 of 4 .* failed" \
+  -np 2 sh -c "$record" "$cnnc" $small : -np 1 sh -c "$record" "$cnnc" $small --data-dir bad \
+  : -np 1 sh -c "$record" "$cnnc" $small
+# shellcheck disable=SC2086
+expect_all_fail 2 "rank 1 has another seed" "another --seed" \
+  -np 1 sh -c "$record" "$cnnc" $small : -np 1 sh -c "$record" "$cnnc" $small --seed 2
+grep -q " 1$" "$tmp/status" && fail "different flags: expected exit status 2: $(cat "$tmp/status")"
+# shellcheck disable=SC2086
+expect_all_fail 3 "4 replicas among 3 processes" "--num-cores 4 cannot be shared evenly among 3" \
+  -np 3 sh -c "$record" "$cnnc" $small
+grep -q " 1$" "$tmp/status" && fail "uneven replicas: expected exit status 2: $(cat "$tmp/status")"
+# shellcheck disable=SC2086
+expect_all_fail 2 "training diverges" "training diverged" \
+  -np 2 sh -c "$record" "$cnnc" $small --learning-rate 1e30
+if [ -w /dev/full ]; then # rank 0 alone writes the metrics; the disk fills up after epoch 1
+  # shellcheck disable=SC2086
+  expect_all_fail 2 "rank 0 cannot write its metrics" "/dev/full: No space left" \
+    -np 2 sh -c "$record" "$cnnc" $small --metrics-file /dev/full
+fi
+
+# ---------------------------------------------------------------- signals stop every rank
+# stop_with_signal WHOM: starts a long run, waits for its first steps, sends SIGTERM to mpirun
+# (WHOM=mpirun) or to rank 1's process (WHOM=rank), and expects every rank gone within 20 s.
+stop_with_signal() {
+  whom=$1
+  mpirun -np 2 "$cnnc" train --num-cores 4 --log-steps 1 --result-image none \
+    --save signal.st >"$tmp/out" 2>"$tmp/err" &
+  mpirun_pid=$!
+  tries=0
+  until grep -q "step 1/" "$tmp/out" || [ "$tries" -ge 300 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+  ranks=$(ps -o pid= --ppid "$mpirun_pid" | tr -d ' ' | tr '\n' ' ')
+  set -- $ranks
+  if [ "$#" -ne 2 ]; then
+    fail "signal to $whom: expected 2 ranks under mpirun, found '$ranks'"
+  fi
+  target=$mpirun_pid
+  [ "$whom" = rank ] && target=$2
+  kill -TERM "$target"
+  waited=0
+  while kill -0 "$mpirun_pid" 2>/dev/null && [ "$waited" -lt 200 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  if kill -0 "$mpirun_pid" 2>/dev/null; then
+    fail "signal to $whom: mpirun still runs after 20 s"
+    kill -KILL "$mpirun_pid" 2>/dev/null
+  fi
+  wait "$mpirun_pid"
+  code=$?
+  [ "$code" -ne 0 ] || fail "signal to $whom: mpirun exited 0"
+  for pid in $ranks; do
+    state=$(ps -o stat= -p "$pid" 2>/dev/null)
+    case "$state" in
+      "" | Z*) ;;
+      *) fail "signal to $whom: rank process $pid still runs ($state)"; kill -KILL "$pid" ;;
+    esac
+  done
+  [ -e signal.st ] && fail "signal to $whom: a model was saved by a stopped run"
+}
+stop_with_signal mpirun
+stop_with_signal rank
+
+if [ "$failures" -ne 0 ]; then
+  echo "cli_mpi: $failures check(s) failed"
+  exit 1
+fi
+echo "cli_mpi: all checks passed (2 and 4 processes equal one, bit for bit)"
