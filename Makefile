@@ -33,7 +33,7 @@ BENCH_THREADS ?= $(shell nproc)
 BENCH_EPOCHS ?= 1
 BENCH_ROUNDS ?= 3
 
-.PHONY: all deps deps-test deps-bench train test check bench bench-run bench-gemm clean
+.PHONY: all deps deps-test deps-bench train test check bench bench-run bench-gemm bench-mpi clean
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
 $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h)
@@ -98,6 +98,15 @@ bench-gemm: deps-bench
 
 $(BUILD)/gemm_compare: bench/gemm_compare.c $(BUILD)/libcnnc.a
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libcnnc.a $(shell pkg-config --cflags --libs openblas 2>/dev/null) $(LDLIBS)
+
+# Training as 1 and 2 MPI processes beside the threaded single process, and one step's exchange
+# alone (needs Open MPI; a few short runs).
+bench-mpi: deps-bench
+	@$(MAKE) --no-print-directory all $(BUILD)/mpi_exchange
+	@bench/mpi_scaling.sh $(BUILD)
+
+$(BUILD)/mpi_exchange: bench/mpi_exchange.c $(BUILD)/mpi-setting-$(MPI)
+	$(CC) $(WARN) $(CFLAGS) $(MPI_CFLAGS) -o $@ $< $(MPI_LIBS)
 
 $(BUILD)/bench: bench/bench.c $(BUILD)/libcnnc.a
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libcnnc.a $(LDLIBS)

@@ -22,7 +22,7 @@ int cli_dist_start(cli_dist *d)
             return CLI_OK; /* mpirun -np 1: nothing to share */
         if (rank == 0)
             cli_failure("this cnnc was built without MPI, so it cannot run as %d processes: "
-                        "install libopenmpi-dev and rebuild (make clean all), or run it "
+                        "install libopenmpi-dev and rebuild it with make, or run it "
                         "without mpirun", size);
         return CLI_FAILURE;
     }

@@ -27,7 +27,8 @@ static double per_second(double count, double seconds)
 
 static double phases_total(const cn_phase_times *p)
 {
-    return p->data + p->forward + p->backward + p->reduce + p->optimizer + p->communicate;
+    return p->data + p->forward + p->backward + p->reduce + p->optimizer + p->wait +
+           p->communicate;
 }
 
 static void print_share(const char *separator, const char *name, double seconds, double total)
@@ -47,6 +48,7 @@ static void print_time_breakdown(const epoch_report *r)
     print_share(", ", "backward", p->backward, total);
     print_share(", ", "reduce", p->reduce, total);
     print_share(", ", "optimizer", p->optimizer, total);
+    print_share(", ", "wait", p->wait, total);
     print_share(", ", "communicate", p->communicate, total);
     print_share(", ", "other", other > 0 ? other : 0, total);
     print_share(", ", "eval", r->eval_seconds, total);
@@ -91,6 +93,7 @@ int write_metrics_line(FILE *f, const epoch_report *r)
     write_json_number(f, "backward_seconds", p->backward);
     write_json_number(f, "reduce_seconds", p->reduce);
     write_json_number(f, "optimizer_seconds", p->optimizer);
+    write_json_number(f, "wait_seconds", p->wait);
     write_json_number(f, "communicate_seconds", p->communicate);
     fputs("}\n", f);
     if (fflush(f) != 0 || ferror(f))

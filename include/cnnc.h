@@ -203,10 +203,11 @@ typedef struct {
     uint64_t seed;       /* 1: initialisation and shuffling */
 } cn_train_config;
 
-/* Wall-clock seconds spent in each phase of training, summed over steps. communicate is the
- * time in collectives between processes (0 for one process), waiting for the others included. */
+/* Wall-clock seconds spent in each phase of training, summed over steps. With several
+ * processes, wait is the time spent waiting for the slowest one to finish its replicas, and
+ * communicate the exchange of every replica's results after that; both 0 for one process. */
 typedef struct {
-    double data, forward, backward, reduce, optimizer, communicate;
+    double data, forward, backward, reduce, optimizer, wait, communicate;
 } cn_phase_times;
 
 typedef struct cn_trainer cn_trainer;

@@ -62,13 +62,16 @@ int cn_exchange_init(cn_exchange *x, const cn_comm *comm, int replicas, size_t n
                        .bn_channels = bn_channels};
     x->record = num_params + 2 * (size_t)bn_channels + 1;
     x->blocks = calloc((size_t)replicas * x->record, sizeof *x->blocks);
-    return x->blocks ? 0 : -1;
+    x->ready = calloc((size_t)comm->size, 1);
+    return x->blocks && x->ready ? 0 : -1;
 }
 
 void cn_exchange_free(cn_exchange *x)
 {
     free(x->blocks);
+    free(x->ready);
     x->blocks = NULL;
+    x->ready = NULL;
 }
 
 static float *record_of(const cn_exchange *x, int replica)
@@ -85,6 +88,11 @@ void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss,
     memcpy(rec + x->num_params, bn_mean, bn * sizeof *rec);
     memcpy(rec + x->num_params + bn, bn_var, bn * sizeof *rec);
     rec[x->record - 1] = loss;
+}
+
+int cn_exchange_wait(cn_exchange *x, cn_error *err)
+{
+    return x->comm->allgather(x->comm->ctx, x->ready, 1, err);
 }
 
 int cn_exchange_run(cn_exchange *x, cn_error *err)

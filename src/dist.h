@@ -27,6 +27,7 @@ typedef struct {
     int bn_channels;
     size_t record;      /* floats per replica: dparams, bn_mean, bn_var, loss */
     float *blocks;      /* [size][local][record]: rank p's block holds replicas p*local... */
+    unsigned char *ready; /* [size] one byte per rank for cn_exchange_wait */
 } cn_exchange;
 
 /* For a distributed comm and replicas a multiple of its size; -1 when out of memory. */
@@ -36,6 +37,9 @@ void cn_exchange_free(cn_exchange *x);
 /* Copies this rank's local replica i's results into its block; distinct i may run at once. */
 void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss,
                      const float *bn_mean, const float *bn_var);
+/* Returns when every rank has reached it (a one-byte allgather): what comes after it measures
+ * the exchange alone, without the wait for the slowest rank. */
+int cn_exchange_wait(cn_exchange *x, cn_error *err);
 /* Once every local replica is put: every rank gets every rank's block. */
 int cn_exchange_run(cn_exchange *x, cn_error *err);
 /* Replica r's results (0..R-1), as of the last cn_exchange_run. */

@@ -291,6 +291,18 @@ static int all_finite(const float *x, size_t n)
     return 1;
 }
 
+/* With other processes: waits for all of them, then gathers every replica's results. */
+static int exchange_results(cn_trainer *t, cn_phase_times *tm, cn_error *err)
+{
+    double start = cn_seconds();
+    if (cn_exchange_wait(&t->exchange, err)) return -1;
+    double ready = cn_seconds();
+    if (cn_exchange_run(&t->exchange, err)) return -1;
+    tm->wait += ready - start;
+    tm->communicate += cn_seconds() - ready;
+    return 0;
+}
+
 /* Runs one pool job and adds its wall time to *phase. */
 static void timed_run(cn_trainer *t, int tasks, cn_task_fn fn, step_job *job, double *phase)
 {
@@ -308,11 +320,7 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
     double replicas_wall = 0;
     timed_run(t, t->local_replicas, replica_pass, job, &replicas_wall);
     account_parts(t, replicas_wall, tm);
-    if (t->exchange.blocks) {
-        double start = cn_seconds();
-        if (cn_exchange_run(&t->exchange, err)) return -1;
-        tm->communicate += cn_seconds() - start;
-    }
+    if (t->exchange.blocks && exchange_results(t, tm, err)) return -1;
 
     float sum = 0.0f;
     for (int r = 0; r < R; r++) sum += *t->result[r].loss;

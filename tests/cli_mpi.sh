@@ -63,7 +63,8 @@ small="train --num-epochs 2 --train-samples 1024 --test-samples 300 --num-cores 
 
 # The figures of every epoch that must not depend on the process count.
 figures() {
-  sed -e 's/.*"train_loss":\([^,]*\),"test_loss":\([^,]*\),"test_accuracy":\([^,]*\),.*/\1 \2 \3/' "$1"
+  pattern='.*"train_loss":\([^,]*\),"test_loss":\([^,]*\),"test_accuracy":\([^,]*\),.*'
+  sed -e "s/$pattern/\\1 \\2 \\3/" "$1"
 }
 
 for p in 2 4; do
@@ -80,15 +81,18 @@ for p in 2 4; do
     fail "$p processes: losses and accuracy $(figures "p$p.jsonl") differ from $(figures one.jsonl)"
   grep -q "\"communicate_seconds\":[0-9.e-]*[1-9]" "p$p.jsonl" ||
     fail "$p processes: no time in communication in p$p.jsonl"
+  grep -q "\"wait_seconds\":" "p$p.jsonl" || fail "$p processes: no wait_seconds in p$p.jsonl"
   grep -q "communicate" "$tmp/out" || fail "$p processes: --metrics-debug does not show communicate"
-  [ "$(grep -c "Finished training epoch 1" "$tmp/out")" -eq 1 ] ||
-    fail "$p processes: not rank 0 alone printed: $(grep -c "Finished training epoch 1" "$tmp/out") times"
-  grep -q "$p processes (Open MPI" "$tmp/out" || fail "$p processes: no line on how the run is spread"
+  printed=$(grep -c "Finished training epoch 1" "$tmp/out")
+  [ "$printed" -eq 1 ] || fail "$p processes: not rank 0 alone printed: $printed times"
+  grep -q "$p processes (Open MPI" "$tmp/out" ||
+    fail "$p processes: no line on how the run is spread"
 done
 
 # ---------------------------------------------------------------- every rank stops with an error
 # In the runs below mpirun lets each rank end on its own (it would otherwise kill the others as
 # soon as one fails), and every rank writes its exit status to $tmp/status: each must fail.
+# shellcheck disable=SC2016
 record='"$0" "$@"; echo "$OMPI_COMM_WORLD_RANK $?" >>"'"$tmp"'/status"'
 
 # expect_all_fail P WHAT TEXT [MPIRUN ARGS...]: every one of the P ranks exited non-zero within
@@ -155,6 +159,7 @@ stop_with_signal() {
     tries=$((tries + 1))
   done
   ranks=$(ps -o pid= --ppid "$mpirun_pid" | tr -d ' ' | tr '\n' ' ')
+  # shellcheck disable=SC2086
   set -- $ranks
   if [ "$#" -ne 2 ]; then
     fail "signal to $whom: expected 2 ranks under mpirun, found '$ranks'"
