@@ -1,11 +1,11 @@
 /* dist.c — a cnnc command as one of several processes: deciding at start whether MPI is in
- * play, rank 0 as the only voice on stdout, stderr silenced on the other ranks for errors they
- * would all repeat, and the agreement on a status that keeps every rank at the same point of
- * the run. One process alone goes through the same calls, which then do nothing. No MPI calls
+ * play, rank 0 as the only voice on stdout, the other ranks' error messages held back where
+ * rank 0 would say the same, and the agreement on a status that keeps every rank at the same
+ * point of the run. One process alone goes through the same calls, which then do nothing. No MPI calls
  * here (dist_mpi.c) and nothing specific to training (train_dist.c). */
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -57,23 +57,43 @@ int cli_dist_size(const cli_dist *d)
     return d->comm.size;
 }
 
-void cli_dist_quiet(cli_dist *d, int quiet)
+void cli_dist_hold_errors(cli_dist *d)
 {
-    if (d->comm.rank == 0)
+    if (d->comm.rank == 0 || d->held)
         return;
     fflush(stderr);
-    if (quiet && d->saved_stderr < 0) {
-        int null = open("/dev/null", O_WRONLY);
-        d->saved_stderr = null < 0 ? -1 : dup(STDERR_FILENO);
-        if (d->saved_stderr >= 0)
-            dup2(null, STDERR_FILENO);
-        if (null >= 0)
-            close(null);
-    } else if (!quiet && d->saved_stderr >= 0) {
-        dup2(d->saved_stderr, STDERR_FILENO);
+    d->held = tmpfile();
+    d->saved_stderr = d->held ? dup(STDERR_FILENO) : -1;
+    if (d->saved_stderr >= 0 && dup2(fileno(d->held), STDERR_FILENO) >= 0)
+        return;
+    if (d->saved_stderr >= 0) /* could not hold: this rank just speaks for itself */
         close(d->saved_stderr);
-        d->saved_stderr = -1;
+    if (d->held)
+        fclose(d->held);
+    d->held = NULL;
+    d->saved_stderr = -1;
+}
+
+/* Gives stderr back; passes on what was held when say is set, each error naming this rank. */
+static void release_errors(cli_dist *d, int say)
+{
+    if (!d->held)
+        return;
+    fflush(stderr);
+    dup2(d->saved_stderr, STDERR_FILENO);
+    close(d->saved_stderr);
+    d->saved_stderr = -1;
+    static const char prefix[] = "cnnc: error: ";
+    char line[2048];
+    rewind(d->held);
+    while (say && fgets(line, sizeof line, d->held)) {
+        if (strncmp(line, prefix, sizeof prefix - 1) == 0)
+            fprintf(stderr, "%srank %d: %s", prefix, d->comm.rank, line + sizeof prefix - 1);
+        else
+            fputs(line, stderr);
     }
+    fclose(d->held);
+    d->held = NULL;
 }
 
 int cli_dist_library_error(const cli_dist *d, const cn_error *err)
@@ -104,14 +124,16 @@ int cli_dist_agree(cli_dist *d, int status)
         free(all);
         return cli_failure("%s", err.msg);
     }
+    release_errors(d, status != CLI_OK && all[0].status == CLI_OK);
     int first = 0;
     while (first < c->size && all[first].status == CLI_OK)
         first++;
     int agreed = status != CLI_OK ? status : first < c->size ? all[first].status : CLI_OK;
     if (c->rank == 0 && status == CLI_OK && first < c->size && agreed != CLI_DONE) {
         all[first].host[sizeof all[first].host - 1] = '\0';
-        cli_failure("rank %d of %d (on host %s) failed (its message says why); every rank "
-                    "stops", first, c->size, all[first].host);
+        /* one write, so that the failing rank's own message cannot cut into it */
+        fprintf(stderr, "cnnc: error: rank %d of %d (on host %s) failed (its message says "
+                "why); every rank stops\n", first, c->size, all[first].host);
     }
     free(all);
     return agreed;

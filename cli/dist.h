@@ -1,12 +1,14 @@
 /* dist.h — how a cnnc command runs as several processes: started by mpirun or srun it joins
  * them through MPI, otherwise it is one process and touches no MPI at all. It hands the library
- * its communicator, makes rank 0 the only one that prints to stdout, and lets the processes
- * agree at fixed points, so that a failure on any rank stops every rank and none is left waiting
- * in a collective. The MPI calls themselves live in dist_mpi.c alone. */
+ * its communicator, makes rank 0 the only one that prints to stdout, keeps the other ranks from
+ * repeating rank 0's error messages, and lets the processes agree at fixed points, so that a
+ * failure on any rank stops every rank and none is left waiting in a collective. The MPI calls
+ * themselves live in dist_mpi.c alone. */
 #ifndef CNNC_CLI_DIST_H
 #define CNNC_CLI_DIST_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cnnc.h"
 
@@ -17,7 +19,8 @@
 typedef struct {
     cn_comm comm;      /* rank 0 of 1 when alone */
     int mpi;           /* MPI was started and must be finished */
-    int saved_stderr;  /* the real stderr while cli_dist_quiet silences it, else -1 */
+    int saved_stderr;  /* the real stderr while cli_dist_hold_errors holds it back, else -1 */
+    FILE *held;        /* what this rank wrote to stderr meanwhile */
     char library[64];  /* "Open MPI v4.1.4" */
 } cli_dist;
 
@@ -28,9 +31,11 @@ int cli_dist_start(cli_dist *d);
 const cn_comm *cli_dist_comm(const cli_dist *d);
 int cli_dist_rank(const cli_dist *d);
 int cli_dist_size(const cli_dist *d);
-/* On ranks other than 0, silences stderr (quiet = 1) or brings it back (0): for steps whose
- * errors every rank would report alike, such as parsing the same flags. */
-void cli_dist_quiet(cli_dist *d, int quiet);
+/* On ranks other than 0, holds back what goes to stderr until the next cli_dist_agree, which
+ * lets it out only when this rank failed and rank 0 did not: an error every rank meets alike
+ * (the same bad flag) is said once, by rank 0, and one that only this rank meets (its dataset
+ * is damaged) still reaches the user. */
+void cli_dist_hold_errors(cli_dist *d);
 /* A library error that every rank got alike: rank 0 prints it. Returns CLI_FAILURE. */
 int cli_dist_library_error(const cli_dist *d, const cn_error *err);
 /* Every rank gives its status and gets the run's: its own when not CLI_OK, else that of the

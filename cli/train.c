@@ -368,9 +368,7 @@ static int set_up(train_settings *s, train_run *run, int argc, char **argv)
 {
     int help = 0;
     default_settings(s);
-    cli_dist_quiet(run->dist, 1); /* every rank parses the same flags: one message is enough */
     int rc = parse_train_flags(argc, argv, s, &help);
-    cli_dist_quiet(run->dist, 0);
     if (rc != CLI_OK)
         return rc;
     if (help) {
@@ -397,6 +395,7 @@ int cli_train(int argc, char **argv)
         return rc;
     train_settings s;
     train_run run = {.dist = &dist};
+    cli_dist_hold_errors(&dist); /* one message where every rank would say the same */
     rc = cli_dist_agree(&dist, set_up(&s, &run, argc, argv));
     if (rc == CLI_OK)
         rc = train_dist_check_same(&dist, &s, &run);

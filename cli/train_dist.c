@@ -14,13 +14,10 @@
 int train_dist_settings(const cli_dist *d, train_settings *s)
 {
     int size = cli_dist_size(d);
-    if (s->num_cores % size != 0) {
-        if (cli_dist_rank(d) == 0)
-            cli_usage_error("train", "--num-cores %d cannot be shared evenly among %d "
-                            "processes: give a multiple of %d (each process runs the same "
-                            "number of replicas)", s->num_cores, size, size);
-        return CLI_USAGE;
-    }
+    if (s->num_cores % size != 0)
+        return cli_usage_error("train", "--num-cores %d cannot be shared evenly among %d "
+                               "processes: give a multiple of %d (each process runs the same "
+                               "number of replicas)", s->num_cores, size, size);
     if (cli_dist_rank(d) > 0) /* rank 0 alone writes files; its folders may be its own */
         s->save_path = s->result_image = s->metrics_path = NULL;
     return CLI_OK;

@@ -6,8 +6,8 @@
 #include "dist.h"
 #include "train.h"
 
-/* --num-cores must be a multiple of the process count (rank 0 says so; CLI_USAGE on every
- * rank); ranks other than 0 are left no files to write. */
+/* --num-cores must be a multiple of the process count (else CLI_USAGE after a message); ranks
+ * other than 0 are left no files to write. */
 int train_dist_settings(const cli_dist *d, train_settings *s);
 /* After every rank has loaded its data: compares each rank's settings, kernels and data with
  * rank 0's (rank 0 says what differs; the same status on every rank) and has rank 0 print how

@@ -122,7 +122,7 @@ head -c 100000 "$data/train-images-idx3-ubyte.gz" >bad/train-images-idx3-ubyte.g
 # shellcheck disable=SC2086
 expect_all_fail 2 "rank 1 has a truncated dataset" "rank 1 of 2 .* failed" \
   -np 1 sh -c "$record" "$cnnc" $small : -np 1 sh -c "$record" "$cnnc" $small --data-dir bad
-grep -q "bad/train-images-idx3-ubyte.gz: truncated" "$tmp/err" ||
+grep -q "rank 1: bad/train-images-idx3-ubyte.gz: truncated" "$tmp/err" ||
   fail "the rank with the bad dataset does not say what is wrong: $(cat "$tmp/err")"
 # shellcheck disable=SC2086
 expect_all_fail 4 "rank 2 of 4 has a truncated dataset" "rank 2 of 4 .* failed" \
