@@ -4,8 +4,8 @@
 # thread each, on this machine; for each, the training rate of the last epoch, the share of it
 # spent in communication, and whether its weights equal the threaded run's; then the cost of one
 # step's exchange by itself (build/mpi_exchange), the figure the scaling model in
-# bench/README.md starts from. It measures and asserts nothing; the raw output stays in
-# BUILD/mpi-scaling/.
+# bench/README.md starts from. It measures and asserts nothing; the raw output and
+# summary.json stay in BUILD/mpi-scaling/.
 # Usage: bench/mpi_scaling.sh BUILD_DIR [EPOCHS]
 set -eu
 build=${1:-build}
@@ -40,8 +40,9 @@ for run in p1 p2; do
 done >"$out/weights.txt"
 
 /usr/bin/python3 - "$out" <<'PY'
-import json, sys
+import json, sys, time
 out = sys.argv[1]
+summary = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": {}}
 same = dict(line.split() for line in open(f"{out}/weights.txt"))
 steps = 58  # 60,000 / 8 replicas / 128
 print("\nlast epoch of each run (%s/*.jsonl):" % out)
@@ -52,6 +53,7 @@ for run, name in (("threads", "1 process, threaded"), ("p1", "mpirun -np 1, thre
     last = [json.loads(l) for l in open(f"{out}/{run}.jsonl")][-1]
     wait, comm = last["wait_seconds"], last["communicate_seconds"]
     train = last["train_seconds"]
+    summary["runs"][run] = dict(last, weights="reference" if run == "threads" else same[run])
     print("%-30s %10.0f %8.3f %8.3f (%4.1f%%) %8.3f (%4.1f%%) %12.1f %9s" % (
         name, last["train_samples_per_second"], train, wait, 100 * wait / train, comm,
         100 * comm / train, 1e6 * comm / steps,
@@ -62,4 +64,7 @@ print("exchange alone, 2 ranks: %.1f us per step, median (mean %.1f; %s bytes in
       float(fields["step_allgather_us"]), float(fields["step_allgather_mean_us"]),
       fields["bytes_received_per_rank"], float(fields["allgather_GBps"]),
       float(fields["allreduce_us"]), float(fields["latency_us"])))
+summary["exchange"] = fields
+json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
+print("figures written to %s/summary.json" % out)
 PY

@@ -48,8 +48,10 @@ static void print_time_breakdown(const epoch_report *r)
     print_share(", ", "backward", p->backward, total);
     print_share(", ", "reduce", p->reduce, total);
     print_share(", ", "optimizer", p->optimizer, total);
-    print_share(", ", "wait", p->wait, total);
-    print_share(", ", "communicate", p->communicate, total);
+    if (p->wait > 0 || p->communicate > 0) { /* several processes */
+        print_share(", ", "wait", p->wait, total);
+        print_share(", ", "communicate", p->communicate, total);
+    }
     print_share(", ", "other", other > 0 ? other : 0, total);
     print_share(", ", "eval", r->eval_seconds, total);
     printf("; epoch %.3f s\n", total);
