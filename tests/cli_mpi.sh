@@ -146,6 +146,14 @@ if [ -w /dev/full ]; then # rank 0 alone writes the metrics; the disk fills up a
 fi
 
 # ---------------------------------------------------------------- signals stop every rank
+# running PID: the process exists and is not a zombie.
+running() {
+  case "$(ps -o stat= -p "$1" 2>/dev/null)" in
+    "" | Z*) return 1 ;;
+    *) return 0 ;;
+  esac
+}
+
 # stop_with_signal WHOM: starts a long run, waits for its first steps, sends SIGTERM to mpirun
 # (WHOM=mpirun) or to rank 1's process (WHOM=rank), and expects every rank gone within 20 s.
 stop_with_signal() {
@@ -179,12 +187,16 @@ stop_with_signal() {
   wait "$mpirun_pid"
   code=$?
   [ "$code" -ne 0 ] || fail "signal to $whom: mpirun exited 0"
-  for pid in $ranks; do
-    state=$(ps -o stat= -p "$pid" 2>/dev/null)
-    case "$state" in
-      "" | Z*) ;;
-      *) fail "signal to $whom: rank process $pid still runs ($state)"; kill -KILL "$pid" ;;
-    esac
+  for pid in $ranks; do # a rank may take a moment to finish dying after mpirun is gone
+    waited=0
+    while running "$pid" && [ "$waited" -lt 50 ]; do
+      sleep 0.1
+      waited=$((waited + 1))
+    done
+    if running "$pid"; then
+      fail "signal to $whom: rank process $pid still runs 5 s after mpirun ended"
+      kill -KILL "$pid"
+    fi
   done
   [ -e signal.st ] && fail "signal to $whom: a model was saved by a stopped run"
 }
