@@ -2,8 +2,10 @@
  * each run forward and backward on their own batch in their own workspace (planned once); the
  * gradients are then summed in replica order and averaged, BatchNorm running statistics become
  * the mean of the replicas' updates, and one SGD-with-momentum step updates the single model.
- * Replica r always runs on pool thread r % T and every sum has a fixed order, so the weights do
- * not depend on the thread count. The step loop allocates nothing. No checkpointing here. */
+ * Replica r always runs on pool thread r % T; with fewer replicas than threads the replicas run
+ * one after another instead, each spreading the chunks of its batch over the threads. Every sum
+ * has a fixed order either way, so the weights do not depend on the thread count. The step loop
+ * allocates nothing. No checkpointing here. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +145,59 @@ static void replica_pass(void *ctx, int r, int thread)
     part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = cn_seconds() - forwarded;
 }
 
+/* One segment's chunks of replica r's batch, spread over the pool: chunk c runs on thread
+ * c % T with that thread's workspace as its scratch. */
+typedef struct {
+    cn_trainer *t;
+    cn_workspace *w;
+    int seg;
+} chunk_job;
+
+static void forward_chunk_task(void *ctx, int chunk, int thread)
+{
+    const chunk_job *j = ctx;
+    cn_forward_chunk(&j->t->plan, j->w, &j->t->ws[thread], j->seg, chunk, j->t->cfg.batch_size, 1);
+}
+
+static void backward_chunk_task(void *ctx, int chunk, int thread)
+{
+    const chunk_job *j = ctx;
+    cn_backward_chunk(&j->t->plan, j->w, &j->t->ws[thread], j->seg, chunk);
+}
+
+static void run_chunks(cn_trainer *t, chunk_job *j, cn_task_fn fn)
+{
+    int chunks = cn_segment_chunks(&t->plan, j->seg, t->cfg.batch_size);
+    if (chunks == 1)
+        fn(j, 0, 0); /* a BatchNorm layer or a small segment: not worth a hand-off */
+    else
+        cn_pool_run(t->pool, chunks, fn, j);
+}
+
+/* Replica r's share of a step with all threads on its batch, segment by segment; the same
+ * arithmetic as replica_pass. */
+static void replica_split_pass(const step_job *job, int r, cn_phase_times *tm)
+{
+    cn_trainer *t = job->t;
+    const cn_plan *p = &t->plan;
+    int B = t->cfg.batch_size, last = t->m->num_layers - 1;
+    chunk_job j = {t, &t->ws[r], 0};
+    double start = cn_seconds();
+    load_batch(job, r);
+    double loaded = cn_seconds();
+    for (j.seg = 0; j.seg < p->num_segments; j.seg++) run_chunks(t, &j, forward_chunk_task);
+    t->loss[r] = cn_nll_loss(j.w->out[last], j.w->labels, B, t->m->layers[last].out_c);
+    double forwarded = cn_seconds();
+    cn_backward_start(p, j.w);
+    for (j.seg = p->num_segments - 1; j.seg >= 0; j.seg--) {
+        run_chunks(t, &j, backward_chunk_task);
+        cn_backward_segment_done(p, j.w, j.seg);
+    }
+    tm->data += loaded - start;
+    tm->forward += forwarded - loaded;
+    tm->backward += cn_seconds() - forwarded;
+}
+
 /* Shares the wall time of the replica job among data, forward and backward in proportion to
  * the thread-seconds each took. */
 static void account_parts(const cn_trainer *t, double wall, cn_phase_times *tm)
@@ -250,9 +305,13 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
     cn_phase_times local = {0};
     cn_phase_times *tm = times ? times : &local;
     int R = t->cfg.num_replicas, T = cn_pool_threads(t->pool);
-    double replicas_wall = 0;
-    timed_run(t, R, replica_pass, job, &replicas_wall);
-    account_parts(t, replicas_wall, tm);
+    if (R < T) {
+        for (int r = 0; r < R; r++) replica_split_pass(job, r, tm);
+    } else {
+        double replicas_wall = 0;
+        timed_run(t, R, replica_pass, job, &replicas_wall);
+        account_parts(t, replicas_wall, tm);
+    }
 
     float sum = 0.0f;
     for (int r = 0; r < R; r++) sum += t->loss[r];
