@@ -2,8 +2,8 @@
  * each run forward and backward on their own batch in their own workspace (planned once); the
  * gradients are then summed in replica order and averaged, BatchNorm running statistics become
  * the mean of the replicas' updates, and one SGD-with-momentum step updates the single model.
- * Replica r always runs on pool thread r % T; with fewer replicas than threads the replicas run
- * one after another instead, each spreading the chunks of its batch over the threads. Every sum
+ * When the threads divide the replicas, replica r runs on pool thread r % T; otherwise the
+ * replicas run one after another, each spreading the chunks of its batch over the threads. Every sum
  * has a fixed order either way, so the weights do not depend on the thread count. The step loop
  * allocates nothing. No checkpointing here. */
 #include <math.h>
@@ -305,7 +305,7 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
     cn_phase_times local = {0};
     cn_phase_times *tm = times ? times : &local;
     int R = t->cfg.num_replicas, T = cn_pool_threads(t->pool);
-    if (R < T) {
+    if (R % T != 0) { /* whole replicas per thread would leave threads idle */
         for (int r = 0; r < R; r++) replica_split_pass(job, r, tm);
     } else {
         double replicas_wall = 0;
