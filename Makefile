@@ -26,7 +26,7 @@ BENCH_THREADS ?= $(shell nproc)
 BENCH_EPOCHS ?= 1
 BENCH_ROUNDS ?= 3
 
-.PHONY: all deps deps-test deps-bench train test check bench bench-run bench-gemm clean
+.PHONY: all deps deps-test deps-bench train test test-sanitize check bench bench-run bench-gemm clean
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
 $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h)
@@ -92,5 +92,10 @@ $(BUILD)/bench: bench/bench.c $(BUILD)/libcnnc.a
 check: all $(TEST_BIN)
 	@tests/run.sh $(BUILD)
 
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer, the threaded tests under
+# ThreadSanitizer (build-asan/, build-tsan/).
+test-sanitize: deps-test
+	@tests/sanitize/run.sh
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan
