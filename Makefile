@@ -37,10 +37,12 @@ $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h)
 # are vectorised by hand with vector types, so the loop vectoriser is kept out of their way;
 # their vector-typed helpers are all static, so the psABI note about 64-byte vectors is moot.
 # (KERNEL_FLAGS, not CFLAGS, so that `make CFLAGS=...` keeps them.)
+# clang (the fuzzing build) spells "no loop vectoriser" differently.
+NO_LOOP_VECTORIZE := $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null)),-fno-vectorize,-fno-tree-loop-vectorize)
 KERNEL_FLAGS :=
-$(BUILD)/src/gemm_generic.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -Wno-psabi
-$(BUILD)/src/gemm_avx2.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -Wno-psabi -mavx2 -mfma -ffp-contract=fast
-$(BUILD)/src/gemm_avx512.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
+$(BUILD)/src/gemm_generic.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi
+$(BUILD)/src/gemm_avx2.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi -mavx2 -mfma -ffp-contract=fast
+$(BUILD)/src/gemm_avx512.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
 # The branch-free 2x2 pooling loop is written to be vectorised.
 $(BUILD)/src/maxpool2d.o: KERNEL_FLAGS := -O3
 $(BUILD)/src/gemm_generic.o $(BUILD)/src/gemm_avx2.o $(BUILD)/src/gemm_avx512.o: src/gemm_kernels.inc
