@@ -21,12 +21,16 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
+FUZZ_TARGETS := idx safetensors
+FUZZ_BIN := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
+FUZZ_SECONDS ?= 60
+
 TRAIN_ARGS ?=
 BENCH_THREADS ?= $(shell nproc)
 BENCH_EPOCHS ?= 1
 BENCH_ROUNDS ?= 3
 
-.PHONY: all deps deps-test deps-bench train test test-sanitize check bench bench-run bench-gemm clean
+.PHONY: all deps deps-test deps-bench train test test-sanitize fuzz deps-fuzz check bench bench-run bench-gemm clean
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
 $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h)
@@ -91,8 +95,20 @@ $(BUILD)/gemm_compare: bench/gemm_compare.c $(BUILD)/libcnnc.a
 $(BUILD)/bench: bench/bench.c $(BUILD)/libcnnc.a
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libcnnc.a $(LDLIBS)
 
-check: all $(TEST_BIN)
+# The fuzz targets without libFuzzer: replay their committed corpora in `make test`.
+$(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz_input.h $(BUILD)/libcnnc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests/fuzz -o $@ $< tests/fuzz/replay.c $(BUILD)/libcnnc.a $(LDLIBS)
+
+check: all $(TEST_BIN) $(FUZZ_BIN)
 	@tests/run.sh $(BUILD)
+
+# Each fuzz target for FUZZ_SECONDS seconds with libFuzzer (clang); fails on any finding.
+fuzz: deps-fuzz
+	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+deps-fuzz:
+	@tools/deps.sh fuzz
 
 # The test suite under AddressSanitizer + UndefinedBehaviorSanitizer, the threaded tests under
 # ThreadSanitizer (build-asan/, build-tsan/).
@@ -100,4 +116,4 @@ test-sanitize: deps-test
 	@tests/sanitize/run.sh
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz
