@@ -4,9 +4,10 @@
 # present. Usage: tools/deps.sh train|test|bench|fuzz
 set -eu
 common="gcc make pkg-config zlib1g-dev libcairo2-dev libjansson-dev fonts-dejavu-core"
+testing="libcmocka-dev time gzip util-linux"
 case "${1:-train}" in
   train) want="$common dataset-fashion-mnist" ;;
-  test)  want="$common dataset-fashion-mnist libcmocka-dev" ;;
+  test)  want="$common dataset-fashion-mnist $testing" ;;
   bench) want="$common dataset-fashion-mnist python3-torch libopenblas-dev" ;;
   fuzz)  want="$common clang libclang-rt-14-dev" ;;
   *) echo "usage: $0 train|test|bench|fuzz" >&2; exit 2 ;;
