@@ -134,6 +134,13 @@ static int refuse_non_finite(const cn_tensor_ref *refs, int n, const char *path,
 
 /* ---------------------------------------------------------------- metadata out */
 
+/* The shortest of %g and %.9g that reads back as v. */
+static void format_float(char *buf, size_t cap, float v)
+{
+    snprintf(buf, cap, "%g", (double)v);
+    if (strtof(buf, NULL) != v) snprintf(buf, cap, "%.9g", (double)v);
+}
+
 /* The metadata as key/value pairs in meta[2 * NUM_META], the values written into text. */
 static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
                         const char *meta[2 * NUM_META])
@@ -154,8 +161,8 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     snprintf(text[7], VALUE_CAP, "%" PRIu64, s->seed);
     snprintf(text[8], VALUE_CAP, "%d", s->num_replicas);
     snprintf(text[9], VALUE_CAP, "%d", s->batch_size);
-    snprintf(text[10], VALUE_CAP, "%.9g", (double)s->learning_rate);
-    snprintf(text[11], VALUE_CAP, "%.9g", (double)s->momentum);
+    format_float(text[10], VALUE_CAP, s->learning_rate);
+    format_float(text[11], VALUE_CAP, s->momentum);
     snprintf(text[12], VALUE_CAP, "%d", s->train_samples);
     snprintf(text[13], VALUE_CAP, "%08" PRIx32, s->train_crc32);
     snprintf(text[14], VALUE_CAP, "%s", SAMPLER_VALUE);
@@ -251,6 +258,19 @@ static int meta_double(const cn_safetensors *f, const char *key, double *out, co
     return 0;
 }
 
+static int meta_float(const cn_safetensors *f, const char *key, float *out, const char *path,
+                      cn_error *err)
+{
+    const char *v = meta_value(f, key, path, err);
+    if (!v) return -1;
+    char *end;
+    float x = strtof(v, &end);
+    if (end == v || *end != '\0' || !isfinite(x))
+        return bad_value(path, key, v, "a finite number", err);
+    *out = x;
+    return 0;
+}
+
 static int meta_hex32(const cn_safetensors *f, const char *key, uint32_t *out, const char *path,
                       cn_error *err)
 {
@@ -276,19 +296,16 @@ static int meta_equals(const cn_safetensors *f, const char *key, const char *wan
 static int read_settings(const cn_safetensors *f, const char *path, cn_train_state *s,
                          cn_error *err)
 {
-    double lr = 0, mu = 0;
     if (meta_u64(f, "seed", &s->seed, path, err) ||
         meta_int(f, "num_cores", 1, &s->num_replicas, path, err) ||
         meta_int(f, "batch_size", 1, &s->batch_size, path, err) ||
-        meta_double(f, "learning_rate", &lr, path, err) ||
-        meta_double(f, "momentum", &mu, path, err) ||
+        meta_float(f, "learning_rate", &s->learning_rate, path, err) ||
+        meta_float(f, "momentum", &s->momentum, path, err) ||
         meta_int(f, "train_samples", 1, &s->train_samples, path, err) ||
         meta_hex32(f, "train_data_crc32", &s->train_crc32, path, err) ||
         meta_equals(f, "sampler", SAMPLER_VALUE, path, err))
         return -1;
-    s->learning_rate = (float)lr;
-    s->momentum = (float)mu;
-    if (!(s->learning_rate > 0) || !isfinite(s->learning_rate))
+    if (!(s->learning_rate > 0))
         return bad_value(path, "learning_rate", cn_safetensors_meta(f, "learning_rate"),
                          "a positive number", err);
     if (!(s->momentum >= 0 && s->momentum < 1))
