@@ -344,10 +344,11 @@ int checkpoint_save(const train_settings *s, train_run *run)
     if (!path)
         return cli_failure("out of memory");
     run->state.position = run->position;
+    double start = cli_seconds();
     int rc = cn_train_checkpoint_save(run->model, cn_trainer_momentum(run->trainer), &run->state,
                                       path, &err);
     if (rc == 0) {
-        printf("Saved checkpoint %s\n", path);
+        printf("Saved checkpoint %s in %.3f s\n", path, cli_seconds() - start);
         run->saved = run->position;
         run->have_saved = 1;
     }

@@ -345,7 +345,7 @@ int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_positi
     cn_sampler_permutation(perm, (uint32_t)train->count, t->cfg.seed, pos->epoch);
     step_job job = {t, train->pixels, train->labels, t->batch_index};
     int rc = 0;
-    while (pos->step < steps && rc == 0) {
+    while (pos->step < steps) {
         float loss;
         fill_batch_index(t, perm, pos->step);
         rc = train_step(t, &job, &loss, times, err);

@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <cairo.h>
+#include <zlib.h>
 
 #define SIDE 28
 #define PIXELS (SIDE * SIDE)
@@ -106,6 +107,67 @@ static void fill_alpha(uint32_t *px, int w, int h)
     uint8_t img[PIXELS];
     pattern(img);
     for (int i = 0; i < w * h; i++) px[i] = i % w < w / 2 ? 0xff000000u | img[i] * 0x010101u : 0;
+}
+
+static size_t put_chunk(uint8_t *at, const char *type, const uint8_t *data, size_t len)
+{
+    for (int i = 0; i < 4; i++) at[i] = (uint8_t)(len >> (24 - 8 * i));
+    memcpy(at + 4, type, 4);
+    if (len) memcpy(at + 8, data, len);
+    uLong crc = crc32(crc32(0L, Z_NULL, 0), at + 4, (uInt)(len + 4));
+    for (int i = 0; i < 4; i++) at[8 + len + i] = (uint8_t)(crc >> (24 - 8 * i));
+    return len + 12;
+}
+
+/* A 28x28 PNG written by hand: bit depth, colour type, palette (may be NULL) and the scanlines
+ * (each led by its filter byte 0). */
+static char *raw_png(int depth, int colour_type, const uint8_t *plte, size_t plte_len,
+                     const uint8_t *raw, size_t raw_len)
+{
+    uLongf packed_len = compressBound((uLong)raw_len);
+    uint8_t *packed = malloc(packed_len), *file = malloc(packed_len + plte_len + 100);
+    assert_non_null(packed);
+    assert_non_null(file);
+    assert_int_equal(compress(packed, &packed_len, raw, (uLong)raw_len), Z_OK);
+    static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    uint8_t ihdr[13] = {0, 0, 0, SIDE, 0, 0, 0, SIDE, (uint8_t)depth, (uint8_t)colour_type, 0, 0, 0};
+    size_t at = sizeof signature;
+    memcpy(file, signature, at);
+    at += put_chunk(file + at, "IHDR", ihdr, sizeof ihdr);
+    if (plte) at += put_chunk(file + at, "PLTE", plte, plte_len);
+    at += put_chunk(file + at, "IDAT", packed, packed_len);
+    at += put_chunk(file + at, "IEND", NULL, 0);
+    char *path = tu_write_temp(file, at, ".png");
+    free(packed);
+    free(file);
+    return path;
+}
+
+static void test_png_16_bit_and_palette(void **state)
+{
+    (void)state;
+    uint8_t img[PIXELS], want[PIXELS];
+    uint8_t raw[SIDE * (1 + 2 * SIDE)];
+    pattern(img);
+    for (int r = 0; r < SIDE; r++) {
+        uint8_t *line = raw + r * (1 + 2 * SIDE);
+        line[0] = 0;
+        for (int c = 0; c < SIDE; c++) /* v * 257, big-endian */
+            line[1 + 2 * c] = line[2 + 2 * c] = img[r * SIDE + c];
+    }
+    expect_pixels(raw_png(16, 0, NULL, 0, raw, sizeof raw), img);
+
+    static const uint8_t palette[] = {0, 0, 0, 255, 255, 255, 200, 100, 50, 0, 0, 255};
+    static const uint8_t grey_of[] = {0, 255, 124, 29};
+    for (int r = 0; r < SIDE; r++) {
+        uint8_t *line = raw + r * (1 + SIDE);
+        line[0] = 0;
+        for (int c = 0; c < SIDE; c++) {
+            line[1 + c] = (uint8_t)((r + c) % 4);
+            want[r * SIDE + c] = grey_of[(r + c) % 4];
+        }
+    }
+    expect_pixels(raw_png(8, 3, palette, sizeof palette, raw, SIDE * (1 + SIDE)), want);
 }
 
 /* ---------------------------------------------------------------- PGM */
@@ -290,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_pgm_refusals),
         cmocka_unit_test(test_unknown_and_missing_files),
         cmocka_unit_test(test_png_grey_colour_and_alpha),
+        cmocka_unit_test(test_png_16_bit_and_palette),
         cmocka_unit_test(test_png_refusals),
         cmocka_unit_test(test_predict_agrees_with_evaluate),
     };
