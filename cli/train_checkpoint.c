@@ -362,28 +362,30 @@ int checkpoint_save(const train_settings *s, train_run *run)
 
 /* ---------------------------------------------------------------- metrics file */
 
-/* The offset where the lines of epochs after done begin (or a last line without its newline);
- * -1 after printing an error when a line is not one of cnnc's metrics lines. */
+/* The offset where the lines of epochs after done begin (or a last line cut short by a kill);
+ * -1 after printing an error when a whole line is not one of cnnc's metrics lines. */
 static long keep_length(FILE *f, const char *path, int done, int *dropped)
 {
     char *line = NULL;
     size_t cap = 0;
     long at = 0, keep = -1;
     ssize_t len;
-    int number = 0, epoch;
+    int number = 0;
     *dropped = 0;
     while ((len = getline(&line, &cap, f)) > 0) {
+        int epoch = 0, whole = line[len - 1] == '\n';
+        int ours = sscanf(line, "{\"epoch\":%d", &epoch) == 1;
         number++;
-        if (keep < 0 && (line[len - 1] != '\n' || (sscanf(line, "{\"epoch\":%d", &epoch) == 1 &&
-                                                   epoch > done)))
-            keep = at;
-        else if (keep < 0 && sscanf(line, "{\"epoch\":%d", &epoch) != 1) {
+        if (keep < 0 && whole && !ours) {
             free(line);
             cli_failure("--metrics-file: %s: line %d is not a cnnc metrics line; not appending "
                         "to it", path, number);
             return -1;
         }
-        if (keep >= 0) (*dropped)++;
+        if (keep < 0 && (!whole || epoch > done))
+            keep = at;
+        if (keep >= 0)
+            (*dropped)++;
         at += (long)len;
     }
     free(line);
