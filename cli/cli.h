@@ -17,8 +17,10 @@ enum { CLI_OK = 0, CLI_FAILURE = 1, CLI_USAGE = 2 };
 /* Subcommands: argv[0] is the subcommand's name; the return value is the exit status. */
 int cli_train(int argc, char **argv);
 int cli_eval(int argc, char **argv);
+int cli_predict(int argc, char **argv);
 void cli_train_help(FILE *out);
 void cli_eval_help(FILE *out);
+void cli_predict_help(FILE *out);
 
 /* Prints "cnnc: error: ..." and "Try 'cnnc CMD --help'." (or 'cnnc --help' when command is
  * NULL) to stderr; returns CLI_USAGE. */

@@ -2,9 +2,11 @@
  * data and checks the output folders before any work, then trains epoch by epoch with a test
  * pass after each, prints progress, writes a metrics line per epoch, at the end saves the model
  * and draws the result picture. The numerics live in the library; this file only drives them
- * and reports. Reporting (epoch lines, metrics file) is in train_report.c. */
+ * and reports. Reporting (epoch lines, metrics file) is in train_report.c; checkpoints and
+ * resume are in train_checkpoint.c, SIGINT/SIGTERM in train_signals.c. */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +29,10 @@ enum {
     OPT_SAVE,
     OPT_RESULT_IMAGE,
     OPT_METRICS_FILE,
+    OPT_CHECKPOINT_DIR,
+    OPT_SAVE_EVERY,
+    OPT_KEEP,
+    OPT_RESUME,
 };
 
 static const struct option train_options[] = {
@@ -45,6 +51,10 @@ static const struct option train_options[] = {
     {"save", required_argument, NULL, OPT_SAVE},
     {"result-image", required_argument, NULL, OPT_RESULT_IMAGE},
     {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
+    {"checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR},
+    {"save-every", required_argument, NULL, OPT_SAVE_EVERY},
+    {"keep", required_argument, NULL, OPT_KEEP},
+    {"resume", required_argument, NULL, OPT_RESUME},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -78,11 +88,25 @@ void cli_train_help(FILE *out)
             "                       (default: not saved)\n"
             "  --result-image FILE  PNG of the first 25 test images with their predictions;\n"
             "                       'none' or '' skips it (default: test_result.png)\n"
-            "  --metrics-file FILE  one JSON object per epoch, JSON Lines (default: none)\n"
+            "  --metrics-file FILE  one JSON object per epoch, JSON Lines; a resumed run\n"
+            "                       appends to it (default: none)\n"
+            "  --checkpoint-dir DIR save training checkpoints in DIR, created if missing,\n"
+            "                       as checkpoint-epoch-NNNN.safetensors (default: none)\n"
+            "  --save-every N       checkpoint every N epochs and after the last one,\n"
+            "                       1..100000 (default: 1)\n"
+            "  --keep K             keep the newest K checkpoints in DIR, 1..100000\n"
+            "                       (default: 3)\n"
+            "  --resume FILE|DIR    continue the run saved in FILE, or in the newest\n"
+            "                       checkpoint of DIR (then also --checkpoint-dir); the\n"
+            "                       settings that define the math come from it, a different\n"
+            "                       one given here is refused (default: a fresh run)\n"
             "  -h, --help           show this help and exit\n"
             "\n"
             "Steps per epoch: floor(floor(training images / num-cores) / batch-size), at\n"
-            "least 1. Output folders are checked before training starts.\n",
+            "least 1. Output folders are checked before training starts.\n"
+            "SIGINT or SIGTERM: the current step finishes, a checkpoint of that position is\n"
+            "saved (with --checkpoint-dir), and cnnc exits with status 130 or 143; a second\n"
+            "signal ends it at once, leaving the last whole checkpoint.\n",
             CLI_DEFAULT_DATA_DIR, cli_default_threads());
 }
 
@@ -99,6 +123,8 @@ static void default_settings(train_settings *s)
         .log_steps = 20,
         .seed = 1,
         .result_image = "test_result.png",
+        .save_every = 1,
+        .keep = 3,
     };
 }
 
@@ -129,6 +155,32 @@ static int parse_momentum(const char *text, float *out)
     return 0;
 }
 
+static int parse_path(const char *flag, const char *text, const char **out)
+{
+    if (text[0] == '\0') {
+        cli_usage_error("train", "%s: empty name", flag);
+        return -1;
+    }
+    *out = text;
+    return 0;
+}
+
+/* The TRAIN_GIVEN_* bit of an option, 0 for the others. */
+static unsigned given_bit(int c)
+{
+    switch (c) {
+    case OPT_BATCH_SIZE: return TRAIN_GIVEN_BATCH_SIZE;
+    case OPT_LEARNING_RATE: return TRAIN_GIVEN_LEARNING_RATE;
+    case OPT_MOMENTUM: return TRAIN_GIVEN_MOMENTUM;
+    case OPT_NUM_CORES: return TRAIN_GIVEN_NUM_CORES;
+    case OPT_SEED: return TRAIN_GIVEN_SEED;
+    case OPT_TRAIN_SAMPLES: return TRAIN_GIVEN_TRAIN_SAMPLES;
+    case OPT_SAVE_EVERY: return TRAIN_GIVEN_SAVE_EVERY;
+    case OPT_KEEP: return TRAIN_GIVEN_KEEP;
+    default: return 0;
+    }
+}
+
 /* Applies one parsed option; returns 0 or -1 after printing a usage error. */
 static int apply_option(train_settings *s, int c, const char *arg)
 {
@@ -155,6 +207,11 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_SAVE: s->save_path = optional_path(arg); return 0;
     case OPT_RESULT_IMAGE: s->result_image = optional_path(arg); return 0;
     case OPT_METRICS_FILE: s->metrics_path = optional_path(arg); return 0;
+    case OPT_CHECKPOINT_DIR: return parse_path("--checkpoint-dir", arg, &s->checkpoint_dir);
+    case OPT_SAVE_EVERY:
+        return cli_parse_int("train", "--save-every", arg, 1, 100000, &s->save_every);
+    case OPT_KEEP: return cli_parse_int("train", "--keep", arg, 1, 100000, &s->keep);
+    case OPT_RESUME: return parse_path("--resume", arg, &s->resume);
     default: return -1;
     }
 }
@@ -172,6 +229,7 @@ static int parse_train_flags(int argc, char **argv, train_settings *s, int *help
             return cli_option_error("train", train_options, argv, c);
         if (apply_option(s, c, optarg) != 0)
             return CLI_USAGE;
+        s->given |= given_bit(c);
     }
     return cli_no_positional("train", argc, argv, optind);
 }
@@ -214,7 +272,7 @@ static int build_model(const train_settings *s, train_run *run)
     if (!run->model)
         return cli_library_error(&err, NULL);
     cn_model_init(run->model, s->seed);
-    cn_train_config cfg = {
+    run->config = (cn_train_config){
         .batch_size = s->batch_size,
         .num_replicas = s->num_cores,
         .threads = s->threads,
@@ -222,10 +280,12 @@ static int build_model(const train_settings *s, train_run *run)
         .momentum = s->momentum,
         .seed = s->seed,
     };
-    run->trainer = cn_trainer_create(run->model, &cfg, &err);
+    run->trainer = cn_trainer_create(run->model, &run->config, &err);
     if (!run->trainer)
         return cli_library_error(&err, NULL);
     run->steps = cn_trainer_steps_per_epoch(run->trainer, &run->train);
+    if (!run->resume_path)
+        run->position = (cn_epoch_position){1, 0, 0};
     return CLI_OK;
 }
 
@@ -233,6 +293,8 @@ static int open_metrics_file(const train_settings *s, train_run *run)
 {
     if (!s->metrics_path)
         return CLI_OK;
+    if (run->resume_path)
+        return metrics_open_for_resume(s, run);
     run->metrics = fopen(s->metrics_path, "w");
     if (!run->metrics)
         return cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
@@ -248,6 +310,8 @@ static int prepare_run(const train_settings *s, train_run *run)
     int rc = check_one_step_fits(s, &run->train);
     if (rc == CLI_OK)
         rc = build_model(s, run);
+    if (rc == CLI_OK)
+        rc = checkpoints_prepare(s, run);
     if (rc != CLI_OK)
         return rc;
     run->predictions = calloc((size_t)run->test.count, 1);
@@ -258,6 +322,7 @@ static int prepare_run(const train_settings *s, train_run *run)
 
 static void free_run(train_run *run)
 {
+    checkpoints_close(run);
     if (run->metrics)
         fclose(run->metrics);
     free(run->predictions);
@@ -276,35 +341,77 @@ static void print_step(void *ctx, int epoch, int step, int steps, float loss)
         printf("Epoch %d step %d/%d Loss=%.5f\n", epoch, step, steps, (double)loss);
 }
 
-static int run_epoch(const train_settings *s, train_run *run, int epoch, epoch_report *r)
+static int stop_requested(void *ctx)
+{
+    (void)ctx;
+    return train_stop_signal() != 0;
+}
+
+/* Trains from run->position to the end of its epoch, or until a signal asks to stop; then, for
+ * a complete epoch, tests the model. */
+static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
 {
     cn_error err = {{0}};
-    *r = (epoch_report){.epoch = epoch};
+    cn_epoch_position *pos = &run->position;
+    int first_step = pos->step;
+    *r = (epoch_report){.epoch = pos->epoch};
     double start = cli_seconds();
-    if (cn_trainer_epoch(run->trainer, &run->train, epoch, print_step, (void *)s, &r->train_loss,
-                         &r->phases, &err) != 0)
+    if (cn_trainer_run_epoch(run->trainer, &run->train, pos, print_step, stop_requested,
+                             (void *)s, &r->phases, &err) != 0)
         return cli_library_error(&err, NULL);
     double trained = cli_seconds();
-    printf("Finished training epoch %d\n", epoch);
+    r->train_seconds = trained - start;
+    r->train_samples = (long)(pos->step - first_step) * s->num_cores * s->batch_size;
+    if (pos->step < run->steps)
+        return CLI_OK; /* stopped inside the epoch */
+    r->train_loss = (float)(pos->loss_sum / run->steps);
+    printf("Finished training epoch %d\n", pos->epoch);
     if (cn_evaluate(run->trainer, &run->test, run->test.count, &r->test_loss, &r->test_accuracy,
                     run->predictions, &err) != 0)
         return cli_library_error(&err, NULL);
-    r->train_seconds = trained - start;
     r->eval_seconds = cli_seconds() - trained;
-    r->train_samples = (long)run->steps * s->num_cores * s->batch_size;
     r->test_samples = run->test.count;
     return CLI_OK;
 }
 
+/* Saves where training stands and returns 128 + the signal, as a shell reports it. */
+static int stop_training(const train_settings *s, train_run *run)
+{
+    int sig = train_stop_signal();
+    printf("Stopped by %s at epoch %d, %d of %d steps done\n",
+           sig == SIGTERM ? "SIGTERM" : "SIGINT", run->position.epoch, run->position.step,
+           run->steps);
+    int rc = checkpoint_save(s, run);
+    if (rc == CLI_OK && !s->checkpoint_dir)
+        printf("No checkpoint saved (no --checkpoint-dir)\n");
+    return rc == CLI_OK ? 128 + sig : rc;
+}
+
+static int checkpoint_after_epoch(const train_settings *s, train_run *run)
+{
+    int epoch = run->position.epoch;
+    if (epoch % s->save_every != 0 && epoch != s->num_epochs)
+        return CLI_OK;
+    return checkpoint_save(s, run);
+}
+
 static int train_epochs(const train_settings *s, train_run *run, epoch_report *last)
 {
-    for (int epoch = 1; epoch <= s->num_epochs; epoch++) {
-        int rc = run_epoch(s, run, epoch, last);
+    while (run->position.epoch <= s->num_epochs) {
+        int rc = run_epoch(s, run, last);
         if (rc != CLI_OK)
             return rc;
+        if (run->position.step < run->steps)
+            return stop_training(s, run);
         print_epoch_report(last, s->metrics_debug);
         if (run->metrics && write_metrics_line(run->metrics, last) != 0)
             return cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
+        rc = checkpoint_after_epoch(s, run);
+        if (rc != CLI_OK)
+            return rc;
+        if (run->position.epoch < s->num_epochs && train_stop_signal())
+            return stop_training(s, run);
+        run->position = (cn_epoch_position){run->position.epoch + 1, 0, 0};
     }
     return CLI_OK;
 }
@@ -344,6 +451,7 @@ static int train_and_finish(const train_settings *s, train_run *run)
     epoch_report last;
     print_settings_line(s, run);
     double start = cli_seconds();
+    train_signals_install();
     int rc = train_epochs(s, run, &last);
     if (rc != CLI_OK)
         return rc;
@@ -366,15 +474,17 @@ int cli_train(int argc, char **argv)
         cli_train_help(stdout);
         return CLI_OK;
     }
+    train_run run = {.checkpoint_fd = -1};
     rc = cli_check_isa();
     if (rc == CLI_OK)
         rc = check_outputs(&s);
-    if (rc != CLI_OK)
-        return rc;
-    train_run run = {0};
-    rc = prepare_run(&s, &run);
+    if (rc == CLI_OK)
+        rc = resume_read(&s, &run);
+    if (rc == CLI_OK)
+        rc = prepare_run(&s, &run);
     if (rc == CLI_OK)
         rc = train_and_finish(&s, &run);
+    train_signals_restore();
     free_run(&run);
     return rc;
 }

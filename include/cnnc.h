@@ -212,6 +212,31 @@ typedef void (*cn_step_fn)(void *ctx, int epoch, int step, int steps, float loss
 int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
                      void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err);
 
+/* The optimiser's momentum buffers: cn_model_num_params floats in the parameter layout, all
+ * zero before the first step (so the first step's buffer is the gradient, as in PyTorch).
+ * Training checkpoints save them; a resumed run writes them back before its first step. */
+float *cn_trainer_momentum(cn_trainer *t);
+
+/* Where training stands inside an epoch. A checkpoint records it so that a later run, in
+ * another process, continues with exactly the steps, samples and sums of an uninterrupted one. */
+typedef struct {
+    int epoch;       /* 1-based */
+    int step;        /* steps of this epoch done: 0 .. steps per epoch */
+    double loss_sum; /* the sum of those steps' global losses */
+} cn_epoch_position;
+
+/* Asked after every step, with the ctx of cn_trainer_run_epoch; non-zero stops training there. */
+typedef int (*cn_stop_fn)(void *ctx);
+
+/* Runs epoch pos->epoch from step pos->step to its end, advancing pos->step and adding each
+ * step's loss to pos->loss_sum. The epoch's sample order depends only on (seed, epoch), so any
+ * step can come first. After each step on_step (may be NULL) is called, then should_stop (may
+ * be NULL): when it returns non-zero, the function returns 0 with pos->step < steps per epoch.
+ * A failing step (a non-finite loss, say) changes neither the model nor pos. */
+int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_position *pos,
+                         cn_step_fn on_step, cn_stop_fn should_stop, void *ctx,
+                         cn_phase_times *times, cn_error *err);
+
 /* Scores the first n samples of ds in evaluation mode (running statistics), all of them once.
  * predictions (may be NULL) gets n labels. Loss is the mean NLL. */
 int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double *accuracy,
@@ -242,6 +267,83 @@ const char *cn_safetensors_meta(const cn_safetensors *f, const char *key);
  * with its dtype and shape, and that nothing else is (optimizer.* tensors are allowed). */
 int cn_model_save(cn_model *m, const char *path, cn_error *err);
 int cn_model_load(cn_model *m, const char *path, cn_error *err);
+
+/* Class log-probabilities of n raw images ([n, input size] bytes, normalised here as in
+ * training) in evaluation mode (BatchNorm running statistics), on the calling thread, up to 64
+ * at a time: log_probs gets [n, classes]. */
+int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs,
+                     cn_error *err);
+
+/* ---------------------------------------------------------------- training checkpoints */
+
+/* What a training checkpoint records in __metadata__ besides its tensors: where training
+ * stands, and every setting that defines the math of the run. No generator state needs
+ * recording: the initial weights depend on the seed alone, each epoch's order on (seed, epoch). */
+typedef struct {
+    cn_epoch_position position; /* position.step == steps_per_epoch: that epoch is complete */
+    int steps_per_epoch;
+    uint64_t seed;
+    int num_replicas;           /* data-parallel replicas ("--num-cores") */
+    int batch_size;             /* per replica */
+    float learning_rate;        /* per replica, as configured */
+    float momentum;
+    int train_samples;          /* training images used */
+    uint32_t train_crc32;       /* CRC-32 of those images' pixels followed by their labels */
+    char isa[16];               /* instruction set of the kernels that wrote it; informational */
+} cn_train_state;
+
+/* The state of a run configured with cfg over train, at epoch 1 step 0, with the instruction
+ * set in use. */
+void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn_dataset *train);
+
+/* Writes a training checkpoint to path, atomically as cn_safetensors_write: the model's
+ * state_dict under PyTorch's names, each parameter's momentum buffer (cn_model_num_params
+ * floats in all) as "optimizer.<name>.momentum_buffer" in the parameter's shape, and s in
+ * __metadata__. Refuses, writing nothing, when a weight, running statistic or momentum value
+ * is not finite. */
+int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_state *s,
+                             const char *path, cn_error *err);
+/* Reads the training metadata of an open file (path names it in messages) into s, checking
+ * every key; a file without it (a model from cn_model_save or PyTorch) is refused as "not a
+ * training checkpoint". */
+int cn_train_checkpoint_state(const cn_safetensors *f, const char *path, cn_train_state *s,
+                              cn_error *err);
+/* Copies the model and the momentum buffers out of an open training checkpoint after checking
+ * every tensor against m (names, dtypes, shapes, finite values, no stray optimizer.* tensor);
+ * on failure neither m nor momentum changes. */
+int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_safetensors *f,
+                                const char *path, cn_error *err);
+
+/* Checkpoint folders. checkpoint-epoch-EEEE.safetensors holds a run after epoch EEEE;
+ * checkpoint-epoch-EEEE-step-SSSSS.safetensors a run stopped after step SSSSS of epoch EEEE
+ * (numbers zero-padded to at least 4 and 5 digits). Nothing else in a folder is taken for a
+ * checkpoint, the atomic writer's temporaries (NAME.tmp.PID.N) included. A folder is meant to
+ * have one writer at a time; these functions do not lock it. */
+#define CN_CHECKPOINT_NAME_MAX 64
+
+/* The file name for a position (an epoch is complete when pos->step == steps_per_epoch). */
+void cn_checkpoint_name(char name[CN_CHECKPOINT_NAME_MAX], const cn_epoch_position *pos,
+                        int steps_per_epoch);
+/* 1 when name is a checkpoint's file name exactly as cn_checkpoint_name writes it (then *epoch,
+ * and *step: -1 for a complete epoch), 0 otherwise. */
+int cn_checkpoint_parse_name(const char *name, int *epoch, int *step);
+/* Orders positions as parsed: epoch, then step, a complete epoch (-1) after all its steps. */
+int cn_checkpoint_compare(int epoch_a, int step_a, int epoch_b, int step_b);
+/* Counts the checkpoints in dir and puts the newest one's name into newest (when there is one);
+ * -1 with a message when dir cannot be read. */
+int cn_checkpoint_find(const char *dir, char newest[CN_CHECKPOINT_NAME_MAX], cn_error *err);
+/* Deletes all but the newest keep checkpoints of dir (keep >= 1; INT_MAX keeps all) and every
+ * temporary file left there by an interrupted write of a checkpoint, then syncs the folder. */
+int cn_checkpoint_prune(const char *dir, int keep, cn_error *err);
+
+/* ---------------------------------------------------------------- images */
+
+/* Reads a grey image of exactly rows x cols pixels from a PNG or a PGM (binary P5 or plain P2)
+ * file, told apart by content. Colour becomes grey with the luma weights 0.299 R + 0.587 G +
+ * 0.114 B (as PIL's convert("L") computes them), transparent parts are composited over black,
+ * samples of more than 8 bits are scaled to 0..255. Another size is refused from the header,
+ * before any pixel is decoded: nothing is resized. pixels gets rows * cols bytes. */
+int cn_image_read_grey(const char *path, int rows, int cols, uint8_t *pixels, cn_error *err);
 
 /* ---------------------------------------------------------------- pictures */
 

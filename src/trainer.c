@@ -3,9 +3,10 @@
  * gradients are then summed in replica order and averaged, BatchNorm running statistics become
  * the mean of the replicas' updates, and one SGD-with-momentum step updates the single model.
  * When the threads divide the replicas, replica r runs on pool thread r % T; otherwise the
- * replicas run one after another, each spreading the chunks of its batch over the threads. Every sum
- * has a fixed order either way, so the weights do not depend on the thread count. The step loop
- * allocates nothing. No checkpointing here. */
+ * replicas run one after another, each spreading the chunks of its batch over the threads. Every
+ * sum has a fixed order either way, so the weights do not depend on the thread count. The step
+ * loop allocates nothing. An epoch can start at any of its steps (what a resumed run needs);
+ * writing checkpoints is not done here. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,32 +378,58 @@ static void fill_batch_index(cn_trainer *t, const uint32_t *perm, int step)
             t->batch_index[(size_t)r * B + k] = perm[((size_t)step * B + k) * R + r];
 }
 
-int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
-                     void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err)
+static int check_epoch_data(const cn_trainer *t, const cn_dataset *train, int steps,
+                            cn_error *err)
 {
-    int steps = cn_trainer_steps_per_epoch(t, train);
     if (steps < 1)
         return cn_fail(err, "%d training samples are fewer than one step needs (%d replicas x "
                        "batch %d)", train->count, t->cfg.num_replicas, t->cfg.batch_size);
     if (cn_model_input_size(t->m) != train->rows * train->cols)
         return cn_fail(err, "the model expects %d inputs, the images have %dx%d",
                        cn_model_input_size(t->m), train->rows, train->cols);
+    return 0;
+}
+
+int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_position *pos,
+                         cn_step_fn on_step, cn_stop_fn should_stop, void *ctx,
+                         cn_phase_times *times, cn_error *err)
+{
+    int steps = cn_trainer_steps_per_epoch(t, train);
+    if (check_epoch_data(t, train, steps, err)) return -1;
+    if (pos->epoch < 1 || pos->step < 0 || pos->step > steps)
+        return cn_fail(err, "cannot start at epoch %d step %d (an epoch has %d steps)",
+                       pos->epoch, pos->step, steps);
     uint32_t *perm = malloc((size_t)train->count * sizeof *perm);
     if (!perm) return cn_fail(err, "out of memory for the sampler of %d samples", train->count);
-    cn_sampler_permutation(perm, (uint32_t)train->count, t->cfg.seed, epoch);
+    cn_sampler_permutation(perm, (uint32_t)train->count, t->cfg.seed, pos->epoch);
     step_job job = {t, train->pixels, train->labels, t->batch_index};
-    double sum = 0;
     int rc = 0;
-    for (int s = 0; s < steps && rc == 0; s++) {
+    while (pos->step < steps) {
         float loss;
-        fill_batch_index(t, perm, s);
+        fill_batch_index(t, perm, pos->step);
         rc = train_step(t, &job, &loss, times, err);
-        if (rc == 0 && on_step) on_step(ctx, epoch, s, steps, loss);
-        sum += loss;
+        if (rc != 0) break;
+        pos->loss_sum += loss;
+        pos->step++;
+        if (on_step) on_step(ctx, pos->epoch, pos->step - 1, steps, loss);
+        if (should_stop && should_stop(ctx)) break;
     }
     free(perm);
-    if (mean_loss) *mean_loss = (float)(sum / steps);
     return rc;
+}
+
+int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
+                     void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err)
+{
+    cn_epoch_position pos = {epoch, 0, 0};
+    int rc = cn_trainer_run_epoch(t, train, &pos, on_step, NULL, ctx, times, err);
+    if (mean_loss && pos.step > 0) *mean_loss = (float)(pos.loss_sum / pos.step);
+    return rc;
+}
+
+float *cn_trainer_momentum(cn_trainer *t)
+{
+    return t->momentum;
 }
 
 /* ------------------------------------------------------------------ evaluation */
