@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "cnnc.h"
+#include "progress.h"
 
 /* What the flags asked for; fixed once parsed. */
 typedef struct {
@@ -25,6 +26,8 @@ typedef struct {
     const char *save_path;    /* NULL: not saved */
     const char *result_image; /* NULL: no picture */
     const char *metrics_path; /* NULL: no metrics file */
+    const char *plot_path;    /* NULL: no training curves */
+    int verbosity;            /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
 } train_settings;
 
 /* What one training run owns. */
@@ -35,10 +38,13 @@ typedef struct {
     FILE *metrics;        /* open metrics file or NULL */
     uint8_t *predictions; /* [test.count], from the latest evaluation */
     int steps;            /* optimiser steps per epoch */
+    progress progress;    /* what the terminal or log shows */
+    cn_epoch_metrics *history; /* [history_count] the epochs so far, for the curves */
+    int history_count, history_capacity;
 } train_run;
 
 /* The measurements of one epoch. */
-typedef struct {
+typedef struct epoch_report {
     int epoch;
     float train_loss;      /* mean step loss */
     double test_loss;      /* mean NLL over the test images */
@@ -56,5 +62,10 @@ void print_settings_line(const train_settings *s, const train_run *run);
 void print_epoch_report(const epoch_report *r, int metrics_debug);
 /* One JSON object on one line, flushed; returns -1 (errno set) when writing failed. */
 int write_metrics_line(FILE *f, const epoch_report *r);
+
+/* Keeps the epoch's losses and accuracy for the curves (train_curves.c); -1 when out of memory. */
+int record_curves(train_run *run, const epoch_report *r);
+/* Draws the recorded epochs to s->plot_path when it is set; returns a CLI status. */
+int draw_training_curves(const train_settings *s, const train_run *run);
 
 #endif /* CNNC_CLI_TRAIN_H */

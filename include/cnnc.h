@@ -252,4 +252,45 @@ int cn_result_picture(const char *path, const uint8_t *images, const uint8_t *la
                       const uint8_t *predictions, int n, int rows, int cols, const char *title,
                       cn_error *err);
 
+/* One epoch's numbers for cn_plot_curves. A value that is NaN or infinite is left out of its
+ * curve (the line breaks there), so an epoch without a test pass can still be plotted. */
+typedef struct {
+    int epoch;            /* strictly increasing along the array */
+    double train_loss;    /* mean training loss of the epoch */
+    double test_loss;     /* mean NLL on the test images */
+    double test_accuracy; /* percent */
+} cn_epoch_metrics;
+
+/* The size `cnnc train` and `cnnc plot` draw training curves at. */
+#define CN_PLOT_WIDTH 960
+#define CN_PLOT_HEIGHT 720
+
+/* Draws training curves and writes them as an opaque width x height PNG: the title on top, a
+ * legend under it, then two panels over one epoch axis: train loss (blue) and test loss (orange)
+ * above, test accuracy in percent (green) below, each with grid lines, ticks at round numbers and
+ * an axis label; "Epoch" along the bottom. Text keeps its proportions at other sizes.
+ * epochs[0..n) is read only. width 400..8192, height 300..8192, n >= 1, epochs strictly
+ * increasing; title may be NULL. The file appears whole or not at all (temporary file, rename).
+ * Errors: bad arguments, or a folder that is missing or not writable (path named). */
+int cn_plot_curves(const char *path, const cn_epoch_metrics *epochs, int n, int width,
+                   int height, const char *title, cn_error *err);
+
+/* Counts (actual, predicted) pairs: sets counts[a * classes + p] to the number of the n samples
+ * whose label is a and whose prediction is p. counts has classes * classes entries (caller
+ * owned; overwritten). classes 1..256. Errors: a label or prediction >= classes (counts is then
+ * unchanged). */
+int cn_confusion_count(int64_t *counts, int classes, const uint8_t *labels,
+                       const uint8_t *predictions, int n, cn_error *err);
+
+/* Draws a confusion matrix as an opaque PNG of (258 + 58 * classes) x (184 + 58 * classes) px
+ * (838 x 764 for 10 classes): one cell per (actual row, predicted column) with its count, shaded
+ * from white to dark blue by count / largest count, actual class names down the left, predicted
+ * class names slanted along the bottom, a colour bar on the right and the title on top.
+ * counts as cn_confusion_count writes them (read only, each >= 0); classes 1..64; class_names
+ * has classes entries, or is NULL for the class numbers (cn_class_names for Fashion-MNIST);
+ * title may be NULL. The file appears whole or not at all. Errors: bad arguments, or a folder
+ * that is missing or not writable. */
+int cn_confusion_picture(const char *path, const int64_t *counts, int classes,
+                         const char *const *class_names, const char *title, cn_error *err);
+
 #endif /* CNNC_H */
