@@ -14,8 +14,8 @@
 
 #define BAR_REDRAW_SECONDS 0.1
 #define BAR_MAX_WIDTH 30
-#define BAR_MIN_WIDTH 8
-#define BAR_INFO_ROOM 64 /* kept for the text after the bar, so that the bar does not jitter */
+#define BAR_MIN_WIDTH 8     /* narrower than this, no bar: only the numbers */
+#define BAR_SPARE 4         /* columns kept for numbers that grow during the epoch */
 #define LINE_MAX 512
 
 static int terminal_columns(FILE *out)
@@ -50,6 +50,7 @@ void progress_epoch_begin(progress *p, int epoch)
     p->epoch_start = cli_seconds();
     if (p->run_start == 0) p->run_start = p->epoch_start;
     p->last_draw = 0;
+    p->bar_cells = -1;
 }
 
 /* "1:05" or "2:03:07"; "--:--" when unknown. */
@@ -64,22 +65,17 @@ static void format_duration(char *buf, size_t size, double seconds)
     else snprintf(buf, size, "%ld:%02ld", s / 60, s % 60);
 }
 
-/* Time left in this epoch's training and in the whole run; later epochs are assumed to take as
- * long as the finished ones did (test passes included) or, during the first, as this one. */
+/* "1:05 left": the time left in the whole run. Later epochs are assumed to take as long as the
+ * finished ones did (test passes included) or, during the first, as this one's training. */
 static void time_left(const progress *p, int done, int steps, double now, char *buf, size_t size)
 {
     double per_step = (now - p->epoch_start) / done;
-    double epoch_left = per_step * (steps - done);
     double per_epoch = p->epoch > 1 ? (p->epoch_start - p->run_start) / (p->epoch - 1)
                                     : per_step * steps;
-    char epoch_text[32], run_text[32];
-    format_duration(epoch_text, sizeof epoch_text, epoch_left);
-    if (p->epoch >= p->num_epochs) {
-        snprintf(buf, size, "ETA %s", epoch_text);
-        return;
-    }
-    format_duration(run_text, sizeof run_text, epoch_left + per_epoch * (p->num_epochs - p->epoch));
-    snprintf(buf, size, "ETA %s (run %s)", epoch_text, run_text);
+    double left = per_step * (steps - done) + per_epoch * (p->num_epochs - p->epoch);
+    char text[32];
+    format_duration(text, sizeof text, left);
+    snprintf(buf, size, "%s left", text);
 }
 
 /* "[=========>          ]" with width cells between the brackets. */
@@ -93,9 +89,16 @@ static void format_bar(char *buf, int width, int done, int steps)
     buf[2 + width] = '\0';
 }
 
-/* Rewrites the bar line: done of steps, the latest loss, the rate, and tail (time left, or what
- * happens now). The bar itself shrinks or goes when the terminal is narrow; the line is cut at
- * the terminal's width, so that it never wraps. */
+/* Decides once per epoch, from its first line, how wide the bar is, so that it does not jump
+ * about as the numbers change. A few columns are kept spare for numbers that grow. */
+static void choose_bar_width(progress *p, int text_length)
+{
+    int avail = p->columns - 1 - text_length - 2 - BAR_SPARE;
+    p->bar_cells = avail < BAR_MIN_WIDTH ? 0 : avail < BAR_MAX_WIDTH ? avail : BAR_MAX_WIDTH;
+}
+
+/* Rewrites the bar line: done of steps, the latest loss, the rate, then tail (the time left, or
+ * what happens now). The line is cut at the terminal's width, so that it never wraps. */
 static void draw_bar(progress *p, int done, int steps, const char *tail, double now)
 {
     char head[64], info[256], bar[BAR_MAX_WIDTH + 3] = "", line[LINE_MAX];
@@ -105,12 +108,11 @@ static void draw_bar(progress *p, int done, int steps, const char *tail, double 
     snprintf(head, sizeof head, "Epoch %d/%d ", p->epoch, p->num_epochs);
     snprintf(info, sizeof info, " %*d/%d  loss %.4f  %.0f samples/s  %s", digits, done, steps,
              (double)p->last_loss, rate, tail);
-    int room = p->columns - 1 - (int)strlen(head) - BAR_INFO_ROOM - 2;
-    if (room >= BAR_MIN_WIDTH)
-        format_bar(bar, room < BAR_MAX_WIDTH ? room : BAR_MAX_WIDTH, done, steps);
+    if (p->bar_cells < 0) choose_bar_width(p, (int)(strlen(head) + strlen(info)));
+    if (p->bar_cells > 0) format_bar(bar, p->bar_cells, done, steps);
     int length = snprintf(line, sizeof line, "%s%s%s", head, bar, info);
-    if (length > p->columns - 1) length = p->columns - 1 > 0 ? p->columns - 1 : 0;
     if (length >= LINE_MAX) length = LINE_MAX - 1;
+    if (length > p->columns - 1) length = p->columns > 1 ? p->columns - 1 : 0;
     line[length] = '\0';
     /* spaces cover what a longer previous line left behind */
     int pad = p->bar_length > length ? p->bar_length - length : 0;
@@ -133,9 +135,9 @@ void progress_step(void *ctx, int epoch, int step, int steps, float loss)
     double now = cli_seconds();
     int done = step + 1;
     if (done > 1 && done < steps && now - p->last_draw < BAR_REDRAW_SECONDS) return;
-    char tail[96];
-    time_left(p, done, steps, now, tail, sizeof tail);
-    draw_bar(p, done, steps, tail, now);
+    char left[64];
+    time_left(p, done, steps, now, left, sizeof left);
+    draw_bar(p, done, steps, left, now);
 }
 
 void progress_epoch_trained(progress *p, int epoch, int steps)

@@ -1,6 +1,7 @@
 /* progress.h — what `cnnc train` shows while it trains, at three levels: --quiet (the final
  * epoch's summary and the total time only), normal, and --verbose (plus where each epoch's time
- * went). On a terminal a bar per epoch is redrawn in place (step, loss, samples/s, time left);
+ * went). On a terminal a bar per epoch is redrawn in place (step, loss, samples/s, the run's
+ * time left);
  * anywhere else (a pipe, a log file, CI) only whole lines are written: the loss every
  * --log-steps steps and "Finished training epoch N". It trains and measures nothing itself. */
 #ifndef CNNC_CLI_PROGRESS_H
@@ -26,6 +27,7 @@ typedef struct {
     double last_draw;       /* when the bar was last drawn */
     int bar_shown;          /* the bar is on the current line, without a newline */
     int bar_length;         /* characters of the bar line last drawn */
+    int bar_cells;          /* this epoch's bar width; -1 before its first line */
     float last_loss;        /* of the latest step */
 } progress;
 

@@ -6,7 +6,7 @@ set -eu
 common="gcc make pkg-config zlib1g-dev libcairo2-dev libjansson-dev fonts-dejavu-core"
 case "${1:-train}" in
   train) want="$common dataset-fashion-mnist" ;;
-  test)  want="$common dataset-fashion-mnist libcmocka-dev" ;;
+  test)  want="$common dataset-fashion-mnist libcmocka-dev bsdutils groff-base" ;;
   bench) want="$common dataset-fashion-mnist python3-torch libopenblas-dev" ;;
   *) echo "usage: $0 train|test|bench" >&2; exit 2 ;;
 esac
