@@ -103,8 +103,8 @@ static cairo_status_t draw_image(cairo_t *cr, const uint8_t *img, double x, doub
 }
 
 /* Draws one grid cell (caption, then image) with its top-left corner at (x, y). */
-static cairo_status_t draw_cell(cairo_t *cr, const uint8_t *img, int label, int prediction, double x,
-                     double y)
+static cairo_status_t draw_cell(cairo_t *cr, const uint8_t *img, int label, int prediction,
+                                double x, double y)
 {
     char caption[128];
     snprintf(caption, sizeof caption, "Actual %s / Predicted %s", cn_class_names[label],

@@ -27,7 +27,8 @@ run() {
 run info --threads 2
 [ "$status" -eq 0 ] || fail "cnnc info: exit status $status: $(cat "$tmp/err")"
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
-[ -z "$model" ] || grep -qF "CPU:       $model" "$tmp/out" || fail "info lacks the CPU model '$model'"
+[ -z "$model" ] || grep -qF "CPU:       $model" "$tmp/out" ||
+  fail "info lacks the CPU model '$model'"
 grep -q "^Cores:     $(getconf _NPROCESSORS_ONLN) online" "$tmp/out" || fail "info lacks the cores"
 grep -qE "^SIMD:      (generic|avx2|avx512) \(this CPU runs: generic" "$tmp/out" ||
   fail "info lacks the SIMD path"

@@ -78,8 +78,7 @@ expect_png training_curves.png 1200x400
 printf '{"epoch":1,"train_loss":1,"test_loss":1,"test_accuracy":50}\n{"epoch":2,"train_loss":1}\n' \
   >missing.jsonl
 printf '{"epoch":1,"train_loss":1,"test_loss":1,"test_accuracy":50}\nnot json\n' >garbage.jsonl
-printf '{"epoch":2,"train_loss":1,"test_loss":1,"test_accuracy":50}\n{"epoch":1,"train_loss":1,"test_loss":1,"test_accuracy":50}\n' \
-  >backwards.jsonl
+printf '{"epoch":%d,"train_loss":1,"test_loss":1,"test_accuracy":50}\n' 2 1 >backwards.jsonl
 printf '{"epoch":"one","train_loss":1,"test_loss":1,"test_accuracy":50}\n' >badepoch.jsonl
 printf '[1,2,3]\n' >array.jsonl
 printf '\n\n' >blank.jsonl

@@ -65,7 +65,8 @@ grep -q "Finished training epoch" "$tmp/tty" && fail "a terminal got 'Finished t
 grep -q "Total Training time =" "$tmp/tty" || fail "no total time on a terminal"
 # Every piece between \r and \n fits the terminal, so the bar never wraps.
 widest=$(bar_width "$tmp/tty")
-[ "$widest" -ge 60 ] && [ "$widest" -le 79 ] || fail "a bar line is $widest characters wide on an 80-column terminal"
+[ "$widest" -ge 60 ] && [ "$widest" -le 79 ] ||
+  fail "a bar line is $widest characters wide on an 80-column terminal"
 
 # A narrow terminal: the bar shrinks or goes, the line is cut, nothing wraps.
 # shellcheck disable=SC2086
@@ -101,7 +102,8 @@ steps=$(grep -c "step [0-9]*/64 Loss=" "$tmp/pipe")
 # ---------------------------------------------------------------- --quiet and --verbose
 # shellcheck disable=SC2086
 "$cnnc" $small --quiet >"$tmp/quiet" 2>&1
-[ "$(wc -l <"$tmp/quiet")" -eq 2 ] || fail "--quiet printed more than two lines: $(cat "$tmp/quiet")"
+[ "$(wc -l <"$tmp/quiet")" -eq 2 ] ||
+  fail "--quiet printed more than two lines: $(cat "$tmp/quiet")"
 grep -q "^Epoch 2: .*Accuracy=[0-9.]*%" "$tmp/quiet" || fail "--quiet lacks the final summary"
 grep -q "^Total Training time =" "$tmp/quiet" || fail "--quiet lacks the total time"
 # shellcheck disable=SC2086

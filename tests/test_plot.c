@@ -71,7 +71,8 @@ static long count_pixels(cairo_surface_t *s, int x0, int y0, int x1, int y1, pix
             int r = (row[x] >> 16) & 255, g = (row[x] >> 8) & 255, b = row[x] & 255;
             int wr = (rgb >> 16) & 255, wg = (rgb >> 8) & 255, wb = rgb & 255;
             if (test == PIX_DARK) n += r < 100 && g < 100 && b < 100;
-            else if (test == PIX_NEAR) n += abs(r - wr) < 40 && abs(g - wg) < 40 && abs(b - wb) < 40;
+            else if (test == PIX_NEAR)
+                n += abs(r - wr) < 40 && abs(g - wg) < 40 && abs(b - wb) < 40;
             else n += r < 60 && g < 90 && b > 90 && b - r > 50;
         }
     }
