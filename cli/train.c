@@ -1,8 +1,10 @@
 /* train.c — `cnnc train`: the seed's Fashion-MNIST job. Parses and checks every flag, loads the
  * data and checks the output folders before any work, then trains epoch by epoch with a test
- * pass after each, prints progress, writes a metrics line per epoch, at the end saves the model
- * and draws the result picture. The numerics live in the library; this file only drives them
- * and reports. Reporting (epoch lines, metrics file) is in train_report.c. */
+ * pass after each, shows progress, writes a metrics line per epoch, at the end saves the model
+ * and draws the result picture and the training curves. The numerics live in the library; this
+ * file only drives them and reports. Reporting (epoch lines, metrics file) is in
+ * train_report.c, the progress bar and plain lines in progress.c, the curves in
+ * train_curves.c. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>

@@ -98,7 +98,7 @@ static void draw_cell(cairo_t *cr, const conf_job *job, int actual, int predicte
     char text[32];
     snprintf(text, sizeof text, "%lld", (long long)count);
     if (count == 0) cairo_set_source_rgb(cr, 0.62, 0.62, 0.62);
-    else if (t > 0.45) cairo_set_source_rgb(cr, 1, 1, 1);
+    else if (t > 0.6) cairo_set_source_rgb(cr, 1, 1, 1);
     else cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     cn_draw_text(cr, text, CONF_COUNT_SIZE, x + CONF_CELL / 2, y + CONF_CELL / 2 + 5, 0.5,
                  CONF_CELL - 6);
