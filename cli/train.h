@@ -27,7 +27,7 @@ typedef struct {
     const char *result_image; /* NULL: no picture */
     const char *metrics_path; /* NULL: no metrics file */
     const char *plot_path;    /* NULL: no training curves */
-    int verbosity;            /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
+    progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
 } train_settings;
 
 /* What one training run owns. */
