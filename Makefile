@@ -1,6 +1,8 @@
 # Makefile — builds build/libcnnc.a, the command build/cnnc and the tests.
 #   make train   installs missing Debian packages (as root), builds, trains the seed's job
 #   make test    installs missing packages, builds, runs every test
+#   make install PREFIX=/usr/local [DESTDIR=]   installs command, libraries, header, pkg-config
+#                file and man page; make uninstall removes exactly those files
 # Packages are installed by tools/deps.sh; this file only builds and runs.
 
 CC       ?= cc
@@ -8,6 +10,9 @@ CFLAGS   ?= -O3 -g
 WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 PKGS     := zlib cairo jansson
 CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
+# Every object is position-independent, so that one set serves the static and the shared
+# library. Training speed is unchanged with these flags (README, "Install").
+PIC_FLAGS := -fPIC -fno-semantic-interposition
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDLIBS   := $(PKG_LIBS) -lpthread -lm
@@ -20,6 +25,20 @@ TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+
+VERSION  := $(shell sed -n 's/^\#define CN_VERSION "\(.*\)"$$/\1/p' include/cnnc.h)
+SHLIB    := libcnnc.so.$(VERSION)
+SONAME   := libcnnc.so.$(firstword $(subst ., ,$(VERSION)))
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+LIBDIR   ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR   ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+INSTALLED := $(BINDIR)/cnnc $(LIBDIR)/libcnnc.a $(LIBDIR)/$(SHLIB) $(LIBDIR)/$(SONAME) \
+             $(LIBDIR)/libcnnc.so $(INCLUDEDIR)/cnnc.h $(PKGCONFIGDIR)/cnnc.pc \
+             $(MANDIR)/man1/cnnc.1
 
 FUZZ_TARGETS := idx safetensors
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
@@ -30,12 +49,13 @@ BENCH_THREADS ?= $(shell nproc)
 BENCH_EPOCHS ?= 1
 BENCH_ROUNDS ?= 3
 
-.PHONY: all deps deps-test deps-bench train test test-sanitize fuzz deps-fuzz check bench bench-run bench-gemm clean
+.PHONY: all deps deps-test deps-bench deps-fuzz train test test-sanitize fuzz check bench bench-run \
+        bench-gemm clean install uninstall
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
-$(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h)
+$(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h) $(wildcard cli/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(KERNEL_FLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	$(CC) $(WARN) $(CFLAGS) $(PIC_FLAGS) $(KERNEL_FLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 # The GEMM kernels are compiled once per instruction set; gemm.c picks one at run time. They
 # are vectorised by hand with vector types, so the loop vectoriser is kept out of their way;
@@ -54,8 +74,16 @@ $(BUILD)/src/gemm_generic.o $(BUILD)/src/gemm_avx2.o $(BUILD)/src/gemm_avx512.o:
 $(BUILD)/libcnnc.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
+$(BUILD)/$(SHLIB): $(LIB_OBJ)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/cnnc: $(CLI_OBJ) $(BUILD)/libcnnc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The examples see the public header only, as a program using an installed cnnc would.
+$(BUILD)/examples/%: examples/%.c include/cnnc.h $(BUILD)/libcnnc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -Iinclude -o $@ $< $(BUILD)/libcnnc.a $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libcnnc.a
 	@mkdir -p $(dir $@)
@@ -100,8 +128,6 @@ $(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz_
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests/fuzz -o $@ $< tests/fuzz/replay.c $(BUILD)/libcnnc.a $(LDLIBS)
 
-check: all $(TEST_BIN) $(FUZZ_BIN)
-	@tests/run.sh $(BUILD)
 
 # Each fuzz target for FUZZ_SECONDS seconds with libFuzzer (clang); fails on any finding.
 fuzz: deps-fuzz
@@ -114,6 +140,32 @@ deps-fuzz:
 # ThreadSanitizer (build-asan/, build-tsan/).
 test-sanitize: deps-test
 	@tests/sanitize/run.sh
+
+check: all $(TEST_BIN) $(EXAMPLE_BIN) $(BUILD)/$(SHLIB) $(FUZZ_BIN)
+	@tests/run.sh $(BUILD)
+
+# The run-time linker's cache learns about a new library in a standard folder from ldconfig.
+LDCONFIG = if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; \
+	then case "$(LIBDIR)" in /usr/lib|/usr/local/lib) ldconfig ;; esac; fi
+
+install: all $(BUILD)/$(SHLIB)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+	    $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(BUILD)/cnnc $(DESTDIR)$(BINDIR)/cnnc
+	install -m 644 $(BUILD)/libcnnc.a $(DESTDIR)$(LIBDIR)/libcnnc.a
+	install -m 755 $(BUILD)/$(SHLIB) $(DESTDIR)$(LIBDIR)/$(SHLIB)
+	ln -sf $(SHLIB) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcnnc.so
+	install -m 644 include/cnnc.h $(DESTDIR)$(INCLUDEDIR)/cnnc.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' tools/cnnc.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/cnnc.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/cnnc.pc
+	install -m 644 man/cnnc.1 $(DESTDIR)$(MANDIR)/man1/cnnc.1
+	@$(LDCONFIG)
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	@$(LDCONFIG)
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -21,6 +21,14 @@ int cli_predict(int argc, char **argv);
 void cli_train_help(FILE *out);
 void cli_eval_help(FILE *out);
 void cli_predict_help(FILE *out);
+int cli_plot(int argc, char **argv);
+int cli_info(int argc, char **argv);
+void cli_plot_help(FILE *out);
+void cli_info_help(FILE *out);
+
+/* "Training curves, epochs 1-50: final test accuracy 90.54%": the title of the curves picture
+ * that train and plot draw. */
+void cli_curves_title(char *buf, size_t size, const cn_epoch_metrics *epochs, int n);
 
 /* Prints "cnnc: error: ..." and "Try 'cnnc CMD --help'." (or 'cnnc --help' when command is
  * NULL) to stderr; returns CLI_USAGE. */

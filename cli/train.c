@@ -1,9 +1,11 @@
 /* train.c — `cnnc train`: the seed's Fashion-MNIST job. Parses and checks every flag, loads the
  * data and checks the output folders before any work, then trains epoch by epoch with a test
- * pass after each, prints progress, writes a metrics line per epoch, at the end saves the model
- * and draws the result picture. The numerics live in the library; this file only drives them
- * and reports. Reporting (epoch lines, metrics file) is in train_report.c; checkpoints and
- * resume are in train_checkpoint.c, SIGINT/SIGTERM in train_signals.c. */
+ * pass after each, shows progress, writes a metrics line per epoch, at the end saves the model
+ * and draws the result picture and the training curves. The numerics live in the library; this
+ * file only drives them and reports. Reporting (epoch lines, metrics file) is in
+ * train_report.c, the progress bar and plain lines in progress.c, the curves in
+ * train_curves.c, checkpoints and resume in train_checkpoint.c, SIGINT/SIGTERM in
+ * train_signals.c. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -33,6 +35,7 @@ enum {
     OPT_SAVE_EVERY,
     OPT_KEEP,
     OPT_RESUME,
+    OPT_PLOT,
 };
 
 static const struct option train_options[] = {
@@ -55,6 +58,9 @@ static const struct option train_options[] = {
     {"save-every", required_argument, NULL, OPT_SAVE_EVERY},
     {"keep", required_argument, NULL, OPT_KEEP},
     {"resume", required_argument, NULL, OPT_RESUME},
+    {"plot", required_argument, NULL, OPT_PLOT},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -78,7 +84,9 @@ void cli_train_help(FILE *out)
             "                       (default: 8)\n"
             "  --threads N          worker threads, 1..1024; never changes results\n"
             "                       (default: online CPUs, here %d)\n"
-            "  --log-steps N        print the loss every N steps, >= 1 (default: 20)\n"
+            "  --log-steps N        print the loss every N steps, >= 1, when the output is\n"
+            "                       not a terminal (a terminal shows a live bar instead)\n"
+            "                       (default: 20)\n"
             "  --metrics-debug      print where each epoch's time went (default: off)\n"
             "  --seed N             initialisation and shuffling, 0..2^64-1 (default: 1)\n"
             "  --train-samples N    use only the first N training images, 0 = all\n"
@@ -100,6 +108,11 @@ void cli_train_help(FILE *out)
             "                       checkpoint of DIR (then also --checkpoint-dir); the\n"
             "                       settings that define the math come from it, a different\n"
             "                       one given here is refused (default: a fresh run)\n"
+            "  --plot FILE          PNG of the loss and accuracy curves, written at the end;\n"
+            "                       'none' or '' skips it (default: training_curves.png)\n"
+            "  -q, --quiet          print only errors, the last epoch's summary and the\n"
+            "                       total time (default: off)\n"
+            "  -v, --verbose        also print where each epoch's time went (default: off)\n"
             "  -h, --help           show this help and exit\n"
             "\n"
             "Steps per epoch: floor(floor(training images / num-cores) / batch-size), at\n"
@@ -125,6 +138,8 @@ static void default_settings(train_settings *s)
         .result_image = "test_result.png",
         .save_every = 1,
         .keep = 3,
+        .plot_path = "training_curves.png",
+        .verbosity = PROGRESS_NORMAL,
     };
 }
 
@@ -212,6 +227,9 @@ static int apply_option(train_settings *s, int c, const char *arg)
         return cli_parse_int("train", "--save-every", arg, 1, 100000, &s->save_every);
     case OPT_KEEP: return cli_parse_int("train", "--keep", arg, 1, 100000, &s->keep);
     case OPT_RESUME: return parse_path("--resume", arg, &s->resume);
+    case OPT_PLOT: s->plot_path = optional_path(arg); return 0;
+    case 'q': s->verbosity = PROGRESS_QUIET; return 0;
+    case 'v': s->verbosity = PROGRESS_VERBOSE; return 0;
     default: return -1;
     }
 }
@@ -220,7 +238,7 @@ static int apply_option(train_settings *s, int c, const char *arg)
 static int parse_train_flags(int argc, char **argv, train_settings *s, int *help)
 {
     int c;
-    while ((c = getopt_long(argc, argv, ":h", train_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hqv", train_options, NULL)) != -1) {
         if (c == 'h') {
             *help = 1;
             return CLI_OK;
@@ -241,15 +259,19 @@ static int same_path(const char *a, const char *b)
 
 static int check_outputs(const train_settings *s)
 {
+    const char *plot = s->plot_path;
     if (same_path(s->save_path, s->result_image) || same_path(s->save_path, s->metrics_path) ||
-        same_path(s->result_image, s->metrics_path))
-        return cli_usage_error("train", "--save, --result-image and --metrics-file must name "
-                                        "different files");
+        same_path(s->result_image, s->metrics_path) || same_path(plot, s->save_path) ||
+        same_path(plot, s->result_image) || same_path(plot, s->metrics_path))
+        return cli_usage_error("train", "--save, --result-image, --metrics-file and --plot must "
+                                        "name different files");
     if (s->save_path && cli_check_output_path("--save", s->save_path) != 0)
         return CLI_FAILURE;
     if (s->result_image && cli_check_output_path("--result-image", s->result_image) != 0)
         return CLI_FAILURE;
     if (s->metrics_path && cli_check_output_path("--metrics-file", s->metrics_path) != 0)
+        return CLI_FAILURE;
+    if (plot && cli_check_output_path("--plot", plot) != 0)
         return CLI_FAILURE;
     return CLI_OK;
 }
@@ -326,19 +348,13 @@ static void free_run(train_run *run)
     if (run->metrics)
         fclose(run->metrics);
     free(run->predictions);
+    free(run->history);
     if (run->trainer)
         cn_trainer_free(run->trainer);
     if (run->model)
         cn_model_free(run->model);
     cn_dataset_free(&run->train);
     cn_dataset_free(&run->test);
-}
-
-static void print_step(void *ctx, int epoch, int step, int steps, float loss)
-{
-    const train_settings *s = ctx;
-    if (step % s->log_steps == 0)
-        printf("Epoch %d step %d/%d Loss=%.5f\n", epoch, step, steps, (double)loss);
 }
 
 static int stop_requested(void *ctx)
@@ -356,19 +372,26 @@ static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
     int first_step = pos->step;
     *r = (epoch_report){.epoch = pos->epoch};
     double start = cli_seconds();
-    if (cn_trainer_run_epoch(run->trainer, &run->train, pos, print_step, stop_requested,
-                             (void *)s, &r->phases, &err) != 0)
+    progress_epoch_begin(&run->progress, pos->epoch);
+    if (cn_trainer_run_epoch(run->trainer, &run->train, pos, progress_step, stop_requested,
+                             &run->progress, &r->phases, &err) != 0) {
+        progress_break(&run->progress);
         return cli_library_error(&err, NULL);
+    }
     double trained = cli_seconds();
     r->train_seconds = trained - start;
     r->train_samples = (long)(pos->step - first_step) * s->num_cores * s->batch_size;
-    if (pos->step < run->steps)
+    if (pos->step < run->steps) {
+        progress_break(&run->progress);
         return CLI_OK; /* stopped inside the epoch */
+    }
     r->train_loss = (float)(pos->loss_sum / run->steps);
-    printf("Finished training epoch %d\n", pos->epoch);
+    progress_epoch_trained(&run->progress, pos->epoch, run->steps);
     if (cn_evaluate(run->trainer, &run->test, run->test.count, &r->test_loss, &r->test_accuracy,
-                    run->predictions, &err) != 0)
+                    run->predictions, &err) != 0) {
+        progress_break(&run->progress);
         return cli_library_error(&err, NULL);
+    }
     r->eval_seconds = cli_seconds() - trained;
     r->test_samples = run->test.count;
     return CLI_OK;
@@ -403,9 +426,11 @@ static int train_epochs(const train_settings *s, train_run *run, epoch_report *l
             return rc;
         if (run->position.step < run->steps)
             return stop_training(s, run);
-        print_epoch_report(last, s->metrics_debug);
+        progress_epoch_report(&run->progress, last, s->metrics_debug);
         if (run->metrics && write_metrics_line(run->metrics, last) != 0)
             return cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
+        if (record_curves(run, last) != 0)
+            return cli_failure("out of memory for the training curves");
         rc = checkpoint_after_epoch(s, run);
         if (rc != CLI_OK)
             return rc;
@@ -423,7 +448,8 @@ static int save_model(const train_settings *s, train_run *run)
         return CLI_OK;
     if (cn_model_save(run->model, s->save_path, &err) != 0)
         return cli_library_error(&err, s->save_path);
-    printf("Saved model to %s\n", s->save_path);
+    if (progress_shows(&run->progress, PROGRESS_NORMAL))
+        printf("Saved model to %s\n", s->save_path);
     return CLI_OK;
 }
 
@@ -442,14 +468,18 @@ static int draw_result_picture(const train_settings *s, const train_run *run,
     if (cn_result_picture(s->result_image, run->test.pixels, run->test.labels, run->predictions,
                           n, rows, cols, title, &err) != 0)
         return cli_library_error(&err, s->result_image);
-    printf("Saved result picture to %s\n", s->result_image);
+    if (progress_shows(&run->progress, PROGRESS_NORMAL))
+        printf("Saved result picture to %s\n", s->result_image);
     return CLI_OK;
 }
 
 static int train_and_finish(const train_settings *s, train_run *run)
 {
     epoch_report last;
-    print_settings_line(s, run);
+    progress_init(&run->progress, stdout, s->verbosity, s->log_steps, s->num_epochs,
+                  (long)s->num_cores * s->batch_size);
+    if (progress_shows(&run->progress, PROGRESS_NORMAL))
+        print_settings_line(s, run);
     double start = cli_seconds();
     train_signals_install();
     int rc = train_epochs(s, run, &last);
@@ -459,6 +489,8 @@ static int train_and_finish(const train_settings *s, train_run *run)
     rc = save_model(s, run);
     if (rc == CLI_OK)
         rc = draw_result_picture(s, run, &last);
+    if (rc == CLI_OK)
+        rc = draw_training_curves(s, run);
     return rc;
 }
 

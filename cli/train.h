@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "cnnc.h"
+#include "progress.h"
 
 /* What the flags asked for; fixed once parsed. */
 typedef struct {
@@ -30,6 +31,8 @@ typedef struct {
     int keep;                 /* newest checkpoints kept in checkpoint_dir */
     const char *resume;       /* checkpoint FILE or DIR to continue; NULL: a fresh run */
     unsigned given;           /* TRAIN_GIVEN_* bits: flags given on the command line */
+    const char *plot_path;    /* NULL: no training curves */
+    progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
 } train_settings;
 
 /* Flags whose presence matters on resume: the math settings, and the checkpoint tuning. */
@@ -61,10 +64,13 @@ typedef struct {
     int checkpoint_fd;            /* the locked checkpoint folder, or -1 */
     cn_epoch_position saved;      /* the newest position written or resumed from */
     int have_saved;
+    progress progress;    /* what the terminal or log shows */
+    cn_epoch_metrics *history; /* [history_count] the epochs so far, for the curves */
+    int history_count, history_capacity;
 } train_run;
 
 /* The measurements of one epoch. */
-typedef struct {
+typedef struct epoch_report {
     int epoch;
     float train_loss;      /* mean step loss */
     double test_loss;      /* mean NLL over the test images */
@@ -105,5 +111,9 @@ void train_signals_install(void);
 void train_signals_restore(void);
 /* The signal that asked training to stop, or 0. */
 int train_stop_signal(void);
+/* Keeps the epoch's losses and accuracy for the curves (train_curves.c); -1 when out of memory. */
+int record_curves(train_run *run, const epoch_report *r);
+/* Draws the recorded epochs to s->plot_path when it is set; returns a CLI status. */
+int draw_training_curves(const train_settings *s, const train_run *run);
 
 #endif /* CNNC_CLI_TRAIN_H */

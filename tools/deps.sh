@@ -4,7 +4,7 @@
 # present. Usage: tools/deps.sh train|test|bench|fuzz
 set -eu
 common="gcc make pkg-config zlib1g-dev libcairo2-dev libjansson-dev fonts-dejavu-core"
-testing="libcmocka-dev time gzip util-linux"
+testing="libcmocka-dev time gzip util-linux bsdutils groff-base"
 case "${1:-train}" in
   train) want="$common dataset-fashion-mnist" ;;
   test)  want="$common dataset-fashion-mnist $testing" ;;
