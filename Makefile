@@ -40,7 +40,7 @@ INSTALLED := $(BINDIR)/cnnc $(LIBDIR)/libcnnc.a $(LIBDIR)/$(SHLIB) $(LIBDIR)/$(S
              $(LIBDIR)/libcnnc.so $(INCLUDEDIR)/cnnc.h $(PKGCONFIGDIR)/cnnc.pc \
              $(MANDIR)/man1/cnnc.1
 
-FUZZ_TARGETS := idx safetensors
+FUZZ_TARGETS := idx safetensors image cli
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
@@ -124,9 +124,14 @@ $(BUILD)/bench: bench/bench.c $(BUILD)/libcnnc.a
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libcnnc.a $(LDLIBS)
 
 # The fuzz targets without libFuzzer: replay their committed corpora in `make test`.
+# The command-line target links the command's objects but its main().
+FUZZ_CLI_OBJ := $(filter-out $(BUILD)/cli/main.o,$(CLI_OBJ))
 $(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz_input.h $(BUILD)/libcnnc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests/fuzz -o $@ $< tests/fuzz/replay.c $(BUILD)/libcnnc.a $(LDLIBS)
+$(BUILD)/fuzz/replay_cli: tests/fuzz/fuzz_cli.c tests/fuzz/replay.c tests/fuzz/fuzz_input.h $(FUZZ_CLI_OBJ) $(BUILD)/libcnnc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Icli -Itests/fuzz -o $@ $< tests/fuzz/replay.c $(FUZZ_CLI_OBJ) $(BUILD)/libcnnc.a $(LDLIBS)
 
 
 # Each fuzz target for FUZZ_SECONDS seconds with libFuzzer (clang); fails on any finding.

@@ -30,6 +30,15 @@ void cli_info_help(FILE *out);
  * that train and plot draw. */
 void cli_curves_title(char *buf, size_t size, const cn_epoch_metrics *epochs, int n);
 
+/* Parse and check a subcommand's flags exactly as the subcommand does, and do nothing else:
+ * CLI_OK (also for --help) or CLI_USAGE after printing the message. argv[0] is the subcommand;
+ * the caller resets getopt (optind = 0) between calls. For the command-line fuzz target. */
+int cli_train_check_flags(int argc, char **argv);
+int cli_eval_check_flags(int argc, char **argv);
+int cli_predict_check_flags(int argc, char **argv);
+int cli_plot_check_flags(int argc, char **argv);
+int cli_info_check_flags(int argc, char **argv);
+
 /* Prints "cnnc: error: ..." and "Try 'cnnc CMD --help'." (or 'cnnc --help' when command is
  * NULL) to stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...)

@@ -145,13 +145,25 @@ static int score(const eval_settings *s, cn_model *model, const cn_dataset *test
     return rc;
 }
 
-int cli_eval(int argc, char **argv)
+static eval_settings eval_defaults(void)
 {
-    eval_settings s = {
+    return (eval_settings){
         .data_dir = CLI_DEFAULT_DATA_DIR,
         .threads = cli_default_threads(),
         .batch_size = 128,
     };
+}
+
+int cli_eval_check_flags(int argc, char **argv)
+{
+    eval_settings s = eval_defaults();
+    int help = 0;
+    return parse_eval_flags(argc, argv, &s, &help);
+}
+
+int cli_eval(int argc, char **argv)
+{
+    eval_settings s = eval_defaults();
     int help = 0;
     int rc = parse_eval_flags(argc, argv, &s, &help);
     if (rc != CLI_OK || help) {

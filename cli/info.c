@@ -159,6 +159,13 @@ static void print_info(const info_settings *s)
     print_dataset(s);
 }
 
+int cli_info_check_flags(int argc, char **argv)
+{
+    info_settings s = {CLI_DEFAULT_DATA_DIR, 0, cli_default_threads()};
+    int help = 0;
+    return parse_info_flags(argc, argv, &s, &help);
+}
+
 int cli_info(int argc, char **argv)
 {
     info_settings s = {CLI_DEFAULT_DATA_DIR, 0, cli_default_threads()};

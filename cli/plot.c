@@ -224,6 +224,13 @@ static int draw(const plot_settings *s, const epoch_list *list)
     return CLI_OK;
 }
 
+int cli_plot_check_flags(int argc, char **argv)
+{
+    plot_settings s = {NULL, "training_curves.png", NULL, CN_PLOT_WIDTH, CN_PLOT_HEIGHT};
+    int help = 0;
+    return parse_plot_flags(argc, argv, &s, &help);
+}
+
 int cli_plot(int argc, char **argv)
 {
     plot_settings s = {NULL, "training_curves.png", NULL, CN_PLOT_WIDTH, CN_PLOT_HEIGHT};

@@ -220,6 +220,13 @@ static int predict_all(cn_model *model, const predict_inputs *in)
     return rc == 0 ? CLI_OK : cli_library_error(&err, NULL);
 }
 
+int cli_predict_check_flags(int argc, char **argv)
+{
+    predict_settings s = {.index = -1};
+    int help = 0;
+    return parse_predict_flags(argc, argv, &s, &help);
+}
+
 int cli_predict(int argc, char **argv)
 {
     predict_settings s = {.index = -1};

@@ -494,6 +494,14 @@ static int train_and_finish(const train_settings *s, train_run *run)
     return rc;
 }
 
+int cli_train_check_flags(int argc, char **argv)
+{
+    train_settings s;
+    int help = 0;
+    default_settings(&s);
+    return parse_train_flags(argc, argv, &s, &help);
+}
+
 int cli_train(int argc, char **argv)
 {
     train_settings s;

@@ -12,7 +12,8 @@ shift
 out=build-fuzz
 sanitize="-fsanitize=address,undefined -fno-sanitize-recover=all"
 make --no-print-directory -j"$(nproc)" BUILD=$out CC=clang \
-  CFLAGS="-O1 -g -fno-omit-frame-pointer $sanitize -fsanitize=fuzzer-no-link" $out/libcnnc.a
+  CFLAGS="-O1 -g -fno-omit-frame-pointer $sanitize -fsanitize=fuzzer-no-link" $out/libcnnc.a \
+  $(for f in cli/*.c; do case $f in cli/main.c) ;; *) echo "$out/${f%.c}.o" ;; esac; done)
 libs="$(pkg-config --libs zlib cairo jansson) -lpthread -lm"
 mkdir -p "$out/findings" "$out/tmp"
 export TMPDIR="$out/tmp" # where the targets write each input as a file
@@ -21,8 +22,8 @@ for name in "$@"; do
   echo "== fuzz_$name for $seconds s"
   # shellcheck disable=SC2086
   clang -std=c11 -O1 -g -fno-omit-frame-pointer $sanitize -fsanitize=fuzzer -Iinclude \
-    -Itests/fuzz -D_GNU_SOURCE -o "$out/fuzz_$name" "tests/fuzz/fuzz_$name.c" \
-    "$out/libcnnc.a" $libs
+    -Icli -Itests/fuzz -D_GNU_SOURCE -o "$out/fuzz_$name" "tests/fuzz/fuzz_$name.c" \
+    $([ "$name" = cli ] && ls "$out"/cli/*.o | grep -v /main.o) "$out/libcnnc.a" $libs
   mkdir -p "$out/corpus/$name"
   if ! ASAN_OPTIONS="detect_leaks=1" LSAN_OPTIONS="suppressions=$(pwd)/tests/sanitize/lsan.supp" \
       "$out/fuzz_$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
