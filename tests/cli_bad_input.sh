@@ -1,5 +1,5 @@
 #!/bin/sh
-# cli_bad_input.sh — hostile files fed to cnnc from the outside. Every case must end with the
+# cli_bad_input.sh — hostile files and folders fed to cnnc from the outside. Every case must end with the
 # right exit status and one message that names the file and what is wrong, within a few
 # seconds and a small amount of memory, and must write or overwrite nothing: the outputs the
 # run was asked for stay absent, and a file already at the --save path keeps its bytes.
@@ -194,6 +194,55 @@ else
   train_case "unreadable data folder" "$d" "$d"
 fi
 chmod 755 "$d"
+
+# ---------------------------------------------------------------- a checkpoint folder that fails
+# A run that cannot write its checkpoint stops with the reason, and the checkpoint it resumed
+# from stays whole: no temporary file is left, nothing is taken for a checkpoint.
+ck_run() { # ck_run ARGS...: a tiny run on the good set with checkpoints in ck
+  "$cnnc" train --data-dir "$tmp/good" --num-cores 1 --batch-size 8 --result-image none \
+    --plot none --threads 1 "$@" >stdout 2>stderr
+  status=$?
+}
+ck_intact() { # ck_intact CASE: ck holds exactly the epoch-1 checkpoint, unchanged
+  cmp -s ck/checkpoint-epoch-0001.safetensors saved.st || fail "$1: the checkpoint changed"
+  [ "$(ls -A ck)" = "checkpoint-epoch-0001.safetensors" ] || fail "$1: ck holds $(ls -A ck)"
+}
+rm -rf ck
+ck_run --num-epochs 1 --checkpoint-dir ck
+[ "$status" -eq 0 ] || fail "a run with --checkpoint-dir: exit status $status: $(cat stderr)"
+cp ck/checkpoint-epoch-0001.safetensors saved.st
+
+# A full disk, as the file-size limit makes it (writes fail with EFBIG; SIGXFSZ ignored).
+(trap "" XFSZ; ulimit -f 100; ck_run --resume ck --num-epochs 2; exit "$status")
+status=$?
+if [ "$status" -ne 1 ] || ! grep -q "cnnc: error: .*ck/.*" stderr; then
+  fail "a full disk: exit status $status: $(cat stderr)"
+fi
+ck_intact "a full disk"
+
+# A folder this user may not write. Root writes everywhere, so as root the run drops to nobody.
+if [ "$(id -u)" -eq 0 ]; then
+  if command -v runuser >/dev/null 2>&1; then
+    chmod 777 "$tmp"
+    chmod 644 ck/checkpoint-epoch-0001.safetensors
+    runuser -u nobody -- "$cnnc" train --data-dir "$tmp/good" --num-cores 1 --batch-size 8 \
+      --result-image none --plot none --threads 1 --resume ck --num-epochs 2 >stdout 2>stderr
+    status=$?
+    chmod 755 "$tmp"
+  else
+    status=skip
+  fi
+else
+  chmod 555 ck
+  ck_run --resume ck --num-epochs 2
+  chmod 755 ck
+fi
+if [ "$status" != skip ]; then
+  if [ "$status" -ne 1 ] || ! grep -q "cnnc: error: .*ck" stderr; then
+    fail "a folder without write permission: exit status $status: $(cat stderr)"
+  fi
+  ck_intact "a folder without write permission"
+fi
 
 # ---------------------------------------------------------------- damaged checkpoints
 size=$(wc -c <"$model")
