@@ -13,7 +13,7 @@ out=build-fuzz
 sanitize="-fsanitize=address,undefined -fno-sanitize-recover=all"
 make --no-print-directory -j"$(nproc)" BUILD=$out CC=clang \
   CFLAGS="-O1 -g -fno-omit-frame-pointer $sanitize -fsanitize=fuzzer-no-link" $out/libcnnc.a \
-  $(for f in cli/*.c; do case $f in cli/main.c) ;; *) echo "$out/${f%.c}.o" ;; esac; done)
+  $(ls cli/*.c | grep -v '^cli/main\.c$' | sed "s|^\(.*\)\.c\$|$out/\1.o|")
 libs="$(pkg-config --libs zlib cairo jansson) -lpthread -lm"
 mkdir -p "$out/findings" "$out/tmp"
 export TMPDIR="$out/tmp" # where the targets write each input as a file
