@@ -1,6 +1,8 @@
 # Makefile — builds build/libcnnc.a, the command build/cnnc and the tests.
 #   make train   installs missing Debian packages (as root), builds, trains the seed's job
 #   make test    installs missing packages, builds, runs every test
+#   make install PREFIX=/usr/local [DESTDIR=]   installs command, libraries, header, pkg-config
+#                file and man page; make uninstall removes exactly those files
 # Packages are installed by tools/deps.sh; this file only builds and runs.
 
 CC       ?= cc
@@ -8,6 +10,9 @@ CFLAGS   ?= -O3 -g
 WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 PKGS     := zlib cairo jansson
 CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
+# Every object is position-independent, so that one set serves the static and the shared
+# library. Training speed is unchanged with these flags (README, "Install").
+PIC_FLAGS := -fPIC -fno-semantic-interposition
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDLIBS   := $(PKG_LIBS) -lpthread -lm
@@ -27,33 +32,57 @@ TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+
+VERSION  := $(shell sed -n 's/^\#define CN_VERSION "\(.*\)"$$/\1/p' include/cnnc.h)
+SHLIB    := libcnnc.so.$(VERSION)
+SONAME   := libcnnc.so.$(firstword $(subst ., ,$(VERSION)))
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+LIBDIR   ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR   ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+INSTALLED := $(BINDIR)/cnnc $(LIBDIR)/libcnnc.a $(LIBDIR)/$(SHLIB) $(LIBDIR)/$(SONAME) \
+             $(LIBDIR)/libcnnc.so $(INCLUDEDIR)/cnnc.h $(PKGCONFIGDIR)/cnnc.pc \
+             $(MANDIR)/man1/cnnc.1
+
+FUZZ_TARGETS := idx safetensors image cli
+FUZZ_BIN := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
+FUZZ_SECONDS ?= 60
 
 TRAIN_ARGS ?=
 BENCH_THREADS ?= $(shell nproc)
 BENCH_EPOCHS ?= 1
 BENCH_ROUNDS ?= 3
 
-.PHONY: all deps deps-test deps-bench train test check bench bench-run bench-gemm bench-mpi clean
+.PHONY: all deps deps-test deps-bench deps-fuzz train test test-sanitize fuzz check bench bench-run \
+        bench-gemm bench-mpi clean install uninstall
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
-$(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h)
+$(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h) $(wildcard cli/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(KERNEL_FLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	$(CC) $(WARN) $(CFLAGS) $(PIC_FLAGS) $(KERNEL_FLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 # The GEMM kernels are compiled once per instruction set; gemm.c picks one at run time. They
 # are vectorised by hand with vector types, so the loop vectoriser is kept out of their way;
 # their vector-typed helpers are all static, so the psABI note about 64-byte vectors is moot.
 # (KERNEL_FLAGS, not CFLAGS, so that `make CFLAGS=...` keeps them.)
+# clang (the fuzzing build) spells "no loop vectoriser" differently.
+NO_LOOP_VECTORIZE := $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null)),-fno-vectorize,-fno-tree-loop-vectorize)
 KERNEL_FLAGS :=
-$(BUILD)/src/gemm_generic.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -Wno-psabi
-$(BUILD)/src/gemm_avx2.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -Wno-psabi -mavx2 -mfma -ffp-contract=fast
-$(BUILD)/src/gemm_avx512.o: KERNEL_FLAGS := -O3 -fno-tree-loop-vectorize -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
+$(BUILD)/src/gemm_generic.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi
+$(BUILD)/src/gemm_avx2.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi -mavx2 -mfma -ffp-contract=fast
+$(BUILD)/src/gemm_avx512.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
 # The branch-free 2x2 pooling loop is written to be vectorised.
 $(BUILD)/src/maxpool2d.o: KERNEL_FLAGS := -O3
 $(BUILD)/src/gemm_generic.o $(BUILD)/src/gemm_avx2.o $(BUILD)/src/gemm_avx512.o: src/gemm_kernels.inc
 
 $(BUILD)/libcnnc.a: $(LIB_OBJ)
 	ar rcs $@ $^
+
+$(BUILD)/$(SHLIB): $(LIB_OBJ)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/cnnc: $(CLI_OBJ) $(BUILD)/libcnnc.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS)
@@ -63,6 +92,11 @@ $(BUILD)/cli/dist_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
 $(BUILD)/cli/dist_mpi.o: $(BUILD)/mpi-setting-$(MPI)
 $(BUILD)/mpi-setting-$(MPI):
 	@mkdir -p $(BUILD) && rm -f $(BUILD)/mpi-setting-* && touch $@
+
+# The examples see the public header only, as a program using an installed cnnc would.
+$(BUILD)/examples/%: examples/%.c include/cnnc.h $(BUILD)/libcnnc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -Iinclude -o $@ $< $(BUILD)/libcnnc.a $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libcnnc.a
 	@mkdir -p $(dir $@)
@@ -111,8 +145,54 @@ $(BUILD)/mpi_exchange: bench/mpi_exchange.c $(BUILD)/mpi-setting-$(MPI)
 $(BUILD)/bench: bench/bench.c $(BUILD)/libcnnc.a
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libcnnc.a $(LDLIBS)
 
-check: all $(TEST_BIN)
+# The fuzz targets without libFuzzer: replay their committed corpora in `make test`.
+# The command-line target links the command's objects but its main().
+FUZZ_CLI_OBJ := $(filter-out $(BUILD)/cli/main.o,$(CLI_OBJ))
+$(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz_input.h $(BUILD)/libcnnc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests/fuzz -o $@ $< tests/fuzz/replay.c $(BUILD)/libcnnc.a $(LDLIBS)
+$(BUILD)/fuzz/replay_cli: tests/fuzz/fuzz_cli.c tests/fuzz/replay.c tests/fuzz/fuzz_input.h $(FUZZ_CLI_OBJ) $(BUILD)/libcnnc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Icli -Itests/fuzz -o $@ $< tests/fuzz/replay.c $(FUZZ_CLI_OBJ) $(BUILD)/libcnnc.a $(LDLIBS) $(MPI_LIBS)
+
+
+# Each fuzz target for FUZZ_SECONDS seconds with libFuzzer (clang); fails on any finding.
+fuzz: deps-fuzz
+	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+deps-fuzz:
+	@tools/deps.sh fuzz
+
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer, the threaded tests under
+# ThreadSanitizer (build-asan/, build-tsan/).
+test-sanitize: deps-test
+	@tests/sanitize/run.sh
+
+check: all $(TEST_BIN) $(EXAMPLE_BIN) $(BUILD)/$(SHLIB) $(FUZZ_BIN)
 	@tests/run.sh $(BUILD)
 
+# The run-time linker's cache learns about a new library in a standard folder from ldconfig.
+LDCONFIG = if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; \
+	then case "$(LIBDIR)" in /usr/lib|/usr/local/lib) ldconfig ;; esac; fi
+
+install: all $(BUILD)/$(SHLIB)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+	    $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(BUILD)/cnnc $(DESTDIR)$(BINDIR)/cnnc
+	install -m 644 $(BUILD)/libcnnc.a $(DESTDIR)$(LIBDIR)/libcnnc.a
+	install -m 755 $(BUILD)/$(SHLIB) $(DESTDIR)$(LIBDIR)/$(SHLIB)
+	ln -sf $(SHLIB) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcnnc.so
+	install -m 644 include/cnnc.h $(DESTDIR)$(INCLUDEDIR)/cnnc.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' tools/cnnc.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/cnnc.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/cnnc.pc
+	install -m 644 man/cnnc.1 $(DESTDIR)$(MANDIR)/man1/cnnc.1
+	@$(LDCONFIG)
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	@$(LDCONFIG)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

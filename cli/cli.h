@@ -17,8 +17,27 @@ enum { CLI_OK = 0, CLI_FAILURE = 1, CLI_USAGE = 2 };
 /* Subcommands: argv[0] is the subcommand's name; the return value is the exit status. */
 int cli_train(int argc, char **argv);
 int cli_eval(int argc, char **argv);
+int cli_predict(int argc, char **argv);
 void cli_train_help(FILE *out);
 void cli_eval_help(FILE *out);
+void cli_predict_help(FILE *out);
+int cli_plot(int argc, char **argv);
+int cli_info(int argc, char **argv);
+void cli_plot_help(FILE *out);
+void cli_info_help(FILE *out);
+
+/* "Training curves, epochs 1-50: final test accuracy 90.54%": the title of the curves picture
+ * that train and plot draw. */
+void cli_curves_title(char *buf, size_t size, const cn_epoch_metrics *epochs, int n);
+
+/* Parse and check a subcommand's flags exactly as the subcommand does, and do nothing else:
+ * CLI_OK (also for --help) or CLI_USAGE after printing the message. argv[0] is the subcommand;
+ * the caller resets getopt (optind = 0) between calls. For the command-line fuzz target. */
+int cli_train_check_flags(int argc, char **argv);
+int cli_eval_check_flags(int argc, char **argv);
+int cli_predict_check_flags(int argc, char **argv);
+int cli_plot_check_flags(int argc, char **argv);
+int cli_info_check_flags(int argc, char **argv);
 
 /* Prints "cnnc: error: ..." and "Try 'cnnc CMD --help'." (or 'cnnc --help' when command is
  * NULL) to stderr; returns CLI_USAGE. */

@@ -17,7 +17,8 @@ int cli_dist_start(cli_dist *d)
     int size, rank;
     if (!cli_mpi_launched(&size, &rank))
         return CLI_OK;
-    if (!cli_mpi_built_in()) {
+    char library[64];
+    if (!cli_mpi_library(library, sizeof library)) {
         if (size <= 1)
             return CLI_OK; /* mpirun -np 1: nothing to share */
         if (rank == 0)
@@ -55,6 +56,11 @@ int cli_dist_rank(const cli_dist *d)
 int cli_dist_size(const cli_dist *d)
 {
     return d->comm.size;
+}
+
+int cli_dist_launched(const cli_dist *d)
+{
+    return d->mpi;
 }
 
 void cli_dist_hold_errors(cli_dist *d)
@@ -105,31 +111,56 @@ int cli_dist_library_error(const cli_dist *d, const cn_error *err)
 
 /* What each rank contributes to an agreement. */
 typedef struct {
-    int32_t status;
+    int32_t value;
     char host[60];
-} status_record;
+} value_record;
 
-int cli_dist_agree(cli_dist *d, int status)
+/* Gathers every rank's value; *first is the lowest rank whose value is not 0 (size if none).
+ * NULL after printing why when it cannot. */
+static value_record *gather_values(cli_dist *d, int value, int *first)
 {
     const cn_comm *c = &d->comm;
-    if (c->size == 1)
-        return status;
-    status_record *all = calloc((size_t)c->size, sizeof *all);
+    value_record *all = calloc((size_t)c->size, sizeof *all);
     if (!all)
         c->abort(c->ctx, "out of memory agreeing on the run's status");
-    all[c->rank].status = status;
+    all[c->rank].value = value;
     gethostname(all[c->rank].host, sizeof all[c->rank].host - 1);
     cn_error err = {{0}};
     if (c->allgather(c->ctx, all, sizeof *all, &err) != 0) {
         free(all);
-        return cli_failure("%s", err.msg);
+        cli_failure("%s", err.msg);
+        return NULL;
     }
-    release_errors(d, status != CLI_OK && all[0].status == CLI_OK);
-    int first = 0;
-    while (first < c->size && all[first].status == CLI_OK)
-        first++;
-    int agreed = status != CLI_OK ? status : first < c->size ? all[first].status : CLI_OK;
-    if (c->rank == 0 && status == CLI_OK && first < c->size && agreed != CLI_DONE) {
+    for (*first = 0; *first < c->size && all[*first].value == 0; (*first)++)
+        continue;
+    return all;
+}
+
+int cli_dist_first(cli_dist *d, int value)
+{
+    int first;
+    if (d->comm.size == 1)
+        return value;
+    value_record *all = gather_values(d, value, &first);
+    if (!all)
+        return CLI_FAILURE;
+    int agreed = first < d->comm.size ? all[first].value : 0;
+    free(all);
+    return agreed;
+}
+
+int cli_dist_agree(cli_dist *d, int status)
+{
+    const cn_comm *c = &d->comm;
+    int first;
+    if (c->size == 1)
+        return status;
+    value_record *all = gather_values(d, status, &first);
+    if (!all)
+        return CLI_FAILURE;
+    release_errors(d, status != CLI_OK && all[0].value == CLI_OK);
+    int agreed = first < c->size ? all[first].value : CLI_OK;
+    if (c->rank == 0 && status == CLI_OK && agreed != CLI_OK && agreed != CLI_DONE) {
         all[first].host[sizeof all[first].host - 1] = '\0';
         /* one write, so that the failing rank's own message cannot cut into it */
         fprintf(stderr, "cnnc: error: rank %d of %d (on host %s) failed (its message says "

@@ -31,6 +31,8 @@ int cli_dist_start(cli_dist *d);
 const cn_comm *cli_dist_comm(const cli_dist *d);
 int cli_dist_rank(const cli_dist *d);
 int cli_dist_size(const cli_dist *d);
+/* Whether an MPI launcher started this process (even as one process alone). */
+int cli_dist_launched(const cli_dist *d);
 /* On ranks other than 0, holds back what goes to stderr until the next cli_dist_agree, which
  * lets it out only when this rank failed and rank 0 did not: an error every rank meets alike
  * (the same bad flag) is said once, by rank 0, and one that only this rank meets (its dataset
@@ -38,10 +40,13 @@ int cli_dist_size(const cli_dist *d);
 void cli_dist_hold_errors(cli_dist *d);
 /* A library error that every rank got alike: rank 0 prints it. Returns CLI_FAILURE. */
 int cli_dist_library_error(const cli_dist *d, const cn_error *err);
-/* Every rank gives its status and gets the run's: its own when not CLI_OK, else that of the
- * lowest rank that failed. Rank 0, when it did not fail itself, names the rank that did (that
- * rank has printed why). The same call on every rank. */
+/* Every rank gives its status and gets the run's: that of the lowest rank that failed, CLI_OK
+ * when none did. Rank 0, when it did not fail itself, names the rank that did (that rank has
+ * printed why). The same call on every rank. */
 int cli_dist_agree(cli_dist *d, int status);
+/* Every rank gives a value and gets the lowest rank's non-zero one, or 0 (such as the signal
+ * that one rank received). The same call on every rank. */
+int cli_dist_first(cli_dist *d, int value);
 /* Agrees on the final status, leaves MPI, and returns the status to exit with. */
 int cli_dist_finish(cli_dist *d, int status);
 
@@ -52,7 +57,8 @@ int cli_mpi_launched(int *size, int *rank);
 /* MPI_Init and a communicator of every process; 0, or -1 after printing why. */
 int cli_mpi_start(cn_comm *comm, char *library, size_t library_size);
 void cli_mpi_finish(cn_comm *comm);
-/* Whether this cnnc was built with MPI. */
-int cli_mpi_built_in(void);
+/* Whether this cnnc was built with MPI: 1 with the library's name ("Open MPI v4.1.4") in
+ * name, else 0. Needs no MPI_Init. */
+int cli_mpi_library(char *name, size_t size);
 
 #endif /* CNNC_CLI_DIST_H */

@@ -123,8 +123,9 @@ void cli_mpi_finish(cn_comm *comm)
     MPI_Finalize();
 }
 
-int cli_mpi_built_in(void)
+int cli_mpi_library(char *name, size_t size)
 {
+    library_name(name, size); /* MPI allows this one call before MPI_Init */
     return 1;
 }
 
@@ -141,8 +142,10 @@ void cli_mpi_finish(cn_comm *comm)
     (void)comm;
 }
 
-int cli_mpi_built_in(void)
+int cli_mpi_library(char *name, size_t size)
 {
+    if (size > 0)
+        name[0] = '\0';
     return 0;
 }
 

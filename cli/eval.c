@@ -1,10 +1,13 @@
 /* eval.c — `cnnc eval`: loads a saved Fashion-MNIST model (safetensors) and scores it on the
- * test set in evaluation mode, printing the test loss and "Accuracy=NN.NN%". It trains nothing
- * and writes no files. */
+ * test set in evaluation mode, printing the test loss, "Accuracy=NN.NN%" and each class's
+ * accuracy (eval_report.c), and with --confusion the confusion-matrix picture. It trains nothing
+ * and writes no other file. */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "eval_report.h"
 
 typedef struct {
     const char *checkpoint; /* required */
@@ -12,6 +15,7 @@ typedef struct {
     int test_samples;       /* 0: all */
     int threads;
     int batch_size;
+    const char *confusion;  /* NULL: no picture */
 } eval_settings;
 
 enum {
@@ -20,6 +24,7 @@ enum {
     OPT_TEST_SAMPLES,
     OPT_THREADS,
     OPT_BATCH_SIZE,
+    OPT_CONFUSION,
 };
 
 static const struct option eval_options[] = {
@@ -28,6 +33,7 @@ static const struct option eval_options[] = {
     {"test-samples", required_argument, NULL, OPT_TEST_SAMPLES},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
+    {"confusion", required_argument, NULL, OPT_CONFUSION},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -36,7 +42,8 @@ void cli_eval_help(FILE *out)
 {
     fprintf(out,
             "Usage: cnnc eval --checkpoint FILE [FLAGS]\n"
-            "Scores a saved model on the test set; prints the test loss and Accuracy=NN.NN%%.\n"
+            "Scores a saved model on the test set; prints the test loss, Accuracy=NN.NN%%\n"
+            "and the accuracy of each class.\n"
             "\n"
             "  --checkpoint FILE    model from 'cnnc train --save', or a PyTorch state_dict\n"
             "                       saved as safetensors (required)\n"
@@ -46,6 +53,8 @@ void cli_eval_help(FILE *out)
             "  --threads N          worker threads, 1..1024 (default: the CPUs this process\n"
             "                       may use, here %d)\n"
             "  --batch-size N       images per forward pass, 1..65536 (default: 128)\n"
+            "  --confusion FILE     PNG of the confusion matrix, actual against predicted\n"
+            "                       class (default: none)\n"
             "  -h, --help           show this help and exit\n",
             CLI_DEFAULT_DATA_DIR, cli_default_threads());
 }
@@ -61,6 +70,9 @@ static int apply_option(eval_settings *s, int c, const char *arg)
         return cli_parse_int("eval", "--threads", arg, 1, CLI_MAX_THREADS, &s->threads);
     case OPT_BATCH_SIZE:
         return cli_parse_int("eval", "--batch-size", arg, 1, 65536, &s->batch_size);
+    case OPT_CONFUSION:
+        s->confusion = (arg[0] == '\0' || strcmp(arg, "none") == 0) ? NULL : arg;
+        return 0;
     default: return -1;
     }
 }
@@ -112,26 +124,47 @@ static int score(const eval_settings *s, cn_model *model, const cn_dataset *test
     cn_trainer *trainer = cn_trainer_create(model, &cfg, &err);
     if (!trainer)
         return cli_library_error(&err, NULL);
+    uint8_t *predictions = malloc((size_t)test->count);
+    if (!predictions) {
+        cn_trainer_free(trainer);
+        return cli_failure("out of memory for %d predictions", test->count);
+    }
     double loss = 0, accuracy = 0;
     double start = cli_seconds();
-    int rc = cn_evaluate(trainer, test, test->count, &loss, &accuracy, NULL, &err);
+    int rc = cn_evaluate(trainer, test, test->count, &loss, &accuracy, predictions, &err);
     double seconds = cli_seconds() - start;
     cn_trainer_free(trainer);
-    if (rc != 0)
+    if (rc != 0) {
+        free(predictions);
         return cli_library_error(&err, NULL);
+    }
     printf("Checkpoint %s: %d test images in %.2f s\n", s->checkpoint, test->count, seconds);
     printf("Test loss=%.4f\n", loss);
     printf("Accuracy=%.2f%%\n", accuracy);
-    return CLI_OK;
+    rc = report_classes(test, predictions, accuracy, s->checkpoint, s->confusion);
+    free(predictions);
+    return rc;
 }
 
-int cli_eval(int argc, char **argv)
+static eval_settings eval_defaults(void)
 {
-    eval_settings s = {
+    return (eval_settings){
         .data_dir = CLI_DEFAULT_DATA_DIR,
         .threads = cli_default_threads(),
         .batch_size = 128,
     };
+}
+
+int cli_eval_check_flags(int argc, char **argv)
+{
+    eval_settings s = eval_defaults();
+    int help = 0;
+    return parse_eval_flags(argc, argv, &s, &help);
+}
+
+int cli_eval(int argc, char **argv)
+{
+    eval_settings s = eval_defaults();
     int help = 0;
     int rc = parse_eval_flags(argc, argv, &s, &help);
     if (rc != CLI_OK || help) {
@@ -142,6 +175,8 @@ int cli_eval(int argc, char **argv)
     cn_model *model = NULL;
     cn_dataset test = {0};
     rc = cli_check_isa();
+    if (rc == CLI_OK && s.confusion && cli_check_output_path("--confusion", s.confusion) != 0)
+        rc = CLI_FAILURE;
     if (rc == CLI_OK)
         rc = load_checkpoint(s.checkpoint, &model);
     if (rc == CLI_OK && cli_load_dataset(&test, s.data_dir, "t10k", s.test_samples) != 0)

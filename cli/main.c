@@ -1,5 +1,6 @@
-/* main.c — the cnnc command: picks the subcommand (train, eval) and answers --help and
- * --version. It parses no subcommand flags itself; train.c and eval.c do. */
+/* main.c — the cnnc command: picks the subcommand (train, eval, predict, plot, info) and
+ * answers --help and --version. It parses no subcommand flags itself; each subcommand's file
+ * does. */
 #include <errno.h>
 #include <string.h>
 
@@ -12,7 +13,10 @@ static void print_overview(FILE *out)
           "\n"
           "Commands:\n"
           "  train   train the Fashion-MNIST CNN (the defaults reproduce the reference job)\n"
-          "  eval    score a saved model on the test set\n"
+          "  eval    score a saved model on the test set, per class too\n"
+          "  predict classify 28x28 grey images (PNG, PGM, or a sample of an IDX file)\n"
+          "  plot    draw loss and accuracy curves from a metrics file\n"
+          "  info    show the CPU, SIMD path, FMA peak, MPI support and dataset\n"
           "\n"
           "Global flags:\n"
           "  -h, --help     show this help and exit\n"
@@ -34,6 +38,12 @@ static void print_full_help(FILE *out)
     cli_train_help(out);
     fputc('\n', out);
     cli_eval_help(out);
+    fputc('\n', out);
+    cli_predict_help(out);
+    fputc('\n', out);
+    cli_plot_help(out);
+    fputc('\n', out);
+    cli_info_help(out);
 }
 
 static int is_help(const char *arg)
@@ -44,7 +54,7 @@ static int is_help(const char *arg)
 static int run_command(int argc, char **argv)
 {
     if (argc < 2)
-        return cli_usage_error(NULL, "missing command (train or eval)");
+        return cli_usage_error(NULL, "missing command (train, eval, predict, plot or info)");
     const char *command = argv[1];
     if (is_help(command)) {
         print_full_help(stdout);
@@ -58,6 +68,12 @@ static int run_command(int argc, char **argv)
         return cli_train(argc - 1, argv + 1);
     if (strcmp(command, "eval") == 0)
         return cli_eval(argc - 1, argv + 1);
+    if (strcmp(command, "predict") == 0)
+        return cli_predict(argc - 1, argv + 1);
+    if (strcmp(command, "plot") == 0)
+        return cli_plot(argc - 1, argv + 1);
+    if (strcmp(command, "info") == 0)
+        return cli_info(argc - 1, argv + 1);
     if (command[0] == '-')
         return cli_usage_error(NULL, "unknown option '%s' (flags go after the command)", command);
     return cli_usage_error(NULL, "unknown command '%s'", command);

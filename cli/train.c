@@ -1,10 +1,14 @@
 /* train.c — `cnnc train`: the seed's Fashion-MNIST job. Parses and checks every flag, loads the
  * data and checks the output folders before any work, then trains epoch by epoch with a test
- * pass after each, prints progress, writes a metrics line per epoch, at the end saves the model
- * and draws the result picture. The numerics live in the library; this file only drives them
- * and reports. Reporting (epoch lines, metrics file) is in train_report.c. */
+ * pass after each, shows progress, writes a metrics line per epoch, at the end saves the model
+ * and draws the result picture and the training curves. The numerics live in the library; this
+ * file only drives them and reports. Reporting (epoch lines, metrics file) is in
+ * train_report.c, the progress bar and plain lines in progress.c, the curves in
+ * train_curves.c, checkpoints and resume in train_checkpoint.c, SIGINT/SIGTERM in
+ * train_signals.c. */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +32,11 @@ enum {
     OPT_SAVE,
     OPT_RESULT_IMAGE,
     OPT_METRICS_FILE,
+    OPT_CHECKPOINT_DIR,
+    OPT_SAVE_EVERY,
+    OPT_KEEP,
+    OPT_RESUME,
+    OPT_PLOT,
 };
 
 static const struct option train_options[] = {
@@ -46,6 +55,13 @@ static const struct option train_options[] = {
     {"save", required_argument, NULL, OPT_SAVE},
     {"result-image", required_argument, NULL, OPT_RESULT_IMAGE},
     {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
+    {"checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR},
+    {"save-every", required_argument, NULL, OPT_SAVE_EVERY},
+    {"keep", required_argument, NULL, OPT_KEEP},
+    {"resume", required_argument, NULL, OPT_RESUME},
+    {"plot", required_argument, NULL, OPT_PLOT},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -70,7 +86,9 @@ void cli_train_help(FILE *out)
             "  --threads N          worker threads, 1..1024; never changes results\n"
             "                       (default: the CPUs this process may use, shared with\n"
             "                       the other processes on the host; here %d)\n"
-            "  --log-steps N        print the loss every N steps, >= 1 (default: 20)\n"
+            "  --log-steps N        print the loss every N steps, >= 1, when the output is\n"
+            "                       not a terminal (a terminal shows a live bar instead)\n"
+            "                       (default: 20)\n"
             "  --metrics-debug      print where each epoch's time went (default: off)\n"
             "  --seed N             initialisation and shuffling, 0..2^64-1 (default: 1)\n"
             "  --train-samples N    use only the first N training images, 0 = all\n"
@@ -80,14 +98,34 @@ void cli_train_help(FILE *out)
             "                       (default: not saved)\n"
             "  --result-image FILE  PNG of the first 25 test images with their predictions;\n"
             "                       'none' or '' skips it (default: test_result.png)\n"
-            "  --metrics-file FILE  one JSON object per epoch, JSON Lines (default: none)\n"
+            "  --metrics-file FILE  one JSON object per epoch, JSON Lines; a resumed run\n"
+            "                       appends to it (default: none)\n"
+            "  --checkpoint-dir DIR save training checkpoints in DIR, created if missing,\n"
+            "                       as checkpoint-epoch-NNNN.safetensors (default: none)\n"
+            "  --save-every N       checkpoint every N epochs and after the last one,\n"
+            "                       1..100000 (default: 1)\n"
+            "  --keep K             keep the newest K checkpoints in DIR, 1..100000\n"
+            "                       (default: 3)\n"
+            "  --resume FILE|DIR    continue the run saved in FILE, or in the newest\n"
+            "                       checkpoint of DIR (then also --checkpoint-dir); the\n"
+            "                       settings that define the math come from it, a different\n"
+            "                       one given here is refused (default: a fresh run)\n"
+            "  --plot FILE          PNG of the loss and accuracy curves, written at the end;\n"
+            "                       'none' or '' skips it (default: training_curves.png)\n"
+            "  -q, --quiet          print only errors, the last epoch's summary and the\n"
+            "                       total time (default: off)\n"
+            "  -v, --verbose        also print where each epoch's time went (default: off)\n"
             "  -h, --help           show this help and exit\n"
             "\n"
             "Steps per epoch: floor(floor(training images / num-cores) / batch-size), at\n"
             "least 1. Output folders are checked before training starts.\n"
+            "SIGINT or SIGTERM: the current step finishes, a checkpoint of that position is\n"
+            "saved (with --checkpoint-dir), and cnnc exits with status 130 or 143; a second\n"
+            "signal ends it at once, leaving the last whole checkpoint.\n"
             "\n"
             "Under mpirun or srun, P processes share the replicas (--num-cores a multiple of\n"
-            "P) and end with the weights one process would; rank 0 alone prints and writes.\n",
+            "P) and end with the weights one process would; rank 0 alone prints and writes\n"
+            "files, and a signal to any process stops them all after the same step.\n",
             CLI_DEFAULT_DATA_DIR, cli_default_threads());
 }
 
@@ -104,6 +142,10 @@ static void default_settings(train_settings *s)
         .log_steps = 20,
         .seed = 1,
         .result_image = "test_result.png",
+        .save_every = 1,
+        .keep = 3,
+        .plot_path = "training_curves.png",
+        .verbosity = PROGRESS_NORMAL,
     };
 }
 
@@ -134,6 +176,32 @@ static int parse_momentum(const char *text, float *out)
     return 0;
 }
 
+static int parse_path(const char *flag, const char *text, const char **out)
+{
+    if (text[0] == '\0') {
+        cli_usage_error("train", "%s: empty name", flag);
+        return -1;
+    }
+    *out = text;
+    return 0;
+}
+
+/* The TRAIN_GIVEN_* bit of an option, 0 for the others. */
+static unsigned given_bit(int c)
+{
+    switch (c) {
+    case OPT_BATCH_SIZE: return TRAIN_GIVEN_BATCH_SIZE;
+    case OPT_LEARNING_RATE: return TRAIN_GIVEN_LEARNING_RATE;
+    case OPT_MOMENTUM: return TRAIN_GIVEN_MOMENTUM;
+    case OPT_NUM_CORES: return TRAIN_GIVEN_NUM_CORES;
+    case OPT_SEED: return TRAIN_GIVEN_SEED;
+    case OPT_TRAIN_SAMPLES: return TRAIN_GIVEN_TRAIN_SAMPLES;
+    case OPT_SAVE_EVERY: return TRAIN_GIVEN_SAVE_EVERY;
+    case OPT_KEEP: return TRAIN_GIVEN_KEEP;
+    default: return 0;
+    }
+}
+
 /* Applies one parsed option; returns 0 or -1 after printing a usage error. */
 static int apply_option(train_settings *s, int c, const char *arg)
 {
@@ -160,6 +228,14 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_SAVE: s->save_path = optional_path(arg); return 0;
     case OPT_RESULT_IMAGE: s->result_image = optional_path(arg); return 0;
     case OPT_METRICS_FILE: s->metrics_path = optional_path(arg); return 0;
+    case OPT_CHECKPOINT_DIR: return parse_path("--checkpoint-dir", arg, &s->checkpoint_dir);
+    case OPT_SAVE_EVERY:
+        return cli_parse_int("train", "--save-every", arg, 1, 100000, &s->save_every);
+    case OPT_KEEP: return cli_parse_int("train", "--keep", arg, 1, 100000, &s->keep);
+    case OPT_RESUME: return parse_path("--resume", arg, &s->resume);
+    case OPT_PLOT: s->plot_path = optional_path(arg); return 0;
+    case 'q': s->verbosity = PROGRESS_QUIET; return 0;
+    case 'v': s->verbosity = PROGRESS_VERBOSE; return 0;
     default: return -1;
     }
 }
@@ -168,7 +244,7 @@ static int apply_option(train_settings *s, int c, const char *arg)
 static int parse_train_flags(int argc, char **argv, train_settings *s, int *help)
 {
     int c;
-    while ((c = getopt_long(argc, argv, ":h", train_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hqv", train_options, NULL)) != -1) {
         if (c == 'h') {
             *help = 1;
             return CLI_OK;
@@ -177,6 +253,7 @@ static int parse_train_flags(int argc, char **argv, train_settings *s, int *help
             return cli_option_error("train", train_options, argv, c);
         if (apply_option(s, c, optarg) != 0)
             return CLI_USAGE;
+        s->given |= given_bit(c);
     }
     return cli_no_positional("train", argc, argv, optind);
 }
@@ -188,15 +265,19 @@ static int same_path(const char *a, const char *b)
 
 static int check_outputs(const train_settings *s)
 {
+    const char *plot = s->plot_path;
     if (same_path(s->save_path, s->result_image) || same_path(s->save_path, s->metrics_path) ||
-        same_path(s->result_image, s->metrics_path))
-        return cli_usage_error("train", "--save, --result-image and --metrics-file must name "
-                                        "different files");
+        same_path(s->result_image, s->metrics_path) || same_path(plot, s->save_path) ||
+        same_path(plot, s->result_image) || same_path(plot, s->metrics_path))
+        return cli_usage_error("train", "--save, --result-image, --metrics-file and --plot must "
+                                        "name different files");
     if (s->save_path && cli_check_output_path("--save", s->save_path) != 0)
         return CLI_FAILURE;
     if (s->result_image && cli_check_output_path("--result-image", s->result_image) != 0)
         return CLI_FAILURE;
     if (s->metrics_path && cli_check_output_path("--metrics-file", s->metrics_path) != 0)
+        return CLI_FAILURE;
+    if (plot && cli_check_output_path("--plot", plot) != 0)
         return CLI_FAILURE;
     return CLI_OK;
 }
@@ -219,7 +300,7 @@ static int build_model(const train_settings *s, train_run *run)
     if (!run->model)
         return cli_library_error(&err, NULL);
     cn_model_init(run->model, s->seed);
-    cn_train_config cfg = {
+    run->config = (cn_train_config){
         .batch_size = s->batch_size,
         .num_replicas = s->num_cores,
         .threads = s->threads,
@@ -227,11 +308,13 @@ static int build_model(const train_settings *s, train_run *run)
         .momentum = s->momentum,
         .seed = s->seed,
     };
-    run->trainer =
-        cn_trainer_create_distributed(run->model, &cfg, cli_dist_comm(run->dist), &err);
+    run->trainer = cn_trainer_create_distributed(run->model, &run->config,
+                                                 cli_dist_comm(run->dist), &err);
     if (!run->trainer)
         return cli_library_error(&err, NULL);
     run->steps = cn_trainer_steps_per_epoch(run->trainer, &run->train);
+    if (!run->resume_path)
+        run->position = (cn_epoch_position){1, 0, 0};
     return CLI_OK;
 }
 
@@ -239,6 +322,8 @@ static int open_metrics_file(const train_settings *s, train_run *run)
 {
     if (!s->metrics_path)
         return CLI_OK;
+    if (run->resume_path)
+        return metrics_open_for_resume(s, run);
     run->metrics = fopen(s->metrics_path, "w");
     if (!run->metrics)
         return cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
@@ -254,6 +339,8 @@ static int prepare_run(const train_settings *s, train_run *run)
     int rc = check_one_step_fits(s, &run->train);
     if (rc == CLI_OK)
         rc = build_model(s, run);
+    if (rc == CLI_OK)
+        rc = checkpoints_prepare(s, run);
     if (rc != CLI_OK)
         return rc;
     run->predictions = calloc((size_t)run->test.count, 1);
@@ -264,9 +351,11 @@ static int prepare_run(const train_settings *s, train_run *run)
 
 static void free_run(train_run *run)
 {
+    checkpoints_close(run);
     if (run->metrics)
         fclose(run->metrics);
     free(run->predictions);
+    free(run->history);
     if (run->trainer)
         cn_trainer_free(run->trainer);
     if (run->model)
@@ -275,44 +364,95 @@ static void free_run(train_run *run)
     cn_dataset_free(&run->test);
 }
 
-static void print_step(void *ctx, int epoch, int step, int steps, float loss)
+static int stop_requested(void *ctx)
 {
-    const train_settings *s = ctx;
-    if (step % s->log_steps == 0)
-        printf("Epoch %d step %d/%d Loss=%.5f\n", epoch, step, steps, (double)loss);
+    (void)ctx;
+    return train_stop_signal() != 0;
 }
 
-static int run_epoch(const train_settings *s, train_run *run, int epoch, epoch_report *r)
+/* Trains from run->position to the end of its epoch, or until a signal asks to stop; then, for
+ * a complete epoch, tests the model. */
+static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
 {
     cn_error err = {{0}};
-    *r = (epoch_report){.epoch = epoch};
+    cn_epoch_position *pos = &run->position;
+    int first_step = pos->step;
+    *r = (epoch_report){.epoch = pos->epoch};
     double start = cli_seconds();
-    if (cn_trainer_epoch(run->trainer, &run->train, epoch, print_step, (void *)s, &r->train_loss,
-                         &r->phases, &err) != 0)
+    progress_epoch_begin(&run->progress, pos->epoch);
+    if (cn_trainer_run_epoch(run->trainer, &run->train, pos, progress_step, stop_requested,
+                             &run->progress, &r->phases, &err) != 0) {
+        progress_break(&run->progress);
         return cli_dist_library_error(run->dist, &err); /* every rank has the same error */
+    }
     double trained = cli_seconds();
-    printf("Finished training epoch %d\n", epoch);
-    if (cn_evaluate(run->trainer, &run->test, run->test.count, &r->test_loss, &r->test_accuracy,
-                    run->predictions, &err) != 0)
-        return cli_dist_library_error(run->dist, &err);
     r->train_seconds = trained - start;
+    r->train_samples = (long)(pos->step - first_step) * s->num_cores * s->batch_size;
+    if (pos->step < run->steps) {
+        progress_break(&run->progress);
+        return CLI_OK; /* stopped inside the epoch */
+    }
+    r->train_loss = (float)(pos->loss_sum / run->steps);
+    progress_epoch_trained(&run->progress, pos->epoch, run->steps);
+    if (cn_evaluate(run->trainer, &run->test, run->test.count, &r->test_loss, &r->test_accuracy,
+                    run->predictions, &err) != 0) {
+        progress_break(&run->progress);
+        return cli_dist_library_error(run->dist, &err);
+    }
     r->eval_seconds = cli_seconds() - trained;
-    r->train_samples = (long)run->steps * s->num_cores * s->batch_size;
     r->test_samples = run->test.count;
     return CLI_OK;
 }
 
+/* Saves where training stands and returns 128 + the signal, as a shell reports it. */
+static int stop_training(const train_settings *s, train_run *run)
+{
+    int sig = cli_dist_first(run->dist, train_stop_signal()); /* the signal one rank got */
+    printf("Stopped by %s at epoch %d, %d of %d steps done\n",
+           sig == SIGTERM ? "SIGTERM" : "SIGINT", run->position.epoch, run->position.step,
+           run->steps);
+    int rc = checkpoint_save(s, run);
+    if (rc == CLI_OK && !s->checkpoint_dir)
+        printf("No checkpoint saved (no --checkpoint-dir)\n");
+    return rc == CLI_OK ? 128 + sig : rc;
+}
+
+static int checkpoint_after_epoch(const train_settings *s, train_run *run)
+{
+    int epoch = run->position.epoch;
+    if (epoch % s->save_every != 0 && epoch != s->num_epochs)
+        return CLI_OK;
+    return checkpoint_save(s, run);
+}
+
+/* After a complete epoch: its report, metrics line, curve point and checkpoint. */
+static int finish_epoch(const train_settings *s, train_run *run, const epoch_report *last)
+{
+    progress_epoch_report(&run->progress, last, s->metrics_debug);
+    if (run->metrics && write_metrics_line(run->metrics, last) != 0)
+        return cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
+    if (record_curves(run, last) != 0)
+        return cli_failure("out of memory for the training curves");
+    return checkpoint_after_epoch(s, run);
+}
+
+/* Every rank runs the same epochs: each ends with an agreement, so that a failure on any rank
+ * (rank 0 writing its metrics or checkpoint, say) or a signal stops all of them there. */
 static int train_epochs(const train_settings *s, train_run *run, epoch_report *last)
 {
-    for (int epoch = 1; epoch <= s->num_epochs; epoch++) {
-        int rc = run_epoch(s, run, epoch, last);
-        if (rc == CLI_OK)
-            print_epoch_report(last, s->metrics_debug);
-        if (rc == CLI_OK && run->metrics && write_metrics_line(run->metrics, last) != 0)
-            rc = cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
+    while (run->position.epoch <= s->num_epochs) {
+        int rc = run_epoch(s, run, last);
+        int stopped = rc == CLI_OK && run->position.step < run->steps;
+        if (rc == CLI_OK && !stopped)
+            rc = finish_epoch(s, run, last);
         rc = cli_dist_agree(run->dist, rc); /* a failure on any rank stops them all here */
         if (rc != CLI_OK)
             return rc;
+        if (stopped)
+            return stop_training(s, run);
+        if (run->position.epoch < s->num_epochs && cli_dist_first(run->dist, train_stop_signal()))
+            return stop_training(s, run);
+        run->position = (cn_epoch_position){run->position.epoch + 1, 0, 0};
     }
     return CLI_OK;
 }
@@ -324,7 +464,8 @@ static int save_model(const train_settings *s, train_run *run)
         return CLI_OK;
     if (cn_model_save(run->model, s->save_path, &err) != 0)
         return cli_library_error(&err, s->save_path);
-    printf("Saved model to %s\n", s->save_path);
+    if (progress_shows(&run->progress, PROGRESS_NORMAL))
+        printf("Saved model to %s\n", s->save_path);
     return CLI_OK;
 }
 
@@ -343,15 +484,22 @@ static int draw_result_picture(const train_settings *s, const train_run *run,
     if (cn_result_picture(s->result_image, run->test.pixels, run->test.labels, run->predictions,
                           n, rows, cols, title, &err) != 0)
         return cli_library_error(&err, s->result_image);
-    printf("Saved result picture to %s\n", s->result_image);
+    if (progress_shows(&run->progress, PROGRESS_NORMAL))
+        printf("Saved result picture to %s\n", s->result_image);
     return CLI_OK;
 }
 
 static int train_and_finish(const train_settings *s, train_run *run)
 {
     epoch_report last;
-    print_settings_line(s, run);
+    progress_init(&run->progress, stdout, s->verbosity, s->log_steps, s->num_epochs,
+                  (long)s->num_cores * s->batch_size);
+    if (cli_dist_launched(run->dist)) /* mpirun's pseudo-terminal, even into a file: lines */
+        run->progress.live = 0;
+    if (progress_shows(&run->progress, PROGRESS_NORMAL))
+        print_settings_line(s, run);
     double start = cli_seconds();
+    train_signals_install();
     int rc = train_epochs(s, run, &last);
     if (rc != CLI_OK)
         return rc;
@@ -359,11 +507,21 @@ static int train_and_finish(const train_settings *s, train_run *run)
     rc = save_model(s, run);
     if (rc == CLI_OK)
         rc = draw_result_picture(s, run, &last);
+    if (rc == CLI_OK)
+        rc = draw_training_curves(s, run);
     return rc;
 }
 
-/* What each process does on its own before training: flags, checks, data, model. Returns
- * CLI_DONE after --help. */
+int cli_train_check_flags(int argc, char **argv)
+{
+    train_settings s;
+    int help = 0;
+    default_settings(&s);
+    return parse_train_flags(argc, argv, &s, &help);
+}
+
+/* What each process does on its own before training: flags, checks, checkpoint, data, model.
+ * Returns CLI_DONE after --help. */
 static int set_up(train_settings *s, train_run *run, int argc, char **argv)
 {
     int help = 0;
@@ -377,9 +535,13 @@ static int set_up(train_settings *s, train_run *run, int argc, char **argv)
     }
     rc = cli_check_isa();
     if (rc == CLI_OK)
-        rc = train_dist_settings(run->dist, s);
+        rc = train_dist_outputs(run->dist, s);
     if (rc == CLI_OK)
         rc = check_outputs(s);
+    if (rc == CLI_OK)
+        rc = resume_read(s, run);
+    if (rc == CLI_OK)
+        rc = train_dist_replicas(run->dist, s);
     if (rc == CLI_OK)
         rc = prepare_run(s, run);
     return rc;
@@ -394,13 +556,14 @@ int cli_train(int argc, char **argv)
     if (rc != CLI_OK)
         return rc;
     train_settings s;
-    train_run run = {.dist = &dist};
+    train_run run = {.dist = &dist, .checkpoint_fd = -1};
     cli_dist_hold_errors(&dist); /* one message where every rank would say the same */
     rc = cli_dist_agree(&dist, set_up(&s, &run, argc, argv));
     if (rc == CLI_OK)
         rc = train_dist_check_same(&dist, &s, &run);
     if (rc == CLI_OK)
         rc = train_and_finish(&s, &run);
+    train_signals_restore();
     free_run(&run);
     return cli_dist_finish(&dist, rc);
 }

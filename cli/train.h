@@ -8,6 +8,7 @@
 
 #include "cnnc.h"
 #include "dist.h"
+#include "progress.h"
 
 /* What the flags asked for; fixed once parsed. */
 typedef struct {
@@ -26,7 +27,26 @@ typedef struct {
     const char *save_path;    /* NULL: not saved */
     const char *result_image; /* NULL: no picture */
     const char *metrics_path; /* NULL: no metrics file */
+    const char *checkpoint_dir; /* NULL: no checkpoints */
+    int save_every;           /* epochs between checkpoints (the last epoch is always saved) */
+    int keep;                 /* newest checkpoints kept in checkpoint_dir */
+    const char *resume;       /* checkpoint FILE or DIR to continue; NULL: a fresh run */
+    unsigned given;           /* TRAIN_GIVEN_* bits: flags given on the command line */
+    const char *plot_path;    /* NULL: no training curves */
+    progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
 } train_settings;
+
+/* Flags whose presence matters on resume: the math settings, and the checkpoint tuning. */
+enum {
+    TRAIN_GIVEN_BATCH_SIZE = 1u << 0,
+    TRAIN_GIVEN_LEARNING_RATE = 1u << 1,
+    TRAIN_GIVEN_MOMENTUM = 1u << 2,
+    TRAIN_GIVEN_NUM_CORES = 1u << 3,
+    TRAIN_GIVEN_SEED = 1u << 4,
+    TRAIN_GIVEN_TRAIN_SAMPLES = 1u << 5,
+    TRAIN_GIVEN_SAVE_EVERY = 1u << 6,
+    TRAIN_GIVEN_KEEP = 1u << 7,
+};
 
 /* What one training run owns. */
 typedef struct {
@@ -37,10 +57,22 @@ typedef struct {
     FILE *metrics;        /* open metrics file or NULL */
     uint8_t *predictions; /* [test.count], from the latest evaluation */
     int steps;            /* optimiser steps per epoch */
+    cn_train_config config;
+    cn_epoch_position position; /* where training stands */
+    /* Checkpoints and resume (train_checkpoint.c). */
+    cn_train_state state;         /* settings and position written into checkpoints */
+    char *resume_path;            /* the checkpoint file resumed from, or NULL */
+    cn_safetensors *resume_file;  /* that file, read, until its tensors are restored */
+    int checkpoint_fd;            /* the locked checkpoint folder, or -1 */
+    cn_epoch_position saved;      /* the newest position written or resumed from */
+    int have_saved;
+    progress progress;    /* what the terminal or log shows */
+    cn_epoch_metrics *history; /* [history_count] the epochs so far, for the curves */
+    int history_count, history_capacity;
 } train_run;
 
 /* The measurements of one epoch. */
-typedef struct {
+typedef struct epoch_report {
     int epoch;
     float train_loss;      /* mean step loss */
     double test_loss;      /* mean NLL over the test images */
@@ -58,5 +90,32 @@ void print_settings_line(const train_settings *s, const train_run *run);
 void print_epoch_report(const epoch_report *r, int metrics_debug);
 /* One JSON object on one line, flushed; returns -1 (errno set) when writing failed. */
 int write_metrics_line(FILE *f, const epoch_report *r);
+
+/* Checkpoints and resume (train_checkpoint.c); each returns a CLI_* status after printing
+ * what went wrong. In the order a run calls them: */
+/* Reads the --resume checkpoint: the math settings of s come from it (a differing one given on
+ * the command line is refused), and so do the start position and, for a folder, the default
+ * --checkpoint-dir. Checks the checkpoint flags either way. */
+int resume_read(train_settings *s, train_run *run);
+/* After the data and the trainer exist: checks the data against the checkpoint and restores the
+ * weights and momentum; opens, locks and tidies the checkpoint folder. */
+int checkpoints_prepare(const train_settings *s, train_run *run);
+/* Opens the metrics file of a resumed run for appending, dropping lines of epochs the
+ * checkpoint does not hold. */
+int metrics_open_for_resume(const train_settings *s, train_run *run);
+/* Writes a checkpoint of run->position into the checkpoint folder (when there is one and that
+ * position is not saved yet) and prunes the folder to --keep. */
+int checkpoint_save(const train_settings *s, train_run *run);
+void checkpoints_close(train_run *run);
+
+/* SIGINT and SIGTERM (train_signals.c): the first one sets a flag, a second one kills. */
+void train_signals_install(void);
+void train_signals_restore(void);
+/* The signal that asked training to stop, or 0. */
+int train_stop_signal(void);
+/* Keeps the epoch's losses and accuracy for the curves (train_curves.c); -1 when out of memory. */
+int record_curves(train_run *run, const epoch_report *r);
+/* Draws the recorded epochs to s->plot_path when it is set; returns a CLI status. */
+int draw_training_curves(const train_settings *s, const train_run *run);
 
 #endif /* CNNC_CLI_TRAIN_H */

@@ -1,7 +1,8 @@
 /* train_dist.c — what `cnnc train` checks and says when it runs as several processes: that the
- * replicas divide evenly among them, that only rank 0 writes files, that every rank has the same
- * settings, kernels and data as rank 0 (else the run would not be the one-process run it claims
- * to equal), and one line on how the run is spread. The training itself is the library's. */
+ * replicas divide evenly among them, that only rank 0 writes files and checkpoints, that every
+ * rank has the same settings, kernels, data and resumed state as rank 0 (else the run would not
+ * be the one-process run it claims to equal), and one line on how the run is spread. The
+ * training itself is the library's. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,15 +12,22 @@
 #include "cli.h"
 #include "train_dist.h"
 
-int train_dist_settings(const cli_dist *d, train_settings *s)
+int train_dist_outputs(const cli_dist *d, train_settings *s)
+{
+    if (cli_dist_rank(d) > 0) /* rank 0 alone writes files; its folders may be its own */
+        s->save_path = s->result_image = s->metrics_path = s->plot_path = NULL;
+    return CLI_OK;
+}
+
+int train_dist_replicas(const cli_dist *d, train_settings *s)
 {
     int size = cli_dist_size(d);
     if (s->num_cores % size != 0)
         return cli_usage_error("train", "--num-cores %d cannot be shared evenly among %d "
                                "processes: give a multiple of %d (each process runs the same "
                                "number of replicas)", s->num_cores, size, size);
-    if (cli_dist_rank(d) > 0) /* rank 0 alone writes files; its folders may be its own */
-        s->save_path = s->result_image = s->metrics_path = NULL;
+    if (cli_dist_rank(d) > 0)
+        s->checkpoint_dir = NULL;
     return CLI_OK;
 }
 
@@ -31,6 +39,7 @@ typedef struct {
     int32_t isa;
     int32_t train_count, test_count;
     uint32_t train_crc, test_crc;
+    uint32_t state_crc; /* weights, statistics, momentum and position the run starts from */
     char host[64];
 } fingerprint;
 
@@ -41,7 +50,23 @@ static uint32_t dataset_crc(const cn_dataset *ds)
     return (uint32_t)crc32_z(crc, ds->labels, (size_t)ds->count);
 }
 
-static fingerprint take_fingerprint(const train_settings *s, const train_run *run)
+/* The state a run starts from: every model tensor, the momentum and the position. */
+static uint32_t state_crc(train_run *run)
+{
+    cn_tensor_ref refs[64];
+    int count = cn_model_tensors(run->model, refs, 64);
+    uLong crc = crc32_z(0L, NULL, 0);
+    for (int i = 0; i < count && i < 64; i++) {
+        size_t n = refs[i].dtype == CN_I64 ? 8 : 4;
+        for (int d = 0; d < refs[i].ndim; d++) n *= (size_t)refs[i].shape[d];
+        crc = crc32_z(crc, refs[i].data, n);
+    }
+    size_t params = cn_model_num_params(run->model);
+    crc = crc32_z(crc, (const Bytef *)cn_trainer_momentum(run->trainer), params * sizeof(float));
+    return (uint32_t)crc32_z(crc, (const Bytef *)&run->position, sizeof run->position);
+}
+
+static fingerprint take_fingerprint(const train_settings *s, train_run *run)
 {
     fingerprint f = {
         .batch_size = s->batch_size, .num_cores = s->num_cores, .num_epochs = s->num_epochs,
@@ -49,6 +74,7 @@ static fingerprint take_fingerprint(const train_settings *s, const train_run *ru
         .momentum = s->momentum, .isa = (int32_t)cn_isa_active(),
         .train_count = run->train.count, .test_count = run->test.count,
         .train_crc = dataset_crc(&run->train), .test_crc = dataset_crc(&run->test),
+        .state_crc = state_crc(run),
     };
     gethostname(f.host, sizeof f.host - 1);
     return f;
@@ -89,6 +115,13 @@ static int compare(const fingerprint *zero, const fingerprint *k, int rank, int 
                         "files and --train-samples/--test-samples", rank, k->host, split);
         return CLI_FAILURE;
     }
+    if (k->state_crc != zero->state_crc) {
+        if (speak)
+            cli_failure("rank %d (on host %s) starts from another model state than rank 0: "
+                        "with --resume, every process must read the same checkpoint (a shared "
+                        "folder, or the same file on every host)", rank, k->host);
+        return CLI_FAILURE;
+    }
     return CLI_OK;
 }
 
@@ -113,7 +146,7 @@ static void print_spread(const cli_dist *d, const fingerprint *all)
     printf("\n");
 }
 
-int train_dist_check_same(cli_dist *d, const train_settings *s, const train_run *run)
+int train_dist_check_same(cli_dist *d, const train_settings *s, train_run *run)
 {
     const cn_comm *c = cli_dist_comm(d);
     if (!c)

@@ -6,12 +6,16 @@
 #include "dist.h"
 #include "train.h"
 
-/* --num-cores must be a multiple of the process count (else CLI_USAGE after a message); ranks
- * other than 0 are left no files to write. */
-int train_dist_settings(const cli_dist *d, train_settings *s);
-/* After every rank has loaded its data: compares each rank's settings, kernels and data with
- * rank 0's (rank 0 says what differs; the same status on every rank) and has rank 0 print how
- * the run is spread. Nothing to do for one process. */
-int train_dist_check_same(cli_dist *d, const train_settings *s, const train_run *run);
+/* Before the output folders are checked: ranks other than 0 are left no files to write (the
+ * model, picture, metrics and curves are rank 0's, at its paths on its host). */
+int train_dist_outputs(const cli_dist *d, train_settings *s);
+/* Once the settings are final (a resumed run takes them from its checkpoint): --num-cores must
+ * be a multiple of the process count (else CLI_USAGE after a message), and ranks other than 0
+ * are left no checkpoint folder (they still restore a resumed run's state). */
+int train_dist_replicas(const cli_dist *d, train_settings *s);
+/* After every rank has loaded its data and state: compares each rank's settings, kernels,
+ * data and (resumed) model state with rank 0's (rank 0 says what differs; the same status on
+ * every rank) and has rank 0 print how the run is spread. Nothing to do for one process. */
+int train_dist_check_same(cli_dist *d, const train_settings *s, train_run *run);
 
 #endif /* CNNC_CLI_TRAIN_DIST_H */

@@ -1,14 +1,15 @@
 /* checkpoint.c — a model's state_dict to and from a safetensors file, under PyTorch's names.
  * Loading checks the whole file against the model (names, dtypes, shapes, finite values) before
  * it copies anything, so a refused file leaves the model as it was. It does not restore
- * optimizer.* tensors (they are tolerated, not read) nor convert dtypes or shapes. */
+ * optimizer.* tensors (they are tolerated, not read; train_checkpoint.c reads them) nor convert
+ * dtypes or shapes. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cnnc.h"
+#include "checkpoint.h"
 
 static const char *dtype_name(cn_dtype dtype)
 {
@@ -46,8 +47,7 @@ static int same_shape(const cn_tensor_ref *a, const cn_tensor_ref *b)
     return 1;
 }
 
-/* The model's state_dict references, malloc'd; *count gets how many. */
-static cn_tensor_ref *model_refs(cn_model *m, int *count, const char *path, cn_error *err)
+cn_tensor_ref *cn_state_refs(cn_model *m, int *count, const char *path, cn_error *err)
 {
     int n = cn_model_tensors(m, NULL, 0);
     cn_tensor_ref *refs = calloc(n > 0 ? (size_t)n : 1, sizeof *refs);
@@ -63,7 +63,7 @@ int cn_model_save(cn_model *m, const char *path, cn_error *err)
 {
     static const char *const meta[] = {"cnnc_version", CN_VERSION};
     int n = 0;
-    cn_tensor_ref *refs = model_refs(m, &n, path, err);
+    cn_tensor_ref *refs = cn_state_refs(m, &n, path, err);
     if (!refs) return -1;
     int rc = cn_safetensors_write(path, refs, n, meta, 1, err);
     free(refs);
@@ -82,8 +82,8 @@ static int all_finite(const cn_tensor_ref *t)
     return 1;
 }
 
-static int check_expected(const cn_safetensors *f, const cn_tensor_ref *want, const char *path,
-                          cn_error *err)
+int cn_check_expected_tensor(const cn_safetensors *f, const cn_tensor_ref *want,
+                             const char *path, cn_error *err)
 {
     const cn_tensor_ref *got = cn_safetensors_get(f, want->name);
     char a[128], b[128];
@@ -118,15 +118,15 @@ static int check_extras(const cn_safetensors *f, const cn_tensor_ref *refs, int 
     return 0;
 }
 
-static int check_file(const cn_safetensors *f, const cn_tensor_ref *refs, int n,
-                      const char *path, cn_error *err)
+int cn_check_model_tensors(const cn_safetensors *f, const cn_tensor_ref *refs, int n,
+                           const char *path, cn_error *err)
 {
     for (int i = 0; i < n; i++)
-        if (check_expected(f, &refs[i], path, err) != 0) return -1;
+        if (cn_check_expected_tensor(f, &refs[i], path, err) != 0) return -1;
     return check_extras(f, refs, n, path, err);
 }
 
-static void copy_into_model(const cn_safetensors *f, const cn_tensor_ref *refs, int n)
+void cn_copy_tensors(const cn_safetensors *f, const cn_tensor_ref *refs, int n)
 {
     for (int i = 0; i < n; i++) {
         const cn_tensor_ref *got = cn_safetensors_get(f, refs[i].name);
@@ -135,9 +135,7 @@ static void copy_into_model(const cn_safetensors *f, const cn_tensor_ref *refs, 
     }
 }
 
-/* Replaces control characters (a tensor name from the file may hold them) so the message stays
- * one line. */
-static void keep_one_line(cn_error *err)
+void cn_keep_one_line(cn_error *err)
 {
     if (!err) return;
     for (char *c = err->msg; *c; c++)
@@ -149,10 +147,10 @@ int cn_model_load(cn_model *m, const char *path, cn_error *err)
     cn_safetensors *f = cn_safetensors_read(path, err);
     if (!f) return -1;
     int n = 0;
-    cn_tensor_ref *refs = model_refs(m, &n, path, err);
-    int rc = refs ? check_file(f, refs, n, path, err) : -1;
-    if (rc == 0) copy_into_model(f, refs, n);
-    else keep_one_line(err);
+    cn_tensor_ref *refs = cn_state_refs(m, &n, path, err);
+    int rc = refs ? cn_check_model_tensors(f, refs, n, path, err) : -1;
+    if (rc == 0) cn_copy_tensors(f, refs, n);
+    else cn_keep_one_line(err);
     free(refs);
     cn_safetensors_free(f);
     return rc;

@@ -62,16 +62,16 @@ int cn_exchange_init(cn_exchange *x, const cn_comm *comm, int replicas, size_t n
                        .bn_channels = bn_channels};
     x->record = num_params + 2 * (size_t)bn_channels + 1;
     x->blocks = calloc((size_t)replicas * x->record, sizeof *x->blocks);
-    x->ready = calloc((size_t)comm->size, 1);
-    return x->blocks && x->ready ? 0 : -1;
+    x->flags = calloc((size_t)comm->size, 1);
+    return x->blocks && x->flags ? 0 : -1;
 }
 
 void cn_exchange_free(cn_exchange *x)
 {
     free(x->blocks);
-    free(x->ready);
+    free(x->flags);
     x->blocks = NULL;
-    x->ready = NULL;
+    x->flags = NULL;
 }
 
 static float *record_of(const cn_exchange *x, int replica)
@@ -92,7 +92,16 @@ void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss,
 
 int cn_exchange_wait(cn_exchange *x, cn_error *err)
 {
-    return x->comm->allgather(x->comm->ctx, x->ready, 1, err);
+    return x->comm->allgather(x->comm->ctx, x->flags, 1, err);
+}
+
+int cn_exchange_any(cn_exchange *x, int flag, int *any, cn_error *err)
+{
+    x->flags[x->comm->rank] = flag != 0;
+    if (x->comm->allgather(x->comm->ctx, x->flags, 1, err)) return -1;
+    *any = 0;
+    for (int p = 0; p < x->comm->size; p++) *any |= x->flags[p];
+    return 0;
 }
 
 int cn_exchange_run(cn_exchange *x, cn_error *err)

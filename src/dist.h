@@ -27,7 +27,7 @@ typedef struct {
     int bn_channels;
     size_t record;      /* floats per replica: dparams, bn_mean, bn_var, loss */
     float *blocks;      /* [size][local][record]: rank p's block holds replicas p*local... */
-    unsigned char *ready; /* [size] one byte per rank for cn_exchange_wait */
+    unsigned char *flags; /* [size] one byte per rank: cn_exchange_wait, cn_exchange_any */
 } cn_exchange;
 
 /* For a distributed comm and replicas a multiple of its size; -1 when out of memory. */
@@ -40,6 +40,8 @@ void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss,
 /* Returns when every rank has reached it (a one-byte allgather): what comes after it measures
  * the exchange alone, without the wait for the slowest rank. */
 int cn_exchange_wait(cn_exchange *x, cn_error *err);
+/* *any = whether flag is set on any rank (a one-byte allgather; nothing allocated). */
+int cn_exchange_any(cn_exchange *x, int flag, int *any, cn_error *err);
 /* Once every local replica is put: every rank gets every rank's block. */
 int cn_exchange_run(cn_exchange *x, cn_error *err);
 /* Replica r's results (0..R-1), as of the last cn_exchange_run. */

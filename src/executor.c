@@ -1,6 +1,7 @@
 /* executor.c — plans and runs the layers of a model over one batch (see executor.h). The
- * gradient of every parameter is summed over samples in sample order, and the chunk sizes
- * depend only on the model and the batch size, so results never depend on threads. */
+ * gradient of every parameter is summed over the samples of a chunk in sample order, then over
+ * the chunks in chunk order, and the chunk sizes depend only on the model and the batch size,
+ * so results never depend on threads. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,10 +66,23 @@ static int segment_chunk(const cn_plan *p, int first, int last)
     return chunk < 1 ? 1 : chunk > (size_t)p->batch ? p->batch : (int)chunk;
 }
 
+/* The parameters that layers first..last own: one contiguous range (layers own theirs in order). */
+static void segment_params(const cn_model *m, cn_segment *s)
+{
+    s->param_begin = s->param_end = 0;
+    for (int i = s->first; i <= s->last; i++) {
+        const cn_layer *l = &m->layers[i];
+        if (!cn_layer_has_params(l)) continue;
+        if (s->param_end == 0) s->param_begin = l->weight;
+        s->param_end = l->bias + (size_t)l->out_c;
+    }
+}
+
 static void plan_segments(cn_plan *p)
 {
     const cn_model *m = p->m;
     p->num_segments = 0;
+    p->partial_floats = 0;
     for (int i = 0; i < m->num_layers;) {
         cn_segment *s = &p->segments[p->num_segments++];
         s->first = i;
@@ -77,6 +91,11 @@ static void plan_segments(cn_plan *p)
             while (i + 1 < m->num_layers && m->layers[i + 1].kind != CN_BATCHNORM2D) i++;
         s->last = i++;
         s->chunk = s->batch_op ? p->batch : segment_chunk(p, s->first, s->last);
+        s->num_chunks = (p->batch + s->chunk - 1) / s->chunk;
+        segment_params(m, s);
+        s->partial = p->partial_floats;
+        if (s->num_chunks > 1)
+            p->partial_floats += (size_t)s->num_chunks * (s->param_end - s->param_begin);
         for (int l = s->first; l <= s->last; l++) p->rows[l] = s->chunk;
     }
 }
@@ -141,6 +160,7 @@ static size_t carve(const cn_plan *p, cn_workspace *w, float *base)
     w->bn_var = TAKE((size_t)p->bn_channels);
     w->col = TAKE(p->col_floats);
     w->dparams = TAKE(m->num_params);
+    w->partials = TAKE(p->partial_floats);
     for (int i = 0; i < m->num_layers; i++) {
         const cn_layer *l = &m->layers[i];
         size_t size = (size_t)cn_layer_out_size(l);
@@ -191,15 +211,16 @@ void cn_workspace_free(cn_workspace *w)
 
 /* ------------------------------------------------------------------ running */
 
-/* Where layer i's tensors for samples first.. are: kept buffers are indexed by sample,
- * transient ones restart at 0 for every pass. */
+/* Where layer i's tensors for samples first.. are: kept buffers are w's, indexed by sample;
+ * transient ones are the scratch workspace's and restart at 0 for every pass. */
 typedef struct {
     const float *x;
     float *y, *dx, *dy;
     int32_t *argmax;
 } layer_io;
 
-static layer_io io_at(const cn_plan *p, const cn_workspace *w, int i, int first)
+static layer_io io_at(const cn_plan *p, const cn_workspace *w, const cn_workspace *s, int i,
+                      int first)
 {
     const cn_layer *l = &p->m->layers[i];
     size_t in = (size_t)cn_layer_in_size(l), out = (size_t)cn_layer_out_size(l);
@@ -209,26 +230,29 @@ static layer_io io_at(const cn_plan *p, const cn_workspace *w, int i, int first)
     if (i == 0)
         io.x = w->input + (size_t)first * in;
     else {
-        io.x = w->out[i - 1] + (p->keep_out[i - 1] ? (size_t)first : 0) * in;
-        io.dx = w->grad[i - 1] + (p->keep_grad[i - 1] ? (size_t)first : 0) * in;
+        int kept_in = p->keep_out[i - 1], kept_din = p->keep_grad[i - 1];
+        io.x = (kept_in ? w : s)->out[i - 1] + (kept_in ? (size_t)first : 0) * in;
+        if ((kept_din ? w : s)->grad[i - 1])
+            io.dx = (kept_din ? w : s)->grad[i - 1] + (kept_din ? (size_t)first : 0) * in;
     }
-    io.y = w->out[i] + at_out * out;
-    io.dy = w->grad[i] + at_grad * out;
+    io.y = (p->keep_out[i] ? w : s)->out[i] + at_out * out;
+    io.dy = (p->keep_grad[i] ? w : s)->grad[i] + at_grad * out;
     io.argmax = w->argmax[i] ? w->argmax[i] + (size_t)first * out : NULL;
     return io;
 }
 
-static void layer_forward(const cn_plan *p, cn_workspace *w, int i, int first, int n, int training)
+static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
+                          int n, int training)
 {
     const cn_model *m = p->m;
     const cn_layer *l = &m->layers[i];
     const float *prm = m->params;
-    layer_io io = io_at(p, w, i, first);
+    layer_io io = io_at(p, w, s, i, first);
     int HW = l->out_h * l->out_w, bc = l->bn_channels;
     switch (l->kind) {
     case CN_CONV2D:
         cn_conv2d_forward(io.y, io.x, prm + l->weight, prm + l->bias, n, l->in_c, l->in_h,
-                          l->in_w, l->out_c, l->kernel, w->col);
+                          l->in_w, l->out_c, l->kernel, s->col);
         break;
     case CN_MAXPOOL2D:
         cn_maxpool2d_forward(io.y, io.argmax, io.x, n, l->in_c, l->in_h, l->in_w, l->kernel);
@@ -257,26 +281,27 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, int i, int first, i
     }
 }
 
-static void layer_backward(const cn_plan *p, cn_workspace *w, int i, int first, int n)
+/* dp + l->weight - shift is where this pass adds the gradient of layer i's weight. */
+static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
+                           int n, float *dp, size_t shift)
 {
     const cn_model *m = p->m;
     const cn_layer *l = &m->layers[i];
     const float *prm = m->params;
-    float *dp = w->dparams;
-    layer_io io = io_at(p, w, i, first);
+    layer_io io = io_at(p, w, s, i, first);
+    float *dw = dp + (l->weight - shift), *db = dp + (l->bias - shift);
     int HW = l->out_h * l->out_w, bc = l->bn_channels;
     switch (l->kind) {
     case CN_CONV2D:
-        cn_conv2d_backward(io.dx, dp + l->weight, dp + l->bias, io.dy, io.x, prm + l->weight, n,
-                           l->in_c, l->in_h, l->in_w, l->out_c, l->kernel, w->col);
+        cn_conv2d_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c, l->in_h,
+                           l->in_w, l->out_c, l->kernel, s->col);
         break;
     case CN_LINEAR:
-        cn_linear_backward(io.dx, dp + l->weight, dp + l->bias, io.dy, io.x, prm + l->weight, n,
-                           l->in_c, l->out_c);
+        cn_linear_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c, l->out_c);
         break;
     case CN_BATCHNORM2D:
-        cn_batchnorm2d_backward(io.dx, dp + l->weight, dp + l->bias, io.dy, io.x, w->bn_mean + bc,
-                                w->bn_invstd + bc, prm + l->weight, n, l->out_c, HW);
+        cn_batchnorm2d_backward(io.dx, dw, db, io.dy, io.x, w->bn_mean + bc, w->bn_invstd + bc,
+                                prm + l->weight, n, l->out_c, HW);
         break;
     case CN_MAXPOOL2D:
         if (io.dx)
@@ -302,36 +327,77 @@ static void clock_layer(double *total, double *mark, int timed)
     *mark = now;
 }
 
+int cn_segment_chunks(const cn_plan *p, int seg, int count)
+{
+    int chunk = p->segments[seg].chunk;
+    return (count + chunk - 1) / chunk;
+}
+
+void cn_forward_chunk(const cn_plan *p, cn_workspace *w, cn_workspace *scratch, int seg,
+                      int chunk, int count, int training)
+{
+    const cn_segment *sg = &p->segments[seg];
+    int first = chunk * sg->chunk, n = count - first < sg->chunk ? count - first : sg->chunk;
+    double mark = training ? cn_seconds() : 0;
+    for (int i = sg->first; i <= sg->last; i++) {
+        layer_forward(p, w, scratch, i, first, n, training);
+        clock_layer(&scratch->layer_forward[i], &mark, training);
+    }
+}
+
 void cn_forward(const cn_plan *p, cn_workspace *w, int count, int training)
 {
-    double mark = training ? cn_seconds() : 0;
-    for (int s = 0; s < p->num_segments; s++) {
-        const cn_segment *seg = &p->segments[s];
-        for (int first = 0; first < count; first += seg->chunk) {
-            int n = count - first < seg->chunk ? count - first : seg->chunk;
-            for (int i = seg->first; i <= seg->last; i++) {
-                layer_forward(p, w, i, first, n, training);
-                clock_layer(&w->layer_forward[i], &mark, training);
-            }
-        }
+    for (int s = 0; s < p->num_segments; s++)
+        for (int c = 0; c < cn_segment_chunks(p, s, count); c++)
+            cn_forward_chunk(p, w, w, s, c, count, training);
+}
+
+void cn_backward_start(const cn_plan *p, cn_workspace *w)
+{
+    const cn_model *m = p->m;
+    int last = m->num_layers - 1;
+    memset(w->dparams, 0, m->num_params * sizeof *w->dparams);
+    memset(w->partials, 0, p->partial_floats * sizeof *w->partials);
+    cn_nll_backward(w->grad[last], w->labels, p->batch, m->layers[last].out_c);
+}
+
+void cn_backward_chunk(const cn_plan *p, cn_workspace *w, cn_workspace *scratch, int seg,
+                       int chunk)
+{
+    const cn_segment *sg = &p->segments[seg];
+    int first = chunk * sg->chunk, n = p->batch - first < sg->chunk ? p->batch - first : sg->chunk;
+    /* one chunk: straight into dparams, which is what adding its sum to zeros would give */
+    float *dp = w->dparams;
+    size_t shift = 0;
+    if (sg->num_chunks > 1) {
+        size_t size = sg->param_end - sg->param_begin;
+        dp = w->partials + sg->partial + (size_t)chunk * size;
+        shift = sg->param_begin;
+    }
+    double mark = cn_seconds();
+    for (int i = sg->last; i >= sg->first; i--) {
+        layer_backward(p, w, scratch, i, first, n, dp, shift);
+        clock_layer(&scratch->layer_backward[i], &mark, 1);
+    }
+}
+
+void cn_backward_segment_done(const cn_plan *p, cn_workspace *w, int seg)
+{
+    const cn_segment *sg = &p->segments[seg];
+    if (sg->num_chunks < 2) return;
+    size_t size = sg->param_end - sg->param_begin;
+    float *d = w->dparams + sg->param_begin;
+    for (int c = 0; c < sg->num_chunks; c++) {
+        const float *part = w->partials + sg->partial + (size_t)c * size;
+        for (size_t j = 0; j < size; j++) d[j] += part[j];
     }
 }
 
 void cn_backward(const cn_plan *p, cn_workspace *w)
 {
-    const cn_model *m = p->m;
-    int last = m->num_layers - 1, B = p->batch;
-    memset(w->dparams, 0, m->num_params * sizeof *w->dparams);
-    cn_nll_backward(w->grad[last], w->labels, B, m->layers[last].out_c);
-    double mark = cn_seconds();
+    cn_backward_start(p, w);
     for (int s = p->num_segments - 1; s >= 0; s--) {
-        const cn_segment *seg = &p->segments[s];
-        for (int first = 0; first < B; first += seg->chunk) {
-            int n = B - first < seg->chunk ? B - first : seg->chunk;
-            for (int i = seg->last; i >= seg->first; i--) {
-                layer_backward(p, w, i, first, n);
-                clock_layer(&w->layer_backward[i], &mark, 1);
-            }
-        }
+        for (int c = 0; c < p->segments[s].num_chunks; c++) cn_backward_chunk(p, w, w, s, c);
+        cn_backward_segment_done(p, w, s);
     }
 }

@@ -13,6 +13,9 @@ typedef struct {
     int first, last; /* layers first..last */
     int batch_op;    /* 1: one BatchNorm layer, run on the whole batch at once */
     int chunk;       /* samples per pass through the segment */
+    int num_chunks;  /* passes over the whole batch */
+    size_t param_begin, param_end; /* the parameters its layers own */
+    size_t partial;  /* where its per-chunk gradients start in cn_workspace.partials */
 } cn_segment;
 
 typedef struct {
@@ -24,6 +27,7 @@ typedef struct {
     unsigned char *keep_grad; /* [L] 1: so is the gradient of that output */
     int *rows;                /* [L] samples its transient buffers hold (its segment's chunk) */
     size_t col_floats;        /* im2col scratch */
+    size_t partial_floats;    /* per-chunk gradients of the segments with several chunks */
     int bn_channels;          /* all BatchNorm channels */
 } cn_plan;
 
@@ -36,6 +40,7 @@ typedef struct {
     float *bn_mean, *bn_invstd, *bn_var; /* [bn_channels] batch statistics of the last pass */
     float *col;        /* im2col scratch */
     float *dparams;    /* [num_params] gradient of the last backward pass */
+    float *partials;   /* [partial_floats] each chunk's share of dparams, summed in chunk order */
     double *layer_forward, *layer_backward; /* per layer: seconds in training passes */
     void *block;
 } cn_workspace;
@@ -49,7 +54,21 @@ void cn_workspace_free(cn_workspace *w);
  * log-probabilities end in w->out[last], [count, classes]. */
 void cn_forward(const cn_plan *p, cn_workspace *w, int count, int training);
 /* After a training forward of the whole batch: w->dparams = gradient of the mean NLL of
- * w->labels. */
+ * w->labels. The gradient of a segment with several chunks is summed per chunk, and the chunk
+ * sums are added in chunk order, so the chunks may run on different threads. */
 void cn_backward(const cn_plan *p, cn_workspace *w);
+
+/* The same passes piece by piece, for running the chunks of one batch on several threads.
+ * w holds the batch (inputs, kept tensors, gradients); scratch holds the transient buffers and
+ * the patch scratch of the thread that runs the chunk (w itself when one thread runs it all);
+ * timings go to scratch. Chunks of one segment are independent; segments run in order, and
+ * cn_backward_segment_done must follow the last backward chunk of a segment. */
+int cn_segment_chunks(const cn_plan *p, int seg, int count);
+void cn_forward_chunk(const cn_plan *p, cn_workspace *w, cn_workspace *scratch, int seg,
+                      int chunk, int count, int training);
+void cn_backward_start(const cn_plan *p, cn_workspace *w);
+void cn_backward_chunk(const cn_plan *p, cn_workspace *w, cn_workspace *scratch, int seg,
+                       int chunk);
+void cn_backward_segment_done(const cn_plan *p, cn_workspace *w, int seg);
 
 #endif /* CN_EXECUTOR_H */

@@ -23,9 +23,8 @@ static inline v4f pick_f(v4i mask, v4f yes, v4f no) { return (v4f)pick_i(mask, (
 static inline void pool2_lanes(float *y, int32_t *where, v4f t0, v4f t1, v4f u0, v4f u1, v4i at,
                                int W)
 {
-    const v4i even = {0, 2, 4, 6}, odd = {1, 3, 5, 7};
-    v4f a = __builtin_shuffle(t0, t1, even), b = __builtin_shuffle(t0, t1, odd);
-    v4f c = __builtin_shuffle(u0, u1, even), d = __builtin_shuffle(u0, u1, odd);
+    v4f a = __builtin_shufflevector(t0, t1, 0, 2, 4, 6), b = __builtin_shufflevector(t0, t1, 1, 3, 5, 7);
+    v4f c = __builtin_shufflevector(u0, u1, 0, 2, 4, 6), d = __builtin_shufflevector(u0, u1, 1, 3, 5, 7);
     v4i left_low = c > a, right_low = d > b;
     v4f left = pick_f(left_low, c, a), right = pick_f(right_low, d, b);
     v4i take_right = (right > left) | ((right == left) & left_low & ~right_low);

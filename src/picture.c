@@ -3,16 +3,9 @@
  * as an opaque PNG that appears whole or not at all.
  * It does not choose which images to show, compute accuracy or compose the title: the caller
  * passes them. It uses cairo's toy text API (no pango), so text is one line, left to right. */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cairo.h>
-
-#include "cnnc.h"
+#include "draw.h"
 
 #define PIC_SIDE 28              /* input images are 28 x 28 */
 #define PIC_SCALE 4              /* each pixel becomes a 4 x 4 block: 112 px images */
@@ -26,7 +19,6 @@
 #define PIC_CELL_PAD 6           /* least space left and right of a caption */
 #define PIC_ROW_GAP 12           /* between an image and the next row's caption */
 #define PIC_MAX_SIDE 32767       /* cairo's largest image surface */
-#define PIC_FONT "DejaVu Sans"
 
 /* Pixel size of the whole picture. */
 typedef struct {
@@ -76,22 +68,6 @@ static int check_args(const char *path, const uint8_t *images, const uint8_t *la
     return 0;
 }
 
-/* Draws one line of text centred on center_x at the given baseline, in a smaller size when it
- * would be wider than max_w. */
-static void draw_text_fitted(cairo_t *cr, const char *text, double size, double center_x,
-                             double baseline, double max_w)
-{
-    cairo_text_extents_t ext;
-    cairo_set_font_size(cr, size);
-    cairo_text_extents(cr, text, &ext);
-    if (ext.x_advance > max_w && ext.x_advance > 0) {
-        cairo_set_font_size(cr, size * max_w / ext.x_advance);
-        cairo_text_extents(cr, text, &ext);
-    }
-    cairo_move_to(cr, center_x - ext.x_advance / 2, baseline);
-    cairo_show_text(cr, text);
-}
-
 /* Paints one 28 x 28 image scaled up with nearest-neighbour sampling at (x, y). Raw values are
  * shown as they are: 0 (Fashion-MNIST's background) black, 255 (the garment) white, as
  * matplotlib's grey colour map shows them. */
@@ -127,8 +103,8 @@ static cairo_status_t draw_image(cairo_t *cr, const uint8_t *img, double x, doub
 }
 
 /* Draws one grid cell (caption, then image) with its top-left corner at (x, y). */
-static cairo_status_t draw_cell(cairo_t *cr, const uint8_t *img, int label, int prediction, double x,
-                     double y)
+static cairo_status_t draw_cell(cairo_t *cr, const uint8_t *img, int label, int prediction,
+                                double x, double y)
 {
     char caption[128];
     snprintf(caption, sizeof caption, "Actual %s / Predicted %s", cn_class_names[label],
@@ -137,114 +113,44 @@ static cairo_status_t draw_cell(cairo_t *cr, const uint8_t *img, int label, int 
         cairo_set_source_rgb(cr, 0, 0, 0.8);
     else
         cairo_set_source_rgb(cr, 0.8, 0, 0);
-    draw_text_fitted(cr, caption, PIC_CAPTION_SIZE, x + PIC_CELL_W / 2.0,
-                     y + PIC_CAPTION_H - 7, PIC_CELL_W - 2 * PIC_CELL_PAD);
+    cn_draw_text(cr, caption, PIC_CAPTION_SIZE, x + PIC_CELL_W / 2.0, y + PIC_CAPTION_H - 7, 0.5,
+                 PIC_CELL_W - 2 * PIC_CELL_PAD);
     return draw_image(cr, img, x + (PIC_CELL_W - PIC_IMAGE) / 2.0, y + PIC_CAPTION_H);
 }
 
-/* Renders the whole picture onto cr. */
-static cairo_status_t draw_picture(cairo_t *cr, const pic_layout *lay, const uint8_t *images,
-                        const uint8_t *labels, const uint8_t *predictions, int rows, int cols,
-                        const char *title)
+/* What one picture shows. */
+typedef struct {
+    pic_layout lay;
+    const uint8_t *images, *labels, *predictions;
+    int rows, cols;
+    const char *title;
+} pic_job;
+
+/* Renders the whole picture onto cr (a cn_draw_fn). */
+static cairo_status_t draw_picture(cairo_t *cr, const void *ctx)
 {
-    cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_paint(cr);
-    cairo_select_font_face(cr, PIC_FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
+    const pic_job *job = ctx;
+    cairo_select_font_face(cr, CN_DRAW_FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
     cairo_set_source_rgb(cr, 0, 0, 0);
-    draw_text_fitted(cr, title ? title : "", PIC_TITLE_SIZE, lay->width / 2.0,
-                     PIC_MARGIN + PIC_TITLE_SIZE, lay->width - 2.0 * PIC_MARGIN);
-    cairo_select_font_face(cr, PIC_FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-    for (int i = 0; i < rows * cols; i++) {
-        double x = PIC_MARGIN + (double)(i % cols) * PIC_CELL_W;
-        double y = PIC_MARGIN + PIC_TITLE_H + (double)(i / cols) * (PIC_CAPTION_H + PIC_IMAGE +
-                                                                     PIC_ROW_GAP);
-        cairo_status_t st = draw_cell(cr, images + (size_t)i * PIC_SIDE * PIC_SIDE, labels[i],
-                                      predictions[i], x, y);
+    cn_draw_text(cr, job->title ? job->title : "", PIC_TITLE_SIZE, job->lay.width / 2.0,
+                 PIC_MARGIN + PIC_TITLE_SIZE, 0.5, job->lay.width - 2.0 * PIC_MARGIN);
+    cairo_select_font_face(cr, CN_DRAW_FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    for (int i = 0; i < job->rows * job->cols; i++) {
+        double x = PIC_MARGIN + (double)(i % job->cols) * PIC_CELL_W;
+        double y = PIC_MARGIN + PIC_TITLE_H + (double)(i / job->cols) * (PIC_CAPTION_H +
+                                                                          PIC_IMAGE + PIC_ROW_GAP);
+        cairo_status_t st = draw_cell(cr, job->images + (size_t)i * PIC_SIDE * PIC_SIDE,
+                                      job->labels[i], job->predictions[i], x, y);
         if (st != CAIRO_STATUS_SUCCESS) return st;
     }
     return cairo_status(cr);
-}
-
-/* Where the PNG stream goes: an open temporary file, and the first write error. */
-typedef struct {
-    FILE *f;
-    int error;
-} png_sink;
-
-static cairo_status_t png_write(void *closure, const unsigned char *data, unsigned int len)
-{
-    png_sink *sink = closure;
-    if (fwrite(data, 1, len, sink->f) != len) {
-        sink->error = errno ? errno : EIO;
-        return CAIRO_STATUS_WRITE_ERROR;
-    }
-    return CAIRO_STATUS_SUCCESS;
-}
-
-/* Streams the surface into the open temporary file and closes it; returns 0 or an errno-like
- * code (EIO when cairo fails without one). */
-static int write_png_file(cairo_surface_t *surface, FILE *f)
-{
-    png_sink sink = {f, 0};
-    errno = 0;
-    cairo_status_t st = cairo_surface_write_to_png_stream(surface, png_write, &sink);
-    int code = sink.error;
-    if (!code && st != CAIRO_STATUS_SUCCESS) code = EIO;
-    if (!code && fflush(f) != 0) code = errno ? errno : EIO;
-    if (!code && fsync(fileno(f)) != 0) code = errno;
-    if (fclose(f) != 0 && !code) code = errno ? errno : EIO;
-    return code;
-}
-
-/* Writes the surface to path through a temporary file in the same folder and a rename, so that
- * path holds either its old content or the whole new picture. */
-static int write_png_atomic(cairo_surface_t *surface, const char *path, cn_error *err)
-{
-    size_t len = strlen(path) + sizeof ".tmp.XXXXXX";
-    char *tmp = malloc(len);
-    if (!tmp) return cn_fail(err, "%s: cannot write picture: out of memory", path);
-    snprintf(tmp, len, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return cn_fail(err, "%s: cannot write picture: %s", path, strerror(e));
-    }
-    int code = 0;
-    FILE *f = NULL;
-    /* mkstemp makes the file private; a picture is for everyone to read. */
-    if (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "wb"))) {
-        code = errno;
-        close(fd);
-    }
-    if (!code) code = write_png_file(surface, f);
-    if (!code && rename(tmp, path) != 0) code = errno;
-    if (code) unlink(tmp);
-    free(tmp);
-    if (code) return cn_fail(err, "%s: cannot write picture: %s", path, strerror(code));
-    return 0;
 }
 
 int cn_result_picture(const char *path, const uint8_t *images, const uint8_t *labels,
                       const uint8_t *predictions, int n, int rows, int cols, const char *title,
                       cn_error *err)
 {
-    pic_layout lay = {0, 0};
-    if (check_args(path, images, labels, predictions, n, rows, cols, &lay, err)) return -1;
-    cairo_surface_t *surface =
-        cairo_image_surface_create(CAIRO_FORMAT_RGB24, lay.width, lay.height);
-    cairo_t *cr = cairo_create(surface);
-    int rc = -1;
-    cairo_status_t st = cairo_status(cr);
-    if (st == CAIRO_STATUS_SUCCESS)
-        st = draw_picture(cr, &lay, images, labels, predictions, rows, cols, title);
-    if (st != CAIRO_STATUS_SUCCESS)
-        cn_fail(err, "%s: cannot draw picture: %s", path, cairo_status_to_string(st));
-    else {
-        cairo_surface_flush(surface);
-        rc = write_png_atomic(surface, path, err);
-    }
-    cairo_destroy(cr);
-    cairo_surface_destroy(surface);
-    return rc;
+    pic_job job = {{0, 0}, images, labels, predictions, rows, cols, title};
+    if (check_args(path, images, labels, predictions, n, rows, cols, &job.lay, err)) return -1;
+    return cn_png_render(path, job.lay.width, job.lay.height, draw_picture, &job, err);
 }

@@ -1,7 +1,11 @@
 /* safetensors.c — cnnc's checkpoint format: an 8-byte little-endian header length, a JSON header
  * (Jansson) and the raw little-endian tensor bytes. Writing is atomic (temporary file in the same
  * folder, fsync, rename, fsync of the folder); reading loads the whole file and validates it
- * strictly before anything is handed out.
+ * strictly before anything is handed out. The temporary is named PATH.tmp.PID.N: it never ends
+ * in ".safetensors", so nothing that looks for checkpoints by name takes it for one.
+ * Test hook: with CNNC_TEST_STALL_WRITE=1 in the environment, a write stops half-way through its
+ * temporary (header and the first half of the tensors written), says so on stderr and waits to
+ * be killed; the tests use it to kill a process in the middle of a write.
  * It deliberately does not memory-map files, convert dtypes, read dtypes other than F32 and I64,
  * or run on big-endian hosts (tensor bytes are written and read as the host holds them). */
 #include <errno.h>
@@ -221,12 +225,28 @@ static int write_header(FILE *f, const char *json)
     return rc;
 }
 
+/* The test hook (see the top of this file): never returns. */
+static void stall_forever(FILE *f, const char *tmp)
+{
+    fflush(f);
+    fprintf(stderr, "cnnc: test hook CNNC_TEST_STALL_WRITE: stalled writing %s\n", tmp);
+    for (;;) pause();
+}
+
+static int stall_requested(void)
+{
+    const char *value = getenv("CNNC_TEST_STALL_WRITE");
+    return value && strcmp(value, "1") == 0;
+}
+
+/* stall_name: the temporary's name when the test hook is on, NULL otherwise. */
 static int write_contents(FILE *f, const char *json, const cn_tensor_ref *tensors,
-                          int num_tensors)
+                          int num_tensors, const char *stall_name)
 {
     int rc = write_header(f, json);
     for (int i = 0; rc == 0 && i < num_tensors; i++) {
         uint64_t bytes = 0;
+        if (stall_name && i == num_tensors / 2) stall_forever(f, stall_name);
         shape_bytes(tensors[i].shape, tensors[i].ndim, tensors[i].dtype, &bytes);
         rc = write_bytes(f, tensors[i].data, (size_t)bytes);
     }
@@ -248,9 +268,9 @@ static int create_temporary(const char *path, char *tmp, size_t cap)
     return -1;
 }
 
-/* Fills the open temporary and closes it. */
-static int fill_temporary(int fd, const char *json, const cn_tensor_ref *tensors,
-                          int num_tensors)
+/* Fills the open temporary (named tmp) and closes it. */
+static int fill_temporary(int fd, const char *tmp, const char *json,
+                          const cn_tensor_ref *tensors, int num_tensors)
 {
     FILE *f = fdopen(fd, "wb");
     if (!f) {
@@ -258,7 +278,7 @@ static int fill_temporary(int fd, const char *json, const cn_tensor_ref *tensors
         close(fd);
         return rc;
     }
-    int rc = write_contents(f, json, tensors, num_tensors);
+    int rc = write_contents(f, json, tensors, num_tensors, stall_requested() ? tmp : NULL);
     if (fclose(f) != 0 && rc == 0) rc = errno ? errno : EIO;
     return rc;
 }
@@ -284,7 +304,7 @@ static int replace_atomically(const char *path, const char *json, const cn_tenso
     char *tmp = malloc(cap);
     if (!tmp) return cn_fail(err, "%s: cannot write: %s", path, strerror(ENOMEM));
     int fd = create_temporary(path, tmp, cap);
-    int rc = fd < 0 ? errno : fill_temporary(fd, json, tensors, num_tensors);
+    int rc = fd < 0 ? errno : fill_temporary(fd, tmp, json, tensors, num_tensors);
     if (rc == 0 && rename(tmp, path) != 0) rc = errno;
     if (rc != 0 && fd >= 0) unlink(tmp);
     free(tmp);

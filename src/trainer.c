@@ -1,11 +1,14 @@
 /* trainer.c — data-parallel training and evaluation of a cn_model. R replicas each run forward
  * and backward on their own batch in their own workspace (planned once); the gradients are then
  * summed in replica order and averaged, BatchNorm running statistics become the mean of the
- * replicas' updates, and one SGD-with-momentum step updates the single model. Replica r always
- * runs on pool thread r % T and every sum has a fixed order, so the weights do not depend on the
- * thread count. With a communicator each process runs its share of the replicas and gathers all
- * replicas' results (dist.c) before the same sums, so they do not depend on the process count
- * either. The step loop allocates nothing. No checkpointing here. */
+ * replicas' updates, and one SGD-with-momentum step updates the single model. When the threads
+ * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
+ * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
+ * either way, so the weights do not depend on the thread count. With a communicator each process
+ * runs its share of the replicas and gathers all replicas' results (dist.c) before the same
+ * sums, so they do not depend on the process count either. The step loop allocates nothing. An
+ * epoch can start at any of its steps (what a resumed run needs); writing checkpoints is not
+ * done here. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +200,61 @@ static void replica_pass(void *ctx, int i, int thread)
     part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = cn_seconds() - forwarded;
 }
 
+/* One segment's chunks of replica r's batch, spread over the pool: chunk c runs on thread
+ * c % T with that thread's workspace as its scratch. */
+typedef struct {
+    cn_trainer *t;
+    cn_workspace *w;
+    int seg;
+} chunk_job;
+
+static void forward_chunk_task(void *ctx, int chunk, int thread)
+{
+    const chunk_job *j = ctx;
+    cn_forward_chunk(&j->t->plan, j->w, &j->t->ws[thread], j->seg, chunk, j->t->cfg.batch_size, 1);
+}
+
+static void backward_chunk_task(void *ctx, int chunk, int thread)
+{
+    const chunk_job *j = ctx;
+    cn_backward_chunk(&j->t->plan, j->w, &j->t->ws[thread], j->seg, chunk);
+}
+
+static void run_chunks(cn_trainer *t, chunk_job *j, cn_task_fn fn)
+{
+    int chunks = cn_segment_chunks(&t->plan, j->seg, t->cfg.batch_size);
+    if (chunks == 1)
+        fn(j, 0, 0); /* a BatchNorm layer or a small segment: not worth a hand-off */
+    else
+        cn_pool_run(t->pool, chunks, fn, j);
+}
+
+/* Local replica i's share of a step with all threads on its batch, segment by segment; the
+ * same arithmetic as replica_pass. */
+static void replica_split_pass(const step_job *job, int i, cn_phase_times *tm)
+{
+    cn_trainer *t = job->t;
+    const cn_plan *p = &t->plan;
+    int B = t->cfg.batch_size, last = t->m->num_layers - 1;
+    chunk_job j = {t, &t->ws[i], 0};
+    double start = cn_seconds();
+    load_batch(job, i);
+    double loaded = cn_seconds();
+    for (j.seg = 0; j.seg < p->num_segments; j.seg++) run_chunks(t, &j, forward_chunk_task);
+    t->loss[i] = cn_nll_loss(j.w->out[last], j.w->labels, B, t->m->layers[last].out_c);
+    double forwarded = cn_seconds();
+    cn_backward_start(p, j.w);
+    for (j.seg = p->num_segments - 1; j.seg >= 0; j.seg--) {
+        run_chunks(t, &j, backward_chunk_task);
+        cn_backward_segment_done(p, j.w, j.seg);
+    }
+    if (t->exchange.blocks)
+        cn_exchange_put(&t->exchange, i, j.w->dparams, t->loss[i], j.w->bn_mean, j.w->bn_var);
+    tm->data += loaded - start;
+    tm->forward += forwarded - loaded;
+    tm->backward += cn_seconds() - forwarded;
+}
+
 /* Shares the wall time of the replica job among data, forward and backward in proportion to
  * the thread-seconds each took. */
 static void account_parts(const cn_trainer *t, double wall, cn_phase_times *tm)
@@ -317,9 +375,14 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
     cn_phase_times local = {0};
     cn_phase_times *tm = times ? times : &local;
     int R = t->cfg.num_replicas, T = cn_pool_threads(t->pool);
-    double replicas_wall = 0;
-    timed_run(t, t->local_replicas, replica_pass, job, &replicas_wall);
-    account_parts(t, replicas_wall, tm);
+    int L = t->local_replicas;
+    if (L % T != 0) { /* whole replicas per thread would leave threads idle */
+        for (int i = 0; i < L; i++) replica_split_pass(job, i, tm);
+    } else {
+        double replicas_wall = 0;
+        timed_run(t, L, replica_pass, job, &replicas_wall);
+        account_parts(t, replicas_wall, tm);
+    }
     if (t->exchange.blocks && exchange_results(t, tm, err)) return -1;
 
     float sum = 0.0f;
@@ -386,36 +449,70 @@ static void fill_batch_index(cn_trainer *t, const uint32_t *perm, int step)
             t->batch_index[(size_t)r * B + k] = perm[((size_t)step * B + k) * R + r];
 }
 
-int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
-                     void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err)
+static int check_epoch_data(const cn_trainer *t, const cn_dataset *train, int steps,
+                            cn_error *err)
 {
-    int steps = cn_trainer_steps_per_epoch(t, train);
     if (steps < 1)
         return cn_fail(err, "%d training samples are fewer than one step needs (%d replicas x "
                        "batch %d)", train->count, t->cfg.num_replicas, t->cfg.batch_size);
     if (cn_model_input_size(t->m) != train->rows * train->cols)
         return cn_fail(err, "the model expects %d inputs, the images have %dx%d",
                        cn_model_input_size(t->m), train->rows, train->cols);
+    return 0;
+}
+
+/* A stop asked for on any rank stops every rank after the same step. */
+static int stop_here(cn_trainer *t, int asked, int *rc, cn_error *err)
+{
+    int any = asked != 0;
+    if (t->exchange.blocks && cn_exchange_any(&t->exchange, asked, &any, err)) *rc = -1, any = 1;
+    return any;
+}
+
+int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_position *pos,
+                         cn_step_fn on_step, cn_stop_fn should_stop, void *ctx,
+                         cn_phase_times *times, cn_error *err)
+{
+    int steps = cn_trainer_steps_per_epoch(t, train);
+    if (check_epoch_data(t, train, steps, err)) return -1;
+    if (pos->epoch < 1 || pos->step < 0 || pos->step > steps)
+        return cn_fail(err, "cannot start at epoch %d step %d (an epoch has %d steps)",
+                       pos->epoch, pos->step, steps);
     uint32_t *perm = malloc((size_t)train->count * sizeof *perm);
     if (!perm) cn_fail(err, "out of memory for the sampler of %d samples", train->count);
     if (cn_comm_agree(t->comm, !perm, err)) { /* every process stops, or none */
         free(perm);
         return -1;
     }
-    cn_sampler_permutation(perm, (uint32_t)train->count, t->cfg.seed, epoch);
+    cn_sampler_permutation(perm, (uint32_t)train->count, t->cfg.seed, pos->epoch);
     step_job job = {t, train->pixels, train->labels, t->batch_index};
-    double sum = 0;
     int rc = 0;
-    for (int s = 0; s < steps && rc == 0; s++) {
+    while (pos->step < steps) {
         float loss;
-        fill_batch_index(t, perm, s);
+        fill_batch_index(t, perm, pos->step);
         rc = train_step(t, &job, &loss, times, err);
-        if (rc == 0 && on_step) on_step(ctx, epoch, s, steps, loss);
-        sum += loss;
+        if (rc != 0) break;
+        pos->loss_sum += loss;
+        pos->step++;
+        if (on_step) on_step(ctx, pos->epoch, pos->step - 1, steps, loss);
+        if (should_stop && stop_here(t, should_stop(ctx), &rc, err)) break;
     }
     free(perm);
-    if (mean_loss) *mean_loss = (float)(sum / steps);
     return rc;
+}
+
+int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
+                     void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err)
+{
+    cn_epoch_position pos = {epoch, 0, 0};
+    int rc = cn_trainer_run_epoch(t, train, &pos, on_step, NULL, ctx, times, err);
+    if (mean_loss && pos.step > 0) *mean_loss = (float)(pos.loss_sum / pos.step);
+    return rc;
+}
+
+float *cn_trainer_momentum(cn_trainer *t)
+{
+    return t->momentum;
 }
 
 /* ------------------------------------------------------------------ evaluation */

@@ -60,13 +60,14 @@ expect_absent() {
 
 train_flags="--data-dir --batch-size --learning-rate --momentum --num-epochs --num-cores
   --threads --log-steps --metrics-debug --seed --train-samples --test-samples --save
-  --result-image --metrics-file --help"
+  --result-image --metrics-file --checkpoint-dir --save-every --keep --resume --help"
 eval_flags="--checkpoint --data-dir --test-samples --threads --batch-size --help"
+predict_flags="--checkpoint --idx --index --invert --help"
 
 # ---------------------------------------------------------------- help and version
 run --help
 [ "$status" -eq 0 ] || fail "cnnc --help: exit status $status"
-for f in $train_flags $eval_flags; do
+for f in $train_flags $eval_flags $predict_flags; do
   grep -q -e "$f" "$tmp/out" || fail "cnnc --help does not list $f"
 done
 run train --help
@@ -79,6 +80,15 @@ run eval --help
 [ "$status" -eq 0 ] || fail "cnnc eval --help: exit status $status"
 for f in $eval_flags; do
   grep -q -e "$f" "$tmp/out" || fail "cnnc eval --help does not list $f"
+done
+run predict --help
+[ "$status" -eq 0 ] || fail "cnnc predict --help: exit status $status"
+for f in $predict_flags; do
+  grep -q -e "$f" "$tmp/out" || fail "cnnc predict --help does not list $f"
+done
+run train --help
+for text in "default: 1)" "default: 3)" "exits with status 130 or 143"; do
+  grep -q -e "$text" "$tmp/out" || fail "cnnc train --help does not say '$text'"
 done
 run --version
 if [ "$status" -ne 0 ] || ! grep -q '[0-9]\.[0-9]' "$tmp/out"; then

@@ -25,6 +25,11 @@ for t in "$build"/tests/test_*; do
     *) run "$t" "$t" ;;
   esac
 done
+for r in "$build"/fuzz/replay_*; do
+  [ -x "$r" ] || continue
+  name=${r##*/replay_}
+  run "$r (seed and regression corpus)" "$r" "tests/fuzz/corpus/$name" "tests/fuzz/regressions/$name"
+done
 for s in tests/cli_*.sh; do
   [ -f "$s" ] || continue
   run "$s" sh "$s" "$build"

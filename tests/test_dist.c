@@ -20,8 +20,8 @@ typedef struct {
     size_t capacity;
     size_t block_of[MAX_RANKS]; /* the block size each rank passed to the current call */
     int calls[MAX_RANKS];       /* collectives each rank made */
-    int mismatched;             /* some call had different block sizes on different ranks */
-    int aborted;
+    int mismatched[MAX_RANKS];  /* a call where a rank saw another block size than its own */
+    int aborted[MAX_RANKS];
 } world;
 
 typedef struct {
@@ -42,7 +42,7 @@ static int world_allgather(void *ctx, void *blocks, size_t block, cn_error *err)
     memcpy(w->shared + block * r->rank, bytes + block * r->rank, block);
     pthread_barrier_wait(&w->barrier);
     for (int p = 0; p < w->size; p++)
-        if (w->block_of[p] != block) w->mismatched = 1;
+        if (w->block_of[p] != block) w->mismatched[r->rank] = 1;
     memcpy(bytes, w->shared, block * (size_t)w->size);
     pthread_barrier_wait(&w->barrier);
     return 0;
@@ -52,7 +52,7 @@ static void world_abort(void *ctx, const char *message)
 {
     rank_ctx *r = ctx;
     fprintf(stderr, "test communicator: rank %d aborts: %s\n", r->rank, message);
-    r->w->aborted = 1;
+    r->w->aborted[r->rank] = 1;
 }
 
 static void world_init(world *w, int size, rank_ctx ranks[])
@@ -70,9 +70,11 @@ static void world_init(world *w, int size, rank_ctx ranks[])
 /* Asserts that the ranks stayed in step, then frees the world. */
 static void world_finish(world *w)
 {
-    for (int p = 1; p < w->size; p++) assert_int_equal(w->calls[p], w->calls[0]);
-    assert_false(w->mismatched);
-    assert_false(w->aborted);
+    for (int p = 0; p < w->size; p++) {
+        assert_int_equal(w->calls[p], w->calls[0]);
+        assert_false(w->mismatched[p]);
+    }
+    for (int p = 0; p < w->size; p++) assert_false(w->aborted[p]);
     pthread_barrier_destroy(&w->barrier);
     free(w->shared);
 }

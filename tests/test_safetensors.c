@@ -1,11 +1,13 @@
 /* test_safetensors.c — the safetensors reader and writer: round trips, the exact byte layout,
- * one rejection per kind of malformed file, writer argument checks and atomic replacement.
+ * one rejection per kind of malformed file, writer argument checks and atomic replacement,
+ * including a process killed in the middle of a write (the CNNC_TEST_STALL_WRITE test hook).
  * It does not test model checkpoints (tests/test_checkpoint.c does). */
 #include "testutil.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -343,6 +345,10 @@ static void test_bad_entries(void **state)
                     "unexpected key \"extra\"");
     expect_rejected(file_with_header("{\"a\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4),
                     "\"data_offsets\" is missing");
+    expect_rejected(file_with_header("{\"a\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", 4),
+                    "tensor a: \"dtype\" is missing");
+    expect_rejected(file_with_header("{\"a\": {\"dtype\": \"F32\", \"data_offsets\": [0, 4]}}", 4),
+                    "tensor a: \"shape\" is missing");
 }
 
 static void test_dtypes(void **state)
@@ -714,6 +720,100 @@ static void test_failed_write_keeps_old_file(void **state)
     remove_dir(dir);
 }
 
+/* Reads fd until text has come by; 0 when it did, -1 at the end of the stream. */
+static int wait_for_text(int fd, const char *text)
+{
+    char buf[4096];
+    size_t used = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + used, sizeof buf - 1 - used);
+        if (n <= 0) return -1;
+        used += (size_t)n;
+        buf[used] = '\0';
+        if (strstr(buf, text)) return 0;
+        if (used == sizeof buf - 1) used = 0;
+    }
+}
+
+/* Finds the one entry of dir other than keep; its name goes to out. */
+static void other_entry(const char *dir, const char *keep, char *out, size_t cap)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    out[0] = '\0';
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, keep))
+            snprintf(out, cap, "%s", e->d_name);
+    closedir(d);
+}
+
+/* With the test hook on, a child stops half-way through writing its temporary and is killed
+ * there: the old file must be whole, and the temporary must be nothing a checkpoint search or
+ * a reader takes for a checkpoint. */
+static void test_killed_mid_write_keeps_old_file(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir();
+    char *path = join(dir, "checkpoint-epoch-0001.safetensors");
+    write_one(path, 3.0f);
+    size_t old_len;
+    uint8_t *old = slurp(path, &old_len);
+    int out[2];
+    assert_int_equal(pipe(out), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        dup2(out[1], 2);
+        setenv("CNNC_TEST_STALL_WRITE", "1", 1);
+        static float big[4][10000];
+        static const int64_t shape[] = {10000};
+        cn_tensor_ref r[4];
+        for (int i = 0; i < 4; i++) {
+            char name[8] = {'t', (char)('0' + i), 0};
+            r[i] = ref_of(name, CN_F32, 1, shape, big[i]);
+        }
+        cn_safetensors_write(path, r, 4, NULL, 0, NULL);
+        _exit(1); /* the hook never returns */
+    }
+    close(out[1]);
+    int stalled = wait_for_text(out[0], "test hook CNNC_TEST_STALL_WRITE: stalled writing");
+    kill(child, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    close(out[0]);
+    assert_int_equal(stalled, 0);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+    size_t now_len;
+    uint8_t *now = slurp(path, &now_len);
+    assert_int_equal(now_len, old_len);
+    assert_memory_equal(now, old, old_len);
+    assert_int_equal(count_entries(dir), 2);
+    char tmp_name[256];
+    other_entry(dir, "checkpoint-epoch-0001.safetensors", tmp_name, sizeof tmp_name);
+    assert_int_equal(strncmp(tmp_name, "checkpoint-epoch-0001.safetensors.tmp.", 38), 0);
+    size_t len = strlen(tmp_name);
+    assert_false(len >= 12 && strcmp(tmp_name + len - 12, ".safetensors") == 0);
+    char *tmp = join(dir, tmp_name);
+    size_t tmp_len;
+    free(slurp(tmp, &tmp_len));
+    assert_true(tmp_len > 8 && tmp_len < 8 + 4 * 40000);
+    cn_error err = {{0}};
+    assert_null(cn_safetensors_read(tmp, &err)); /* a half-written file is refused */
+    assert_non_null(strstr(err.msg, "run past the end of the data"));
+    char newest[CN_CHECKPOINT_NAME_MAX];
+    assert_int_equal(cn_checkpoint_find(dir, newest, &err), 1);
+    assert_string_equal(newest, "checkpoint-epoch-0001.safetensors");
+    assert_int_equal(cn_checkpoint_prune(dir, INT_MAX, &err), 0);
+    assert_int_equal(count_entries(dir), 1);
+    free(tmp);
+    free(now);
+    free(old);
+    free(path);
+    remove_dir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -746,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_missing_folder),
         cmocka_unit_test(test_failed_rename_leaves_nothing),
         cmocka_unit_test(test_failed_write_keeps_old_file),
+        cmocka_unit_test(test_killed_mid_write_keeps_old_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

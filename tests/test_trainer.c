@@ -239,6 +239,13 @@ static void test_weights_bit_identical_across_threads_r2(void **state)
     check_thread_invariance(2);
 }
 
+/* One replica, several threads: the chunks of its batch are spread over the threads. */
+static void test_weights_bit_identical_across_threads_r1(void **state)
+{
+    (void)state;
+    check_thread_invariance(1);
+}
+
 static void test_running_stats_are_mean_of_replica_updates(void **state)
 {
     (void)state;
@@ -379,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_model_rejects_bad_specs),
         cmocka_unit_test(test_weights_bit_identical_across_threads_r8),
         cmocka_unit_test(test_weights_bit_identical_across_threads_r2),
+        cmocka_unit_test(test_weights_bit_identical_across_threads_r1),
         cmocka_unit_test(test_running_stats_are_mean_of_replica_updates),
         cmocka_unit_test(test_divergence_stops_before_the_weights_break),
         cmocka_unit_test(test_another_model_trains_through_the_library),

@@ -1,15 +1,17 @@
 #!/bin/sh
 # deps.sh — installs the Debian packages that cnnc needs for a target (train or test) when run
 # as root; otherwise prints the exact apt-get line and stops. It changes nothing when all are
-# present. Usage: tools/deps.sh train|test|bench
+# present. Usage: tools/deps.sh train|test|bench|fuzz
 set -eu
 common="gcc make pkg-config zlib1g-dev libcairo2-dev libjansson-dev fonts-dejavu-core
   libopenmpi-dev openmpi-bin"
+testing="libcmocka-dev time gzip util-linux bsdutils groff-base"
 case "${1:-train}" in
   train) want="$common dataset-fashion-mnist" ;;
-  test)  want="$common dataset-fashion-mnist libcmocka-dev" ;;
+  test)  want="$common dataset-fashion-mnist $testing" ;;
   bench) want="$common dataset-fashion-mnist python3-torch libopenblas-dev" ;;
-  *) echo "usage: $0 train|test|bench" >&2; exit 2 ;;
+  fuzz)  want="$common clang libclang-rt-14-dev" ;;
+  *) echo "usage: $0 train|test|bench|fuzz" >&2; exit 2 ;;
 esac
 missing=""
 for p in $want; do

@@ -1,0 +1,182 @@
+/* info.c — `cnnc info`: what this machine offers and what this build uses: the CPU model and
+ * cores, the instruction set the kernels run with, the measured fp32 multiply-add peak, whether
+ * MPI is built in, the compiler, and where the dataset is. It reports problems (no dataset, a bad
+ * CNNC_ISA) as facts rather than failing; only bad flags fail. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dist.h"
+
+typedef struct {
+    const char *data_dir;
+    int data_dir_given;
+    int threads;
+} info_settings;
+
+enum { OPT_DATA_DIR = 256, OPT_THREADS };
+
+static const struct option info_options[] = {
+    {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Whether this build runs replicas across processes and hosts (dist_mpi.c knows). */
+static const char *mpi_support(char *text, size_t size)
+{
+    char library[64];
+    if (!cli_mpi_library(library, sizeof library))
+        return "no (built without MPI: all replicas run in this one process)";
+    snprintf(text, size, "yes, %s (cnnc train under mpirun or srun shares the replicas)",
+             library);
+    return text;
+}
+
+void cli_info_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: cnnc info [FLAGS]\n"
+            "Prints what this machine offers and what this build uses: CPU model, cores, the\n"
+            "SIMD instruction set the kernels use, the measured fp32 multiply-add peak (about\n"
+            "a second), whether MPI is built in, and where the dataset is.\n"
+            "\n"
+            "  --data-dir DIR       dataset folder to look in\n"
+            "                       (default: %s)\n"
+            "  --threads N          threads for the peak measurement, 1..1024\n"
+            "                       (default: online CPUs, here %d)\n"
+            "  -h, --help           show this help and exit\n",
+            CLI_DEFAULT_DATA_DIR, cli_default_threads());
+}
+
+/* Returns CLI_OK (with *help set when --help was given) or CLI_USAGE. */
+static int parse_info_flags(int argc, char **argv, info_settings *s, int *help)
+{
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", info_options, NULL)) != -1) {
+        if (c == 'h') {
+            *help = 1;
+            return CLI_OK;
+        }
+        if (c == ':' || c == '?')
+            return cli_option_error("info", info_options, argv, c);
+        if (c == OPT_DATA_DIR) {
+            s->data_dir = optarg;
+            s->data_dir_given = 1;
+        } else if (c == OPT_THREADS &&
+                   cli_parse_int("info", "--threads", optarg, 1, CLI_MAX_THREADS,
+                                 &s->threads) != 0)
+            return CLI_USAGE;
+    }
+    return cli_no_positional("info", argc, argv, optind);
+}
+
+/* The "model name" line of /proc/cpuinfo, or "unknown". */
+static void cpu_model(char *buf, size_t size)
+{
+    snprintf(buf, size, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+        colon += strspn(colon + 1, " \t") + 1;
+        colon[strcspn(colon, "\n")] = '\0';
+        snprintf(buf, size, "%s", colon);
+        break;
+    }
+    fclose(f);
+}
+
+static void print_simd(void)
+{
+    char supported[64] = "";
+    for (int i = 0; i < CN_ISA_COUNT; i++)
+        if (cn_isa_supported((cn_isa)i)) {
+            strcat(supported, supported[0] ? " " : "");
+            strcat(supported, cn_isa_name((cn_isa)i));
+        }
+    cn_error err = {{0}};
+    cn_isa wanted;
+    const char *env = getenv("CNNC_ISA");
+    printf("SIMD:      %s (this CPU runs: %s; ", cn_isa_name(cn_isa_active()), supported);
+    if (cn_isa_from_env(&wanted, &err) != 0)
+        printf("%s)\n", err.msg);
+    else if (env && *env)
+        printf("chosen by CNNC_ISA=%s)\n", env);
+    else
+        printf("the best; CNNC_ISA picks another)\n");
+}
+
+static void print_peak(int threads)
+{
+    cn_error err = {{0}};
+    double one = 0, all = 0;
+    if (cn_peak_gflops(1, &one, &err) != 0 ||
+        (threads > 1 && cn_peak_gflops(threads, &all, &err) != 0)) {
+        printf("FMA peak:  not measured: %s\n", err.msg);
+        return;
+    }
+    printf("FMA peak:  %.1f GFLOP/s on 1 thread", one);
+    if (threads > 1) printf(", %.1f GFLOP/s on %d threads", all, threads);
+    printf(" (fp32, measured now with the %s kernels)\n", cn_isa_name(cn_isa_active()));
+}
+
+static void print_dataset(const info_settings *s)
+{
+    cn_dataset train = {0}, test = {0};
+    cn_error err = {{0}};
+    const char *where = s->data_dir_given ? "--data-dir" : "default";
+    if (cn_dataset_load(&train, s->data_dir, "train", &err) == 0 &&
+        cn_dataset_load(&test, s->data_dir, "t10k", &err) == 0)
+        printf("Dataset:   %s (%s): %d training and %d test images\n", s->data_dir, where,
+               train.count, test.count);
+    else
+        printf("Dataset:   not usable in %s (%s): %s\n", s->data_dir, where, err.msg);
+    cn_dataset_free(&train);
+    cn_dataset_free(&test);
+}
+
+static void print_info(const info_settings *s)
+{
+    char model[256];
+    cpu_model(model, sizeof model);
+    long online = sysconf(_SC_NPROCESSORS_ONLN), configured = sysconf(_SC_NPROCESSORS_CONF);
+    printf("cnnc %s\n", CN_VERSION);
+    printf("CPU:       %s\n", model);
+    printf("Cores:     %ld online (of %ld)\n", online, configured);
+    print_simd();
+    print_peak(s->threads);
+    char mpi[160];
+    printf("MPI:       %s\n", mpi_support(mpi, sizeof mpi));
+#if defined(__clang__)
+    printf("Compiler:  %s\n", __VERSION__);
+#elif defined(__GNUC__)
+    printf("Compiler:  gcc %s\n", __VERSION__);
+#endif
+    print_dataset(s);
+}
+
+int cli_info_check_flags(int argc, char **argv)
+{
+    info_settings s = {CLI_DEFAULT_DATA_DIR, 0, cli_default_threads()};
+    int help = 0;
+    return parse_info_flags(argc, argv, &s, &help);
+}
+
+int cli_info(int argc, char **argv)
+{
+    info_settings s = {CLI_DEFAULT_DATA_DIR, 0, cli_default_threads()};
+    int help = 0;
+    int rc = parse_info_flags(argc, argv, &s, &help);
+    if (rc != CLI_OK || help) {
+        if (help) cli_info_help(stdout);
+        return rc;
+    }
+    print_info(&s);
+    return CLI_OK;
+}

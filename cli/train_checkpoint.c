@@ -1,0 +1,417 @@
+/* train_checkpoint.c — the checkpoint side of `cnnc train`: --resume (finding the checkpoint,
+ * taking the math settings from it and refusing differing ones, checking the data, restoring
+ * weights and momentum), the --checkpoint-dir folder (created, locked against a second run,
+ * cleared of temporaries left by a killed write, never holding checkpoints newer than the run),
+ * saving and pruning, and the metrics file of a resumed run. The file format and the folder's
+ * naming rules are the library's; when to save is train.c's. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "train.h"
+
+static char *join_path(const char *dir, const char *name)
+{
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(len);
+    if (path) snprintf(path, len, "%s/%s", dir, name);
+    return path;
+}
+
+static int is_folder(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* ---------------------------------------------------------------- finding the checkpoint */
+
+/* The file --resume names: itself, or a folder's newest checkpoint. */
+static int locate_checkpoint(const char *resume, char **path)
+{
+    cn_error err = {{0}};
+    char newest[CN_CHECKPOINT_NAME_MAX];
+    if (!is_folder(resume)) {
+        *path = strdup(resume);
+        return *path ? CLI_OK : cli_failure("out of memory");
+    }
+    int count = cn_checkpoint_find(resume, newest, &err);
+    if (count < 0)
+        return cli_library_error(&err, "--resume");
+    if (count == 0)
+        return cli_failure("--resume: %s: no checkpoint in this folder "
+                           "(checkpoint-epoch-NNNN.safetensors)", resume);
+    *path = join_path(resume, newest);
+    return *path ? CLI_OK : cli_failure("out of memory");
+}
+
+/* ---------------------------------------------------------------- settings */
+
+static int refuse_setting(const char *flag, const char *mine, const char *saved,
+                          const char *path)
+{
+    return cli_usage_error("train", "%s %s differs from the checkpoint's %s (%s): a resumed run "
+                           "keeps the settings that define the math; leave %s out to use it",
+                           flag, mine, saved, path, flag);
+}
+
+static int adopt_int(const train_settings *s, unsigned bit, const char *flag, int *value,
+                     int saved, const char *path)
+{
+    char mine[32], theirs[32];
+    if ((s->given & bit) && *value != saved) {
+        snprintf(mine, sizeof mine, "%d", *value);
+        snprintf(theirs, sizeof theirs, "%d", saved);
+        return refuse_setting(flag, mine, theirs, path);
+    }
+    *value = saved;
+    return CLI_OK;
+}
+
+static int adopt_float(const train_settings *s, unsigned bit, const char *flag, float *value,
+                       float saved, const char *path)
+{
+    char mine[32], theirs[32];
+    if ((s->given & bit) && *value != saved) {
+        snprintf(mine, sizeof mine, "%g", (double)*value);
+        snprintf(theirs, sizeof theirs, "%g", (double)saved);
+        if (strcmp(mine, theirs) == 0) { /* too close for %g to tell apart */
+            snprintf(mine, sizeof mine, "%.9g", (double)*value);
+            snprintf(theirs, sizeof theirs, "%.9g", (double)saved);
+        }
+        return refuse_setting(flag, mine, theirs, path);
+    }
+    *value = saved;
+    return CLI_OK;
+}
+
+static int adopt_seed(train_settings *s, uint64_t saved, const char *path)
+{
+    char mine[32], theirs[32];
+    if ((s->given & TRAIN_GIVEN_SEED) && s->seed != saved) {
+        snprintf(mine, sizeof mine, "%" PRIu64, s->seed);
+        snprintf(theirs, sizeof theirs, "%" PRIu64, saved);
+        return refuse_setting("--seed", mine, theirs, path);
+    }
+    s->seed = saved;
+    return CLI_OK;
+}
+
+/* The math settings of s become the checkpoint's; --train-samples is compared once the data is
+ * loaded (0 and a number over the set's size both mean all of it). */
+static int adopt_settings(train_settings *s, const cn_train_state *st, const char *path)
+{
+    int rc = adopt_int(s, TRAIN_GIVEN_NUM_CORES, "--num-cores", &s->num_cores, st->num_replicas,
+                       path);
+    if (rc == CLI_OK)
+        rc = adopt_int(s, TRAIN_GIVEN_BATCH_SIZE, "--batch-size", &s->batch_size,
+                       st->batch_size, path);
+    if (rc == CLI_OK)
+        rc = adopt_float(s, TRAIN_GIVEN_LEARNING_RATE, "--learning-rate", &s->learning_rate,
+                         st->learning_rate, path);
+    if (rc == CLI_OK)
+        rc = adopt_float(s, TRAIN_GIVEN_MOMENTUM, "--momentum", &s->momentum, st->momentum,
+                         path);
+    if (rc == CLI_OK)
+        rc = adopt_seed(s, st->seed, path);
+    if (rc == CLI_OK && !(s->given & TRAIN_GIVEN_TRAIN_SAMPLES))
+        s->train_samples = st->train_samples;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- position */
+
+static int epochs_done(const cn_epoch_position *p, int steps)
+{
+    return p->step == steps ? p->epoch : p->epoch - 1;
+}
+
+/* The position to start from: after a complete epoch, the start of the next. */
+static cn_epoch_position start_of(const cn_train_state *st)
+{
+    const cn_epoch_position *p = &st->position;
+    if (p->step == st->steps_per_epoch) return (cn_epoch_position){p->epoch + 1, 0, 0};
+    return *p;
+}
+
+static int check_epochs_left(const train_settings *s, const cn_train_state *st,
+                             const char *path)
+{
+    int done = epochs_done(&st->position, st->steps_per_epoch);
+    if (done >= s->num_epochs)
+        return cli_usage_error("train", "--num-epochs %d: %s has already trained %d epoch%s; "
+                               "ask for more to continue", s->num_epochs, path, done,
+                               done == 1 ? "" : "s");
+    return CLI_OK;
+}
+
+static int check_checkpoint_flags(const train_settings *s)
+{
+    if (!s->checkpoint_dir && (s->given & (TRAIN_GIVEN_SAVE_EVERY | TRAIN_GIVEN_KEEP)))
+        return cli_usage_error("train", "--%s needs --checkpoint-dir (or --resume DIR)",
+                               (s->given & TRAIN_GIVEN_SAVE_EVERY) ? "save-every" : "keep");
+    return CLI_OK;
+}
+
+static void print_resume_line(const char *path, const cn_train_state *st)
+{
+    const cn_epoch_position *p = &st->position;
+    if (p->step == st->steps_per_epoch)
+        printf("Resuming from %s: epoch %d complete\n", path, p->epoch);
+    else
+        printf("Resuming from %s: epoch %d, %d of %d steps done\n", path, p->epoch, p->step,
+               st->steps_per_epoch);
+}
+
+int resume_read(train_settings *s, train_run *run)
+{
+    if (!s->resume)
+        return check_checkpoint_flags(s);
+    cn_error err = {{0}};
+    int rc = locate_checkpoint(s->resume, &run->resume_path);
+    if (rc != CLI_OK)
+        return rc;
+    const char *path = run->resume_path;
+    run->resume_file = cn_safetensors_read(path, &err);
+    if (!run->resume_file || cn_train_checkpoint_state(run->resume_file, path, &run->state,
+                                                       &err) != 0)
+        return cli_library_error(&err, path);
+    rc = adopt_settings(s, &run->state, path);
+    if (rc == CLI_OK)
+        rc = check_epochs_left(s, &run->state, path);
+    if (rc != CLI_OK)
+        return rc;
+    if (!s->checkpoint_dir && is_folder(s->resume))
+        s->checkpoint_dir = s->resume;
+    run->position = start_of(&run->state);
+    run->saved = run->state.position;
+    run->have_saved = 1;
+    print_resume_line(path, &run->state);
+    return check_checkpoint_flags(s);
+}
+
+/* ---------------------------------------------------------------- data and tensors */
+
+static int check_resumed_data(const train_settings *s, const train_run *run,
+                              const cn_train_state *now)
+{
+    const cn_train_state *saved = &run->state;
+    if (now->train_samples != saved->train_samples && (s->given & TRAIN_GIVEN_TRAIN_SAMPLES))
+        return cli_usage_error("train", "--train-samples %d uses %d training images, the "
+                               "checkpoint's run used %d (%s); leave it out to use the same",
+                               s->train_samples, now->train_samples, saved->train_samples,
+                               run->resume_path);
+    if (now->train_samples != saved->train_samples)
+        return cli_failure("--data-dir: %s: %d training images, the checkpoint %s was trained "
+                           "on %d", s->data_dir, now->train_samples, run->resume_path,
+                           saved->train_samples);
+    if (now->train_crc32 != saved->train_crc32)
+        return cli_failure("--data-dir: %s: the first %d training images differ from those the "
+                           "checkpoint %s was trained on (CRC-32 %08" PRIx32 ", checkpoint %08"
+                           PRIx32 ")", s->data_dir, now->train_samples, run->resume_path,
+                           now->train_crc32, saved->train_crc32);
+    if (strcmp(now->isa, saved->isa) != 0)
+        fprintf(stderr, "cnnc: warning: %s was written with the %s kernels, this run uses %s: "
+                "the weights may differ in the last bits from an uninterrupted run\n",
+                run->resume_path, saved->isa, now->isa);
+    return CLI_OK;
+}
+
+static int restore_tensors(train_run *run)
+{
+    cn_error err = {{0}};
+    int rc = cn_train_checkpoint_restore(run->model, cn_trainer_momentum(run->trainer),
+                                         run->resume_file, run->resume_path, &err);
+    cn_safetensors_free(run->resume_file);
+    run->resume_file = NULL;
+    return rc == 0 ? CLI_OK : cli_library_error(&err, run->resume_path);
+}
+
+/* ---------------------------------------------------------------- the folder */
+
+static int make_folder(const char *dir)
+{
+    if (mkdir(dir, 0777) == 0 || errno == EEXIST)
+        return CLI_OK;
+    return cli_failure("--checkpoint-dir: %s: cannot create the folder: %s", dir,
+                       strerror(errno));
+}
+
+static int lock_folder(const char *dir, train_run *run)
+{
+    run->checkpoint_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (run->checkpoint_fd < 0)
+        return cli_failure("--checkpoint-dir: %s: %s", dir, strerror(errno));
+    if (flock(run->checkpoint_fd, LOCK_EX | LOCK_NB) != 0)
+        return errno == EWOULDBLOCK
+                   ? cli_failure("--checkpoint-dir: %s: another cnnc train is using this folder",
+                                 dir)
+                   : cli_failure("--checkpoint-dir: %s: cannot lock: %s", dir, strerror(errno));
+    if (access(dir, W_OK | X_OK) != 0)
+        return cli_failure("--checkpoint-dir: %s: not writable: %s", dir, strerror(errno));
+    return CLI_OK;
+}
+
+/* The folder may hold the checkpoints that lead up to the start, never later ones: they would be
+ * overwritten or pruned by this run. */
+static int check_nothing_newer(const train_settings *s, const train_run *run)
+{
+    cn_error err = {{0}};
+    char newest[CN_CHECKPOINT_NAME_MAX];
+    int count = cn_checkpoint_find(s->checkpoint_dir, newest, &err), epoch, step;
+    if (count < 0)
+        return cli_library_error(&err, "--checkpoint-dir");
+    if (count == 0 || !cn_checkpoint_parse_name(newest, &epoch, &step))
+        return CLI_OK;
+    if (!run->resume_path)
+        return cli_failure("--checkpoint-dir: %s already holds checkpoints (newest %s): continue "
+                           "them with --resume %s, or choose another folder",
+                           s->checkpoint_dir, newest, s->checkpoint_dir);
+    const cn_epoch_position *p = &run->state.position;
+    int resumed_step = p->step == run->state.steps_per_epoch ? -1 : p->step;
+    if (cn_checkpoint_compare(epoch, step, p->epoch, resumed_step) > 0)
+        return cli_failure("--checkpoint-dir: %s holds %s, newer than the checkpoint resumed "
+                           "(%s): resume from the folder's newest, or choose another folder",
+                           s->checkpoint_dir, newest, run->resume_path);
+    return CLI_OK;
+}
+
+static int open_folder(const train_settings *s, train_run *run)
+{
+    cn_error err = {{0}};
+    int rc = make_folder(s->checkpoint_dir);
+    if (rc == CLI_OK)
+        rc = lock_folder(s->checkpoint_dir, run);
+    if (rc == CLI_OK && cn_checkpoint_prune(s->checkpoint_dir, INT_MAX, &err) != 0)
+        rc = cli_library_error(&err, "--checkpoint-dir");
+    if (rc == CLI_OK)
+        rc = check_nothing_newer(s, run);
+    return rc;
+}
+
+int checkpoints_prepare(const train_settings *s, train_run *run)
+{
+    if (!s->checkpoint_dir && !run->resume_path)
+        return CLI_OK;
+    cn_train_state now;
+    cn_train_state_init(&now, &run->config, &run->train);
+    int rc = CLI_OK;
+    if (run->resume_path) {
+        rc = check_resumed_data(s, run, &now);
+        if (rc == CLI_OK)
+            rc = restore_tensors(run);
+    }
+    now.position = run->state.position;
+    run->state = now;
+    if (rc == CLI_OK && s->checkpoint_dir)
+        rc = open_folder(s, run);
+    return rc;
+}
+
+void checkpoints_close(train_run *run)
+{
+    if (run->checkpoint_fd >= 0)
+        close(run->checkpoint_fd);
+    run->checkpoint_fd = -1;
+    cn_safetensors_free(run->resume_file);
+    run->resume_file = NULL;
+    free(run->resume_path);
+    run->resume_path = NULL;
+}
+
+/* ---------------------------------------------------------------- saving */
+
+static int same_position(const cn_epoch_position *a, const cn_epoch_position *b)
+{
+    return a->epoch == b->epoch && a->step == b->step;
+}
+
+int checkpoint_save(const train_settings *s, train_run *run)
+{
+    if (!s->checkpoint_dir || (run->have_saved && same_position(&run->saved, &run->position)))
+        return CLI_OK;
+    cn_error err = {{0}};
+    char name[CN_CHECKPOINT_NAME_MAX];
+    cn_checkpoint_name(name, &run->position, run->steps);
+    char *path = join_path(s->checkpoint_dir, name);
+    if (!path)
+        return cli_failure("out of memory");
+    run->state.position = run->position;
+    double start = cli_seconds();
+    int rc = cn_train_checkpoint_save(run->model, cn_trainer_momentum(run->trainer), &run->state,
+                                      path, &err);
+    if (rc == 0) {
+        printf("Saved checkpoint %s in %.3f s\n", path, cli_seconds() - start);
+        run->saved = run->position;
+        run->have_saved = 1;
+    }
+    free(path);
+    if (rc != 0)
+        return cli_library_error(&err, NULL);
+    if (cn_checkpoint_prune(s->checkpoint_dir, s->keep, &err) != 0)
+        return cli_library_error(&err, "--checkpoint-dir");
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------- metrics file */
+
+/* The offset where the lines of epochs after done begin (or a last line cut short by a kill);
+ * -1 after printing an error when a whole line is not one of cnnc's metrics lines. */
+static long keep_length(FILE *f, const char *path, int done, int *dropped)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    long at = 0, keep = -1;
+    ssize_t len;
+    int number = 0;
+    *dropped = 0;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        int epoch = 0, whole = line[len - 1] == '\n';
+        int ours = sscanf(line, "{\"epoch\":%d", &epoch) == 1;
+        number++;
+        if (keep < 0 && whole && !ours) {
+            free(line);
+            cli_failure("--metrics-file: %s: line %d is not a cnnc metrics line; not appending "
+                        "to it", path, number);
+            return -1;
+        }
+        if (keep < 0 && (!whole || epoch > done))
+            keep = at;
+        if (keep >= 0)
+            (*dropped)++;
+        at += (long)len;
+    }
+    free(line);
+    return keep < 0 ? at : keep;
+}
+
+int metrics_open_for_resume(const train_settings *s, train_run *run)
+{
+    const char *path = s->metrics_path;
+    FILE *f = fopen(path, "r");
+    if (!f && errno != ENOENT)
+        return cli_failure("--metrics-file: %s: %s", path, strerror(errno));
+    if (f) {
+        int dropped = 0;
+        long keep = keep_length(f, path, epochs_done(&run->saved, run->steps), &dropped);
+        fclose(f);
+        if (keep < 0)
+            return CLI_FAILURE;
+        if (dropped > 0 && truncate(path, keep) != 0)
+            return cli_failure("--metrics-file: %s: %s", path, strerror(errno));
+        if (dropped > 0)
+            printf("Dropped %d line%s of epochs after the checkpoint from %s\n", dropped,
+                   dropped == 1 ? "" : "s", path);
+    }
+    run->metrics = fopen(path, "a");
+    if (!run->metrics)
+        return cli_failure("--metrics-file: %s: %s", path, strerror(errno));
+    return CLI_OK;
+}

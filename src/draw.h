@@ -1,0 +1,42 @@
+/* draw.h — what the library's pictures (picture.c, plot.c, confusion.c) share: rendering onto an
+ * opaque surface and writing it as a PNG that appears whole or not at all, one-line text placed
+ * and shrunk to fit, and "nice" axis ticks. Not part of the public header; it decides no layout
+ * of any particular picture. */
+#ifndef CN_DRAW_H
+#define CN_DRAW_H
+
+#include <cairo.h>
+
+#include "cnnc.h"
+
+#define CN_DRAW_FONT "DejaVu Sans"
+
+/* Draws the picture onto cr (already painted white); returns cairo's status. */
+typedef cairo_status_t (*cn_draw_fn)(cairo_t *cr, const void *ctx);
+
+/* Creates an opaque width x height surface, paints it white, calls draw and writes the result to
+ * path through a temporary file in the same folder, fsync and rename. -1 with "PATH: cannot
+ * draw picture: ..." or "PATH: cannot write picture: ..." in err; path is then untouched. */
+int cn_png_render(const char *path, int width, int height, cn_draw_fn draw, const void *ctx,
+                  cn_error *err);
+
+/* Draws one line of text with its baseline at y. align places it: 0 starts at x, 0.5 centres it
+ * on x, 1 ends at x. A text wider than max_w is drawn in a smaller size so that it fits. Uses
+ * the current font face and source colour. */
+void cn_draw_text(cairo_t *cr, const char *text, double size, double x, double y, double align,
+                  double max_w);
+
+/* Width of text at the given size in the current font face. */
+double cn_text_width(cairo_t *cr, const char *text, double size);
+
+/* Tick marks for an axis over [lo, hi] (lo <= hi): first and last are multiples of step that
+ * enclose the range, step is 1, 2 or 5 times a power of ten, with about max_ticks intervals.
+ * decimals is how many digits after the point the labels need. */
+typedef struct {
+    double first, last, step;
+    int decimals;
+} cn_axis_ticks;
+
+void cn_nice_ticks(double lo, double hi, int max_ticks, cn_axis_ticks *t);
+
+#endif /* CN_DRAW_H */

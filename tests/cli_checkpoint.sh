@@ -1,0 +1,275 @@
+#!/bin/sh
+# cli_checkpoint.sh — checkpoints and resume of `cnnc train`, from the outside: a run stopped
+# after one epoch and resumed ends bit-identical to a straight run (model and checkpoint files);
+# SIGINT and SIGTERM stop after a step with a loadable checkpoint and exit 130 / 143, and the
+# resume from a mid-epoch stop is exact; a second signal kills at once; a process killed in the
+# middle of a checkpoint write (the CNNC_TEST_STALL_WRITE test hook) leaves the previous
+# checkpoint whole and a temporary that resume ignores; a diverging run writes nothing; differing
+# settings, wrong files and used folders are refused; --save-every, --keep and the metrics file.
+# Needs Debian's Fashion-MNIST; skipped without it.
+# Usage: sh tests/cli_checkpoint.sh BUILD_DIR
+set -u
+export LC_ALL=C
+build=${1:-build}
+cnnc=$(cd "$build" && pwd)/cnnc
+data=/usr/share/datasets/fashion-mnist
+[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
+if [ ! -d "$data" ]; then
+  echo "cli_checkpoint: skipped ($data missing)"
+  exit 0
+fi
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+cd "$tmp" || exit 1
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# run ARGS...: stdout in out, stderr in err, exit status in $status.
+run() {
+  "$cnnc" "$@" >out 2>err
+  status=$?
+}
+
+# expect STATUS TEXT ARGS...: that exit status and TEXT in the message.
+expect() {
+  want=$1
+  text=$2
+  shift 2
+  run "$@"
+  if [ "$status" -ne "$want" ]; then
+    fail "cnnc $*: exit status $status, expected $want: $(cat err)"
+  elif ! grep -q -e "$text" err; then
+    fail "cnnc $*: the message does not mention '$text': $(cat err)"
+  fi
+}
+
+# wait_for FILE TEXT: until TEXT is in FILE (at most 60 s).
+wait_for() {
+  i=0
+  while ! grep -q -e "$2" "$1" 2>/dev/null; do
+    i=$((i + 1))
+    [ "$i" -gt 600 ] && return 1
+    sleep 0.1
+  done
+}
+
+# The fields of one epoch's metrics line that do not depend on timing.
+numbers() {
+  sed -n "/\"epoch\":$2,/p" "$1" | grep -o '"\(epoch\|train_loss\|test_loss\|test_accuracy\)":[^,]*'
+}
+
+listing() {
+  (cd "$1" && ls -A | tr '\n' ' ')
+}
+
+small="--train-samples 4096 --test-samples 512 --num-cores 2 --batch-size 64"
+quiet="--threads 2 --result-image none --log-steps 1000"
+
+# ---------------------------------------------------------------- stop after 1 epoch, resume to 2
+# shellcheck disable=SC2086
+run train $small $quiet --num-epochs 2 --checkpoint-dir straight --save s2.safetensors \
+  --metrics-file s.jsonl
+[ "$status" -eq 0 ] || fail "straight 2-epoch run: exit status $status: $(cat err)"
+[ "$(listing straight)" = "checkpoint-epoch-0001.safetensors checkpoint-epoch-0002.safetensors " ] ||
+  fail "straight/ holds: $(listing straight)"
+
+# shellcheck disable=SC2086
+run train $small $quiet --num-epochs 1 --checkpoint-dir part --metrics-file p.jsonl
+[ "$status" -eq 0 ] || fail "1-epoch run: exit status $status: $(cat err)"
+# shellcheck disable=SC2086
+run train --resume part --num-epochs 2 $quiet --test-samples 512 --save r2.safetensors \
+  --metrics-file p.jsonl
+[ "$status" -eq 0 ] || fail "resumed run: exit status $status: $(cat err)"
+grep -q "Resuming from part/checkpoint-epoch-0001.safetensors: epoch 1 complete" out ||
+  fail "the resumed run does not say where it resumes: $(head -n 2 out)"
+grep -q "^Epoch 1" out && fail "the resumed run trained epoch 1 again"
+cmp -s s2.safetensors r2.safetensors || fail "stopped after 1 epoch and resumed to 2: the model" \
+  "differs from the straight 2-epoch run"
+cmp -s straight/checkpoint-epoch-0002.safetensors part/checkpoint-epoch-0002.safetensors ||
+  fail "the resumed run's epoch-2 checkpoint differs from the straight run's"
+[ "$(grep -c . p.jsonl)" -eq 2 ] || fail "p.jsonl should have 2 lines: $(cat p.jsonl)"
+for e in 1 2; do
+  [ -n "$(numbers p.jsonl $e)" ] && [ "$(numbers p.jsonl $e)" = "$(numbers s.jsonl $e)" ] ||
+    fail "metrics of epoch $e: resumed '$(numbers p.jsonl $e)', straight '$(numbers s.jsonl $e)'"
+done
+run eval --checkpoint part/checkpoint-epoch-0002.safetensors --test-samples 512 --threads 2
+[ "$status" -eq 0 ] || fail "eval of a training checkpoint: exit status $status: $(cat err)"
+
+# ---------------------------------------------------------------- refusals
+before=$(listing part)
+expect 2 "--num-cores 4 differs from the checkpoint's 2" train --resume part --num-epochs 3 --num-cores 4
+expect 2 "--batch-size 32 differs from the checkpoint's 64" train --resume part --num-epochs 3 --batch-size 32
+expect 2 "--learning-rate 0.02 differs from the checkpoint's 0.01" train --resume part --num-epochs 3 --learning-rate 0.02
+expect 2 "--momentum 0.9 differs" train --resume part --num-epochs 3 --momentum 0.9
+expect 2 "--seed 2 differs from the checkpoint's 1" train --resume part --num-epochs 3 --seed 2
+expect 2 "--train-samples 2048 uses 2048 training images, the checkpoint's run used 4096" \
+  train --resume part --num-epochs 3 --train-samples 2048
+expect 2 "--num-epochs 2: .* has already trained 2 epochs" train --resume part --num-epochs 2
+mkdir otherdata
+for f in "$data"/t10k-*; do ln -s "$f" otherdata/; ln -s "$f" "otherdata/train${f##*/t10k}"; done
+expect 1 "the first 4096 training images differ from those the checkpoint" \
+  train --resume part --num-epochs 3 --data-dir otherdata
+[ "$(listing part)" = "$before" ] || fail "refused resumes changed part/: $(listing part)"
+expect 1 "cannot open" train --resume "$tmp/absent.safetensors"
+mkdir empty
+expect 1 "empty: no checkpoint in this folder" train --resume empty
+expect 1 "not a training checkpoint" train --resume s2.safetensors --num-epochs 3
+expect 1 "already holds checkpoints" train $small --checkpoint-dir straight
+expect 1 "newer than the checkpoint resumed" train --resume straight/checkpoint-epoch-0001.safetensors \
+  --checkpoint-dir straight --num-epochs 3
+expect 2 "--save-every needs --checkpoint-dir" train $small --save-every 2
+expect 2 "--keep" train $small --keep 0
+expect 2 "--save-every" train $small --save-every 0 --checkpoint-dir x
+expect 2 "--resume: empty name" train --resume ""
+[ -e x ] && fail "a refused run created the folder x"
+
+# ---------------------------------------------------------------- --save-every, --keep, metrics
+# shellcheck disable=SC2086
+run train $small $quiet --num-epochs 5 --save-every 2 --keep 2 --checkpoint-dir every \
+  --metrics-file e.jsonl
+[ "$status" -eq 0 ] || fail "--save-every 2 --keep 2: exit status $status: $(cat err)"
+[ "$(listing every)" = "checkpoint-epoch-0004.safetensors checkpoint-epoch-0005.safetensors " ] ||
+  fail "--save-every 2 --keep 2 over 5 epochs left: $(listing every)"
+# Losing the newest checkpoint: the resume redoes epoch 5 and its metrics line replaces the old.
+cp e.jsonl e-straight.jsonl
+rm every/checkpoint-epoch-0005.safetensors
+# shellcheck disable=SC2086
+run train --resume every $quiet --test-samples 512 --num-epochs 5 --metrics-file e.jsonl
+[ "$status" -eq 0 ] || fail "resume with a metrics file: exit status $status: $(cat err)"
+grep -q "Dropped 1 line of epochs after the checkpoint from e.jsonl" out ||
+  fail "the resume does not say it dropped epoch 5's metrics line: $(cat out)"
+[ "$(grep -o '"epoch":[0-9]*' e.jsonl | tr '\n' ' ')" = '"epoch":1 "epoch":2 "epoch":3 "epoch":4 "epoch":5 ' ] ||
+  fail "e.jsonl after the resume: $(grep -o '"epoch":[0-9]*' e.jsonl | tr '\n' ' ')"
+[ "$(numbers e.jsonl 5)" = "$(numbers e-straight.jsonl 5)" ] || fail "epoch 5's metrics changed"
+echo "not metrics" >bad.jsonl
+expect 1 "line 1 is not a cnnc metrics line" train --resume every --num-epochs 6 --metrics-file bad.jsonl
+
+# ---------------------------------------------------------------- a diverging run saves nothing
+# shellcheck disable=SC2086
+expect 1 "training diverged" train $small $quiet --learning-rate 1e30 --checkpoint-dir diverged
+[ -z "$(listing diverged)" ] || fail "a run that diverged left: $(listing diverged)"
+# A checkpoint whose fc2 weights are huge (finite, so it loads) diverges on its first step.
+mkdir huge
+cp straight/checkpoint-epoch-0001.safetensors huge/
+file=huge/checkpoint-epoch-0001.safetensors
+header=$(od -An -tu8 -N8 "$file" | tr -d ' ')
+begin=$(head -c $((8 + header)) "$file" | tail -c "$header" |
+  grep -o '"fc2.weight":{[^}]*}' | sed 's/.*"data_offsets":\[\([0-9]*\),.*/\1/')
+head -c 2000 /dev/zero | tr '\0' '\177' |
+  dd of="$file" bs=1 seek=$((8 + header + begin)) conv=notrunc 2>/dev/null
+sum_before=$(cksum huge/*)
+# shellcheck disable=SC2086
+expect 1 "training diverged" train --resume huge $quiet --num-epochs 2
+[ "$(cksum huge/*)" = "$sum_before" ] || fail "a diverged resume changed huge/: $(listing huge)"
+
+# ---------------------------------------------------------------- killed while writing
+mkdir killed
+cp straight/checkpoint-epoch-0001.safetensors killed/
+# shellcheck disable=SC2086
+CNNC_TEST_STALL_WRITE=1 "$cnnc" train --resume killed --num-epochs 2 $quiet >k.out 2>k.err &
+pid=$!
+if wait_for k.err "stalled writing killed/checkpoint-epoch-0002.safetensors.tmp."; then
+  expect 1 "another cnnc train is using this folder" train --resume killed --num-epochs 3
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null
+  cmp -s straight/checkpoint-epoch-0001.safetensors killed/checkpoint-epoch-0001.safetensors ||
+    fail "the checkpoint before the killed write changed"
+  ls killed | grep -q '^checkpoint-epoch-0002.safetensors.tmp\.' ||
+    fail "the killed write left no temporary file: $(listing killed)"
+  [ -e killed/checkpoint-epoch-0002.safetensors ] && fail "a killed write left a checkpoint"
+  run predict --checkpoint killed/checkpoint-epoch-0001.safetensors \
+    --idx "$data/t10k-images-idx3-ubyte.gz" --index 0
+  [ "$status" -eq 0 ] || fail "the checkpoint before the killed write does not load: $(cat err)"
+  # shellcheck disable=SC2086
+  run train --resume killed --num-epochs 2 $quiet --save k2.safetensors
+  [ "$status" -eq 0 ] || fail "resume after the killed write: exit status $status: $(cat err)"
+  grep -q "Resuming from killed/checkpoint-epoch-0001.safetensors" out ||
+    fail "resume after the killed write did not start from epoch 1: $(head -n 1 out)"
+  cmp -s k2.safetensors s2.safetensors || fail "resume after the killed write: a different model"
+  [ "$(listing killed)" = "checkpoint-epoch-0001.safetensors checkpoint-epoch-0002.safetensors " ] ||
+    fail "after the resume killed/ holds: $(listing killed)"
+else
+  kill -KILL "$pid" 2>/dev/null
+  fail "CNNC_TEST_STALL_WRITE=1 did not stall the write: $(cat k.err)"
+fi
+
+# ---------------------------------------------------------------- a second signal kills at once
+mkdir twice
+cp straight/checkpoint-epoch-0001.safetensors twice/
+# shellcheck disable=SC2086
+CNNC_TEST_STALL_WRITE=1 "$cnnc" train --resume twice --num-epochs 2 $quiet >t.out 2>t.err &
+pid=$!
+if wait_for t.err "stalled writing"; then
+  kill -INT "$pid"
+  sleep 0.5
+  kill -0 "$pid" 2>/dev/null || fail "the first SIGINT ended a process that was writing"
+  kill -INT "$pid"
+  i=0
+  while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "a second SIGINT did not end the process"
+    kill -KILL "$pid"
+  fi
+  wait "$pid"
+  cmp -s straight/checkpoint-epoch-0001.safetensors twice/checkpoint-epoch-0001.safetensors ||
+    fail "the second signal damaged the previous checkpoint"
+else
+  kill -KILL "$pid" 2>/dev/null
+  fail "CNNC_TEST_STALL_WRITE=1 did not stall the write: $(cat t.err)"
+fi
+
+# ---------------------------------------------------------------- SIGINT and SIGTERM
+# stop_run SIGNAL DIR: trains in the background, signals it during epoch 2; sets $status.
+stop_run() {
+  # shellcheck disable=SC2086
+  "$cnnc" train $small --threads 2 --result-image none --log-steps 1 --num-epochs 40 \
+    --checkpoint-dir "$2" >sig.out 2>sig.err &
+  pid=$!
+  if wait_for sig.out "Epoch 2 step 3/"; then
+    kill "-$1" "$pid"
+  else
+    kill -KILL "$pid"
+  fi
+  wait "$pid"
+  status=$?
+}
+
+stop_run INT sigint
+[ "$status" -eq 130 ] || fail "SIGINT: exit status $status, expected 130: $(tail -n 3 sig.err)"
+stopped=$(sed -n 's/^Stopped by SIGINT at epoch \([0-9]*\), \([0-9]*\) of 32 steps done$/\1 \2/p' sig.out)
+[ -n "$stopped" ] || fail "SIGINT: no 'Stopped by SIGINT' line: $(tail -n 3 sig.out)"
+newest=$(ls sigint | tail -n 1)
+grep -q "Saved checkpoint sigint/$newest" sig.out || fail "SIGINT: $newest was not the last save"
+run eval --checkpoint "sigint/$newest" --test-samples 512 --threads 2
+[ "$status" -eq 0 ] || fail "SIGINT: its checkpoint $newest does not load: $(cat err)"
+epoch=${stopped% *}
+if [ -n "$epoch" ]; then
+  target=$((epoch + 1))
+  # shellcheck disable=SC2086
+  run train --resume sigint $quiet --num-epochs "$target" --save sigint.safetensors
+  [ "$status" -eq 0 ] || fail "resume after SIGINT: exit status $status: $(cat err)"
+  # shellcheck disable=SC2086
+  run train $small $quiet --num-epochs "$target" --save target.safetensors
+  cmp -s sigint.safetensors target.safetensors ||
+    fail "stopped by SIGINT at epoch $stopped and resumed to $target epochs: the model differs" \
+      "from a straight run"
+fi
+
+stop_run TERM sigterm
+[ "$status" -eq 143 ] || fail "SIGTERM: exit status $status, expected 143: $(tail -n 3 sig.err)"
+grep -q "^Stopped by SIGTERM at epoch" sig.out || fail "SIGTERM: $(tail -n 3 sig.out)"
+newest=$(ls sigterm | tail -n 1)
+run eval --checkpoint "sigterm/$newest" --test-samples 512 --threads 2
+[ "$status" -eq 0 ] || fail "SIGTERM: its checkpoint $newest does not load: $(cat err)"
+
+if [ "$failures" -ne 0 ]; then
+  echo "cli_checkpoint: $failures check(s) failed"
+  exit 1
+fi
+echo "cli_checkpoint: all checks passed (SIGINT stopped at epoch ${epoch:-?} after ${stopped#* } steps)"

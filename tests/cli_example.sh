@@ -1,0 +1,53 @@
+#!/bin/sh
+# cli_example.sh — runs examples/train_mnist (built by make check against the public header
+# only): it must train its own small CNN to a useful accuracy, print per-class counts that add
+# up to that accuracy, and save a model that `cnnc eval` refuses (it is not the Fashion-MNIST
+# network) with a clear message. Needs Debian's Fashion-MNIST; without it, only the failure.
+# Usage: sh tests/cli_example.sh BUILD_DIR
+set -u
+build=$(cd "${1:-build}" && pwd)
+example=$build/examples/train_mnist
+data=/usr/share/datasets/fashion-mnist
+[ -x "$example" ] || { echo "FAIL: $example is missing (make check builds it)"; exit 1; }
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+"$example" "$tmp/no-data" >"$tmp/out" 2>"$tmp/err"
+status=$?
+[ "$status" -eq 1 ] && grep -q "^train_mnist: .*no-data" "$tmp/err" ||
+  fail "the example without data: exit status $status: $(cat "$tmp/err")"
+
+if [ -d "$data" ]; then
+  "$example" "$data" "$tmp/small.safetensors" >"$tmp/out" 2>"$tmp/err"
+  status=$?
+  [ "$status" -eq 0 ] || fail "the example: exit status $status: $(cat "$tmp/err")"
+  grep -q "^model: 10 layers, 5274 parameters$" "$tmp/out" || fail "the example's model line"
+  [ "$(grep -c "^epoch [1-3]: 32 steps" "$tmp/out")" -eq 3 ] || fail "the example's epochs"
+  accuracy=$(sed -n 's/^test loss [0-9.]*, accuracy \([0-9.]*\)% on 1000 images$/\1/p' "$tmp/out")
+  awk -v a="$accuracy" 'BEGIN { exit !(a + 0 >= 65) }' ||
+    fail "the example reached only '$accuracy'% (expected at least 65%)"
+  sums=$(sed -n 's/^  .* \([0-9]*\) of \([0-9]*\) right$/\1 \2/p' "$tmp/out" |
+    awk '{ r += $1; t += $2; n++ } END { printf "%d %d %.2f", n, t, t ? 100 * r / t : -1 }')
+  [ "$sums" = "10 1000 $accuracy" ] ||
+    fail "per-class counts (classes, images, percent: $sums) disagree with $accuracy%"
+  [ -s "$tmp/small.safetensors" ] || fail "the example saved no model"
+  "$build/cnnc" eval --checkpoint "$tmp/small.safetensors" >"$tmp/out" 2>"$tmp/err"
+  status=$?
+  [ "$status" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] ||
+    fail "cnnc eval of another architecture: exit status $status: $(cat "$tmp/err")"
+else
+  echo "skipped the training checks: $data is missing (Debian package dataset-fashion-mnist)"
+fi
+
+if [ "$failures" -ne 0 ]; then
+  echo "cli_example: $failures check(s) failed"
+  exit 1
+fi
+echo "cli_example: all checks passed"

@@ -1,0 +1,99 @@
+#!/bin/sh
+# cli_info.sh — `cnnc info` (CPU model, cores, SIMD path, a measured FMA peak, MPI, where the
+# dataset is) and the help of every command: each flag listed with its default, --version in
+# the form "cnnc X.Y.Z" matching the man page. Does not judge the peak's value beyond > 0.
+# Usage: sh tests/cli_info.sh BUILD_DIR
+set -u
+build=${1:-build}
+cnnc=$(cd "$build" && pwd)/cnnc
+root=$(cd "$(dirname "$0")/.." && pwd)
+data=/usr/share/datasets/fashion-mnist
+[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+run() {
+  "$cnnc" "$@" >"$tmp/out" 2>"$tmp/err"
+  status=$?
+}
+
+# ---------------------------------------------------------------- cnnc info
+run info --threads 2
+[ "$status" -eq 0 ] || fail "cnnc info: exit status $status: $(cat "$tmp/err")"
+model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+[ -z "$model" ] || grep -qF "CPU:       $model" "$tmp/out" ||
+  fail "info lacks the CPU model '$model'"
+grep -q "^Cores:     $(getconf _NPROCESSORS_ONLN) online" "$tmp/out" || fail "info lacks the cores"
+grep -qE "^SIMD:      (generic|avx2|avx512) \(this CPU runs: generic" "$tmp/out" ||
+  fail "info lacks the SIMD path"
+grep -qE "^FMA peak:  [0-9]+\.[0-9] GFLOP/s on 1 thread, [0-9]+\.[0-9] GFLOP/s on 2 threads" \
+  "$tmp/out" || fail "info lacks the FMA peak"
+grep -qE "^FMA peak:  0\.0 " "$tmp/out" && fail "info measured a zero peak"
+grep -qE "^MPI:       (yes, Open MPI|no \(built without MPI)" "$tmp/out" ||
+  fail "info lacks whether MPI is built in"
+if [ -d "$data" ]; then
+  grep -q "^Dataset:   $data (default): 60000 training and 10000 test images" "$tmp/out" ||
+    fail "info does not find the default dataset: $(grep Dataset "$tmp/out")"
+fi
+env CNNC_ISA=generic "$cnnc" info --threads 1 --data-dir "$tmp/none" >"$tmp/out" 2>"$tmp/err"
+status=$?
+[ "$status" -eq 0 ] || fail "cnnc info with a missing --data-dir: exit status $status"
+grep -q "^SIMD:      generic (.*chosen by CNNC_ISA=generic)" "$tmp/out" ||
+  fail "info ignores CNNC_ISA: $(grep SIMD "$tmp/out")"
+grep -q "^Dataset:   not usable in $tmp/none (--data-dir): " "$tmp/out" ||
+  fail "info does not say the dataset is missing: $(grep Dataset "$tmp/out")"
+run info --threads 0
+[ "$status" -eq 2 ] && grep -q -e "--threads" "$tmp/err" || fail "info --threads 0: $status"
+run info extra
+[ "$status" -eq 2 ] || fail "info extra: exit status $status"
+
+# ---------------------------------------------------------------- help: every flag, a default
+# flags_of HELP_FILE: the long flags a help text lists.
+flags_of() { grep -oE '^  (-[a-z], )?--[a-z-]+' "$1" | sed 's/.*--/--/'; }
+for command in train eval plot info; do
+  run "$command" --help
+  [ "$status" -eq 0 ] || fail "cnnc $command --help: exit status $status"
+  cp "$tmp/out" "$tmp/help-$command"
+  n=$(flags_of "$tmp/help-$command" | wc -l)
+  [ "$n" -ge 3 ] || fail "cnnc $command --help lists only $n flags"
+  # Each flag's entry, up to the next flag, names its default (--help excepted).
+  for flag in $(flags_of "$tmp/help-$command"); do
+    [ "$flag" = "--help" ] && continue
+    awk -v f="$flag" '
+      /^  (-[a-z], )?--[a-z-]+/ { inside = index($0, f " ") || $0 ~ (f "$") }
+      inside && /default: |required/ { found = 1 }
+      END { exit !found }' "$tmp/help-$command" ||
+      fail "cnnc $command --help: $flag has no default"
+  done
+done
+for flag in --quiet --verbose --plot; do
+  grep -q -e "$flag" "$tmp/help-train" || fail "cnnc train --help lacks $flag"
+done
+grep -q -e "--confusion FILE" "$tmp/help-eval" || fail "cnnc eval --help lacks --confusion"
+run --help
+for command in train eval plot info; do
+  grep -q "^  $command " "$tmp/out" || fail "cnnc --help does not list the command $command"
+  grep -q "^Usage: cnnc $command" "$tmp/out" || fail "cnnc --help lacks the help of $command"
+done
+run --version
+version=$(sed -n 's/^#define CN_VERSION "\(.*\)"$/\1/p' "$root/include/cnnc.h")
+[ "$(cat "$tmp/out")" = "cnnc $version" ] || fail "cnnc --version says '$(cat "$tmp/out")'"
+grep -q "\"cnnc $version\"" "$root/man/cnnc.1" || fail "man/cnnc.1 is not for version $version"
+for flag in $(flags_of "$tmp/help-train") $(flags_of "$tmp/help-eval") \
+  $(flags_of "$tmp/help-plot") $(flags_of "$tmp/help-info"); do
+  [ "$flag" = "--help" ] && continue
+  grep -q -e "$(echo "$flag" | sed 's/-/\\\\-/g')" "$root/man/cnnc.1" ||
+    fail "man/cnnc.1 does not document $flag"
+done
+
+if [ "$failures" -ne 0 ]; then
+  echo "cli_info: $failures check(s) failed"
+  exit 1
+fi
+echo "cli_info: all checks passed"

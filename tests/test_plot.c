@@ -1,0 +1,329 @@
+/* test_plot.c — the training-curves and confusion-matrix pictures: nice axis ticks, PNGs read
+ * back with cairo at exactly the stated size, the curve colours present (and absent where the
+ * values are missing), text in the title and axis-label bands, the confusion counts and their
+ * shading, and the refusal of bad arguments without leaving a file. It does not compare pixels
+ * with a reference picture (font rendering varies between systems). */
+#include "testutil.h"
+
+#include <dirent.h>
+
+#include <cairo.h>
+
+#include "draw.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+typedef struct {
+    char dir[64];
+    char png[96];
+} tmp_place;
+
+static void place_make(tmp_place *p)
+{
+    snprintf(p->dir, sizeof p->dir, "/tmp/cnnc-plot-XXXXXX");
+    assert_non_null(mkdtemp(p->dir));
+    snprintf(p->png, sizeof p->png, "%s/out.png", p->dir);
+}
+
+static int dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int count = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) count++;
+    closedir(d);
+    return count;
+}
+
+static void place_remove(tmp_place *p)
+{
+    unlink(p->png);
+    assert_int_equal(dir_entries(p->dir), 0);
+    assert_int_equal(rmdir(p->dir), 0);
+}
+
+/* A PNG read back: opaque, so cairo gives RGB24. */
+static cairo_surface_t *load_png(const char *path, int want_w, int want_h)
+{
+    cairo_surface_t *s = cairo_image_surface_create_from_png(path);
+    assert_int_equal(cairo_surface_status(s), CAIRO_STATUS_SUCCESS);
+    assert_int_equal(cairo_image_surface_get_format(s), CAIRO_FORMAT_RGB24);
+    assert_int_equal(cairo_image_surface_get_width(s), want_w);
+    assert_int_equal(cairo_image_surface_get_height(s), want_h);
+    return s;
+}
+
+typedef enum { PIX_DARK, PIX_NEAR, PIX_DARK_BLUE } pixel_test;
+
+/* Pixels in [x0, x1) x [y0, y1) that pass the test: dark (text), near the colour rgb (within
+ * 40 per channel), or dark blue (the top of the confusion colour scale). */
+static long count_pixels(cairo_surface_t *s, int x0, int y0, int x1, int y1, pixel_test test,
+                         uint32_t rgb)
+{
+    const unsigned char *data = cairo_image_surface_get_data(s);
+    int stride = cairo_image_surface_get_stride(s);
+    long n = 0;
+    for (int y = y0; y < y1; y++) {
+        const uint32_t *row = (const uint32_t *)(const void *)(data + (size_t)y * (size_t)stride);
+        for (int x = x0; x < x1; x++) {
+            int r = (row[x] >> 16) & 255, g = (row[x] >> 8) & 255, b = row[x] & 255;
+            int wr = (rgb >> 16) & 255, wg = (rgb >> 8) & 255, wb = rgb & 255;
+            if (test == PIX_DARK) n += r < 100 && g < 100 && b < 100;
+            else if (test == PIX_NEAR)
+                n += abs(r - wr) < 40 && abs(g - wg) < 40 && abs(b - wb) < 40;
+            else n += r < 60 && g < 90 && b > 90 && b - r > 50;
+        }
+    }
+    return n;
+}
+
+static uint32_t corner(cairo_surface_t *s)
+{
+    return ((const uint32_t *)(const void *)cairo_image_surface_get_data(s))[0] & 0xFFFFFFu;
+}
+
+#define TRAIN_BLUE 0x1F77B4u
+#define TEST_ORANGE 0xFF7F0Eu
+#define ACCURACY_GREEN 0x2CA02Cu
+
+/* A 50-epoch run: falling losses, rising accuracy. */
+static void synth_epochs(cn_epoch_metrics *e, int n)
+{
+    for (int i = 0; i < n; i++) {
+        e[i].epoch = i + 1;
+        e[i].train_loss = 0.25 + 0.35 * exp(-i / 6.0);
+        e[i].test_loss = 0.28 + 0.2 * exp(-i / 5.0);
+        e[i].test_accuracy = 90.5 - 6 * exp(-i / 5.0);
+    }
+}
+
+/* ------------------------------------------------------------------ ticks */
+
+static void expect_ticks(double lo, double hi, int max, double first, double last, double step,
+                         int decimals)
+{
+    cn_axis_ticks t;
+    cn_nice_ticks(lo, hi, max, &t);
+    if (fabs(t.first - first) > 1e-9 || fabs(t.last - last) > 1e-9 ||
+        fabs(t.step - step) > 1e-12 || t.decimals != decimals)
+        fail_msg("ticks(%g, %g, %d) = %g..%g step %g (%d decimals), expected %g..%g step %g "
+                 "(%d)", lo, hi, max, t.first, t.last, t.step, t.decimals, first, last, step,
+                 decimals);
+}
+
+static void test_nice_ticks(void **state)
+{
+    (void)state;
+    expect_ticks(1, 50, 10, 0, 50, 5, 0);
+    expect_ticks(0.25, 0.6, 6, 0.2, 0.6, 0.1, 1);
+    expect_ticks(0.25, 0.6, 10, 0.25, 0.6, 0.05, 2);
+    expect_ticks(84.8, 90.8, 5, 84, 92, 2, 0);
+    expect_ticks(0, 958, 5, 0, 1000, 200, 0);
+    expect_ticks(3, 3, 5, 2.6, 3.4, 0.2, 1);  /* one value: a range around it */
+    expect_ticks(0, 0, 5, -1, 1, 0.5, 1);
+    expect_ticks(-0.003, 0.0021, 4, -0.004, 0.004, 0.002, 3);
+}
+
+/* ------------------------------------------------------------------ curves */
+
+static cairo_surface_t *draw_curves(const tmp_place *p, const cn_epoch_metrics *e, int n, int w,
+                                    int h, const char *title)
+{
+    cn_error err = {{0}};
+    if (cn_plot_curves(p->png, e, n, w, h, title, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(dir_entries(p->dir), 1); /* the PNG, no temporary left over */
+    return load_png(p->png, w, h);
+}
+
+static void test_curves_show_all_three(void **state)
+{
+    (void)state;
+    cn_epoch_metrics e[50];
+    synth_epochs(e, 50);
+    tmp_place p;
+    place_make(&p);
+    cairo_surface_t *s = draw_curves(&p, e, 50, CN_PLOT_WIDTH, CN_PLOT_HEIGHT, "Curves title");
+    int w = CN_PLOT_WIDTH, h = CN_PLOT_HEIGHT;
+    assert_int_equal(corner(s), 0xFFFFFF);
+    assert_true(count_pixels(s, 0, 0, w, h, PIX_NEAR, TRAIN_BLUE) > 500);
+    assert_true(count_pixels(s, 0, 0, w, h, PIX_NEAR, TEST_ORANGE) > 500);
+    assert_true(count_pixels(s, 0, 0, w, h, PIX_NEAR, ACCURACY_GREEN) > 500);
+    /* the loss curves lie in the upper panel, the accuracy curve in the lower */
+    assert_true(count_pixels(s, 0, h / 2, w, h, PIX_NEAR, TRAIN_BLUE) == 0);
+    assert_true(count_pixels(s, 0, 90, w, h / 2, PIX_NEAR, ACCURACY_GREEN) == 0);
+    /* text: the title on top, "Epoch" along the bottom, the y labels along the left edge */
+    assert_true(count_pixels(s, 0, 0, w, 45, PIX_DARK, 0) > 100);
+    assert_true(count_pixels(s, w / 3, h - 30, 2 * w / 3, h, PIX_DARK, 0) > 30);
+    assert_true(count_pixels(s, 0, 90, 35, h - 70, PIX_DARK, 0) > 100);
+    cairo_surface_destroy(s);
+    /* the same curves without a title leave the title band empty */
+    s = draw_curves(&p, e, 50, CN_PLOT_WIDTH, CN_PLOT_HEIGHT, NULL);
+    assert_int_equal(count_pixels(s, 0, 0, w, 45, PIX_DARK, 0), 0);
+    cairo_surface_destroy(s);
+    place_remove(&p);
+}
+
+static void test_curves_other_sizes(void **state)
+{
+    (void)state;
+    cn_epoch_metrics e[200];
+    synth_epochs(e, 200);
+    tmp_place p;
+    place_make(&p);
+    int sizes[][2] = {{1600, 500}, {400, 300}, {2000, 2000}};
+    for (int i = 0; i < 3; i++) {
+        int w = sizes[i][0], h = sizes[i][1];
+        cairo_surface_t *s = draw_curves(&p, e, 200, w, h, "t");
+        assert_true(count_pixels(s, 0, 0, w, h, PIX_NEAR, TRAIN_BLUE) > 100);
+        assert_true(count_pixels(s, 0, 0, w, h, PIX_NEAR, ACCURACY_GREEN) > 100);
+        cairo_surface_destroy(s);
+    }
+    place_remove(&p);
+}
+
+static void test_curves_leave_out_missing_values(void **state)
+{
+    (void)state;
+    cn_epoch_metrics e[5];
+    synth_epochs(e, 5);
+    for (int i = 0; i < 5; i++) e[i].test_loss = NAN, e[i].test_accuracy = INFINITY;
+    tmp_place p;
+    place_make(&p);
+    cairo_surface_t *s = draw_curves(&p, e, 5, 960, 720, "t");
+    /* the legend still shows every colour: look below it */
+    assert_true(count_pixels(s, 0, 80, 960, 720, PIX_NEAR, TRAIN_BLUE) > 100);
+    assert_int_equal(count_pixels(s, 0, 80, 960, 720, PIX_NEAR, TEST_ORANGE), 0);
+    assert_int_equal(count_pixels(s, 0, 80, 960, 720, PIX_NEAR, ACCURACY_GREEN), 0);
+    cairo_surface_destroy(s);
+    /* a single epoch is a dot per series */
+    s = draw_curves(&p, e, 1, 960, 720, "t");
+    assert_true(count_pixels(s, 0, 80, 960, 720, PIX_NEAR, TRAIN_BLUE) > 5);
+    cairo_surface_destroy(s);
+    place_remove(&p);
+}
+
+static void expect_curves_refused(const cn_epoch_metrics *e, int n, int w, int h,
+                                  const char *want)
+{
+    tmp_place p;
+    place_make(&p);
+    cn_error err = {{0}};
+    assert_int_equal(cn_plot_curves(p.png, e, n, w, h, "t", &err), -1);
+    if (!strstr(err.msg, want)) fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
+    assert_int_equal(dir_entries(p.dir), 0);
+    place_remove(&p);
+}
+
+static void test_curves_refusals(void **state)
+{
+    (void)state;
+    cn_epoch_metrics e[3];
+    synth_epochs(e, 3);
+    expect_curves_refused(e, 0, 960, 720, "at least one epoch");
+    expect_curves_refused(NULL, 3, 960, 720, "at least one epoch");
+    expect_curves_refused(e, 3, 399, 720, "the size must be");
+    expect_curves_refused(e, 3, 960, 8193, "the size must be");
+    e[2].epoch = 2;
+    expect_curves_refused(e, 3, 960, 720, "epoch 2 follows epoch 2");
+    e[2].epoch = 3;
+    cn_error err = {{0}};
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/cnnc-no-such-dir-%d/c.png", (int)getpid());
+    assert_int_equal(cn_plot_curves(path, e, 3, 960, 720, "t", &err), -1);
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "No such file or directory"));
+}
+
+/* ------------------------------------------------------------------ confusion matrix */
+
+static void test_confusion_count(void **state)
+{
+    (void)state;
+    uint8_t labels[] = {0, 0, 1, 2, 2, 2}, preds[] = {0, 1, 1, 2, 0, 2};
+    int64_t counts[9];
+    cn_error err = {{0}};
+    assert_int_equal(cn_confusion_count(counts, 3, labels, preds, 6, &err), 0);
+    int64_t want[9] = {1, 1, 0, 0, 1, 0, 1, 0, 2};
+    assert_memory_equal(counts, want, sizeof want);
+    preds[3] = 3;
+    assert_int_equal(cn_confusion_count(counts, 3, labels, preds, 6, &err), -1);
+    assert_non_null(strstr(err.msg, "sample 3"));
+    assert_memory_equal(counts, want, sizeof want); /* unchanged */
+}
+
+enum { CLASSES = CN_NUM_CLASSES, CONF_W = 258 + 58 * CLASSES, CONF_H = 184 + 58 * CLASSES };
+
+static cairo_surface_t *draw_confusion(const tmp_place *p, const int64_t *counts,
+                                       const char *const *names)
+{
+    cn_error err = {{0}};
+    if (cn_confusion_picture(p->png, counts, CLASSES, names, "Confusion", &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(dir_entries(p->dir), 1);
+    return load_png(p->png, CONF_W, CONF_H);
+}
+
+static void test_confusion_picture(void **state)
+{
+    (void)state;
+    int64_t diagonal[CLASSES * CLASSES] = {0}, empty[CLASSES * CLASSES] = {0};
+    for (int c = 0; c < CLASSES; c++) diagonal[c * CLASSES + c] = 900 + c;
+    diagonal[6 * CLASSES + 0] = 120;
+    tmp_place p;
+    place_make(&p);
+    cairo_surface_t *s = draw_confusion(&p, diagonal, cn_class_names);
+    assert_int_equal(corner(s), 0xFFFFFF);
+    long dark_diagonal = count_pixels(s, 0, 0, CONF_W, CONF_H, PIX_DARK_BLUE, 0);
+    /* text: title band, class names left of the matrix and under it */
+    assert_true(count_pixels(s, 0, 0, CONF_W, 50, PIX_DARK, 0) > 100);
+    assert_true(count_pixels(s, 0, 60, 150, 60 + 58 * CLASSES, PIX_DARK, 0) > 300);
+    assert_true(count_pixels(s, 150, 60 + 58 * CLASSES, CONF_W, CONF_H, PIX_DARK, 0) > 300);
+    cairo_surface_destroy(s);
+    s = draw_confusion(&p, empty, NULL);
+    long dark_empty = count_pixels(s, 0, 0, CONF_W, CONF_H, PIX_DARK_BLUE, 0);
+    cairo_surface_destroy(s);
+    /* ten dark diagonal cells of 58 x 58 px, less their numbers; the colour bar is in both */
+    if (dark_diagonal - dark_empty < 10 * 2500)
+        fail_msg("dark blue pixels: %ld with a full diagonal, %ld with no counts", dark_diagonal,
+                 dark_empty);
+    place_remove(&p);
+}
+
+static void expect_confusion_refused(const int64_t *counts, int classes, const char *want)
+{
+    tmp_place p;
+    place_make(&p);
+    cn_error err = {{0}};
+    assert_int_equal(cn_confusion_picture(p.png, counts, classes, NULL, "t", &err), -1);
+    if (!strstr(err.msg, want)) fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
+    assert_int_equal(dir_entries(p.dir), 0);
+    place_remove(&p);
+}
+
+static void test_confusion_refusals(void **state)
+{
+    (void)state;
+    int64_t counts[65 * 65] = {0};
+    expect_confusion_refused(counts, 0, "1..64 classes");
+    expect_confusion_refused(counts, 65, "1..64 classes");
+    expect_confusion_refused(NULL, 10, "1..64 classes");
+    counts[5] = -1;
+    expect_confusion_refused(counts, 10, "count 5 is negative");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nice_ticks),
+        cmocka_unit_test(test_curves_show_all_three),
+        cmocka_unit_test(test_curves_other_sizes),
+        cmocka_unit_test(test_curves_leave_out_missing_values),
+        cmocka_unit_test(test_curves_refusals),
+        cmocka_unit_test(test_confusion_count),
+        cmocka_unit_test(test_confusion_picture),
+        cmocka_unit_test(test_confusion_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,713 @@
+/* test_train_checkpoint.c — training checkpoints: what the file holds (model, momentum buffers,
+ * metadata), exact round trips, bit-identical resume at an epoch boundary and inside an epoch,
+ * refusal of non-finite values and of every damaged tensor or metadata value (with the model
+ * and momentum left untouched), and the checkpoint folder: names, newest, pruning, temporaries.
+ * The safetensors format itself is tested in tests/test_safetensors.c. */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <sys/stat.h>
+
+#define N_TRAIN 640 /* with R = 2, B = 16: 20 steps per epoch */
+#define R 2
+#define B 16
+#define STEPS 20
+#define MAX_TENSORS 40
+
+/* ---------------------------------------------------------------- fixtures */
+
+typedef struct {
+    cn_dataset train;
+    cn_model *model;
+    cn_trainer *trainer;
+} rig;
+
+static void make_dataset(cn_dataset *ds, int n, uint64_t seed)
+{
+    cn_rng rng;
+    cn_rng_seed(&rng, seed);
+    ds->count = n;
+    ds->rows = ds->cols = 28;
+    ds->pixels = malloc((size_t)n * 784);
+    ds->labels = malloc((size_t)n);
+    assert_non_null(ds->pixels);
+    assert_non_null(ds->labels);
+    for (size_t i = 0; i < (size_t)n * 784; i++) ds->pixels[i] = (uint8_t)cn_rng_below(&rng, 256);
+    for (int i = 0; i < n; i++) ds->labels[i] = (uint8_t)cn_rng_below(&rng, 10);
+}
+
+static cn_train_config config(void)
+{
+    return (cn_train_config){.batch_size = B, .num_replicas = R, .threads = 2,
+                             .learning_rate = 0.01f, .momentum = 0.5f, .seed = 3};
+}
+
+static void rig_open(rig *g)
+{
+    cn_error err = {{0}};
+    make_dataset(&g->train, N_TRAIN, 11);
+    g->model = cn_model_fashion_mnist(&err);
+    assert_non_null(g->model);
+    cn_model_init(g->model, 3);
+    cn_train_config cfg = config();
+    g->trainer = cn_trainer_create(g->model, &cfg, &err);
+    if (!g->trainer) fail_msg("%s", err.msg);
+}
+
+static void rig_close(rig *g)
+{
+    cn_trainer_free(g->trainer);
+    cn_model_free(g->model);
+    cn_dataset_free(&g->train);
+}
+
+static int stop_after(void *ctx)
+{
+    int *left = ctx;
+    return --*left <= 0;
+}
+
+/* Runs pos->epoch from pos->step, stopping after `steps` steps (0: to the end). */
+static void run(rig *g, cn_epoch_position *pos, int steps)
+{
+    cn_error err = {{0}};
+    int left = steps;
+    if (cn_trainer_run_epoch(g->trainer, &g->train, pos, NULL, steps ? stop_after : NULL, &left,
+                             NULL, &err) != 0)
+        fail_msg("%s", err.msg);
+}
+
+/* Everything a step changes: the state_dict bytes and the momentum, concatenated. */
+static uint8_t *snapshot(rig *g, size_t *len)
+{
+    cn_tensor_ref refs[MAX_TENSORS];
+    int n = cn_model_tensors(g->model, refs, MAX_TENSORS);
+    size_t total = cn_model_num_params(g->model) * sizeof(float);
+    for (int i = 0; i < n; i++) {
+        size_t bytes = refs[i].dtype == CN_I64 ? 8 : 4;
+        for (int d = 0; d < refs[i].ndim; d++) bytes *= (size_t)refs[i].shape[d];
+        total += bytes;
+    }
+    uint8_t *out = malloc(total), *at = out;
+    assert_non_null(out);
+    for (int i = 0; i < n; i++) {
+        size_t bytes = refs[i].dtype == CN_I64 ? 8 : 4;
+        for (int d = 0; d < refs[i].ndim; d++) bytes *= (size_t)refs[i].shape[d];
+        memcpy(at, refs[i].data, bytes);
+        at += bytes;
+    }
+    memcpy(at, cn_trainer_momentum(g->trainer), cn_model_num_params(g->model) * sizeof(float));
+    *len = total;
+    return out;
+}
+
+static char *temp_dir(void)
+{
+    char *dir = strdup("/tmp/cnnc-tck-XXXXXX");
+    assert_non_null(dir);
+    assert_non_null(mkdtemp(dir));
+    return dir;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    char *p = malloc(strlen(dir) + strlen(name) + 2);
+    assert_non_null(p);
+    sprintf(p, "%s/%s", dir, name);
+    return p;
+}
+
+static void remove_dir(char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char *p = join(dir, e->d_name);
+        if (unlink(p) != 0) rmdir(p);
+        free(p);
+    }
+    closedir(d);
+    assert_int_equal(rmdir(dir), 0);
+    free(dir);
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char *p = join(dir, name);
+    struct stat st;
+    int yes = stat(p, &st) == 0;
+    free(p);
+    return yes;
+}
+
+static void touch(const char *dir, const char *name)
+{
+    char *p = join(dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("x", f);
+    fclose(f);
+    free(p);
+}
+
+static void save(rig *g, const cn_epoch_position *pos, const char *path)
+{
+    cn_error err = {{0}};
+    cn_train_state s;
+    cn_train_config cfg = config();
+    cn_train_state_init(&s, &cfg, &g->train);
+    s.position = *pos;
+    if (cn_train_checkpoint_save(g->model, cn_trainer_momentum(g->trainer), &s, path, &err))
+        fail_msg("%s", err.msg);
+}
+
+/* Restores path into g; returns the state it holds. */
+static cn_train_state restore(rig *g, const char *path)
+{
+    cn_error err = {{0}};
+    cn_train_state s;
+    cn_safetensors *f = cn_safetensors_read(path, &err);
+    if (!f) fail_msg("%s", err.msg);
+    if (cn_train_checkpoint_state(f, path, &s, &err) != 0 ||
+        cn_train_checkpoint_restore(g->model, cn_trainer_momentum(g->trainer), f, path, &err))
+        fail_msg("%s", err.msg);
+    cn_safetensors_free(f);
+    return s;
+}
+
+/* ---------------------------------------------------------------- the file */
+
+static void test_file_holds_model_momentum_and_position(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open(&g);
+    cn_epoch_position pos = {1, 0, 0};
+    run(&g, &pos, 7);
+    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
+    save(&g, &pos, path);
+    cn_error err = {{0}};
+    cn_safetensors *f = cn_safetensors_read(path, &err);
+    if (!f) fail_msg("%s", err.msg);
+    assert_int_equal(cn_safetensors_count(f), 18 + 12);
+    const cn_tensor_ref *m = cn_safetensors_get(f, "optimizer.conv1.weight.momentum_buffer");
+    assert_non_null(m);
+    assert_int_equal(m->ndim, 4);
+    assert_int_equal(m->shape[0], 10);
+    assert_int_equal(m->shape[3], 5);
+    assert_memory_equal(m->data, cn_trainer_momentum(g.trainer), 250 * sizeof(float));
+    const cn_tensor_ref *fc2 = cn_safetensors_get(f, "optimizer.fc2.bias.momentum_buffer");
+    assert_non_null(fc2);
+    assert_int_equal(fc2->shape[0], 10);
+    assert_memory_equal(fc2->data, cn_trainer_momentum(g.trainer) + 21890, 10 * sizeof(float));
+    assert_null(cn_safetensors_get(f, "optimizer.bn1.running_mean.momentum_buffer"));
+    assert_non_null(cn_safetensors_get(f, "bn2.num_batches_tracked"));
+    assert_string_equal(cn_safetensors_meta(f, "format"), "pt");
+    assert_string_equal(cn_safetensors_meta(f, "cnnc_checkpoint"), "training v1");
+    assert_string_equal(cn_safetensors_meta(f, "epoch"), "1");
+    assert_string_equal(cn_safetensors_meta(f, "epoch_step"), "7");
+    assert_string_equal(cn_safetensors_meta(f, "step"), "7");
+    assert_string_equal(cn_safetensors_meta(f, "steps_per_epoch"), "20");
+    assert_string_equal(cn_safetensors_meta(f, "seed"), "3");
+    assert_string_equal(cn_safetensors_meta(f, "num_cores"), "2");
+    assert_string_equal(cn_safetensors_meta(f, "batch_size"), "16");
+    assert_string_equal(cn_safetensors_meta(f, "learning_rate"), "0.01");
+    assert_string_equal(cn_safetensors_meta(f, "momentum"), "0.5");
+    assert_string_equal(cn_safetensors_meta(f, "train_samples"), "640");
+    assert_int_equal(strlen(cn_safetensors_meta(f, "train_data_crc32")), 8);
+    assert_true(strtod(cn_safetensors_meta(f, "epoch_loss_sum"), NULL) == pos.loss_sum);
+    cn_safetensors_free(f);
+    free(path);
+    remove_dir(dir);
+    rig_close(&g);
+}
+
+static void test_round_trip_is_exact(void **state)
+{
+    (void)state;
+    rig a, b;
+    rig_open(&a);
+    rig_open(&b);
+    cn_epoch_position pos = {1, 0, 0};
+    run(&a, &pos, 0);
+    pos = (cn_epoch_position){2, 0, 0};
+    run(&a, &pos, 5);
+    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
+    save(&a, &pos, path);
+    cn_train_state s = restore(&b, path);
+    assert_int_equal(s.position.epoch, 2);
+    assert_int_equal(s.position.step, 5);
+    assert_true(s.position.loss_sum == pos.loss_sum);
+    assert_int_equal(s.steps_per_epoch, STEPS);
+    assert_int_equal(s.num_replicas, R);
+    assert_int_equal(s.batch_size, B);
+    assert_true(s.learning_rate == 0.01f && s.momentum == 0.5f);
+    assert_int_equal(s.seed, 3);
+    assert_int_equal(s.train_samples, N_TRAIN);
+    cn_train_state now;
+    cn_train_config cfg = config();
+    cn_train_state_init(&now, &cfg, &a.train);
+    assert_int_equal(s.train_crc32, now.train_crc32);
+    assert_string_equal(s.isa, cn_isa_name(cn_isa_active()));
+    size_t la, lb;
+    uint8_t *sa = snapshot(&a, &la), *sb = snapshot(&b, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(sa, sb, la);
+    free(sa);
+    free(sb);
+    free(path);
+    remove_dir(dir);
+    rig_close(&a);
+    rig_close(&b);
+}
+
+static void test_crc_sees_one_changed_label(void **state)
+{
+    (void)state;
+    cn_dataset ds;
+    make_dataset(&ds, 100, 5);
+    cn_train_config cfg = config();
+    cn_train_state a, b;
+    cn_train_state_init(&a, &cfg, &ds);
+    ds.labels[99] ^= 1;
+    cn_train_state_init(&b, &cfg, &ds);
+    assert_int_not_equal(a.train_crc32, b.train_crc32);
+    assert_int_equal(a.steps_per_epoch, 100 / R / B);
+    cn_dataset_free(&ds);
+}
+
+/* ---------------------------------------------------------------- exact resume */
+
+/* Two epochs straight against: stop after stop_step steps of epoch stop_epoch, save, restore into
+ * a fresh model and trainer, finish. Weights, statistics, momentum and loss sums must match. */
+static void check_resume(int stop_epoch, int stop_step)
+{
+    rig straight, first, second;
+    rig_open(&straight);
+    rig_open(&first);
+    rig_open(&second);
+    double straight_sum[2];
+    for (int e = 1; e <= 2; e++) {
+        cn_epoch_position p = {e, 0, 0};
+        run(&straight, &p, 0);
+        straight_sum[e - 1] = p.loss_sum;
+    }
+    cn_epoch_position p = {1, 0, 0};
+    if (stop_epoch == 2) {
+        run(&first, &p, 0);
+        p = (cn_epoch_position){2, 0, 0};
+    }
+    run(&first, &p, stop_step);
+    assert_int_equal(p.step, stop_step);
+    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
+    save(&first, &p, path);
+    cn_train_state s = restore(&second, path);
+    p = s.position;
+    if (p.step == STEPS) p = (cn_epoch_position){p.epoch + 1, 0, 0};
+    for (; p.epoch <= 2; p = (cn_epoch_position){p.epoch + 1, 0, 0}) {
+        run(&second, &p, 0);
+        assert_true(p.loss_sum == straight_sum[p.epoch - 1]);
+    }
+    size_t la, lb;
+    uint8_t *sa = snapshot(&straight, &la), *sb = snapshot(&second, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(sa, sb, la);
+    free(sa);
+    free(sb);
+    free(path);
+    remove_dir(dir);
+    rig_close(&straight);
+    rig_close(&first);
+    rig_close(&second);
+}
+
+static void test_resume_at_epoch_boundary_is_bit_identical(void **state)
+{
+    (void)state;
+    check_resume(1, STEPS);
+}
+
+static void test_resume_inside_an_epoch_is_bit_identical(void **state)
+{
+    (void)state;
+    check_resume(2, 7);
+    check_resume(1, 1);
+}
+
+static void test_stop_request_ends_after_the_step(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open(&g);
+    cn_epoch_position p = {1, 0, 0};
+    run(&g, &p, 3);
+    assert_int_equal(p.step, 3);
+    assert_int_equal(p.epoch, 1);
+    run(&g, &p, 0);
+    assert_int_equal(p.step, STEPS);
+    cn_error err = {{0}};
+    p = (cn_epoch_position){1, STEPS + 1, 0};
+    assert_int_equal(cn_trainer_run_epoch(g.trainer, &g.train, &p, NULL, NULL, NULL, NULL, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "cannot start at epoch 1 step 21"));
+    rig_close(&g);
+}
+
+/* ---------------------------------------------------------------- refusals */
+
+static void test_save_refuses_non_finite_and_keeps_the_old_file(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open(&g);
+    cn_epoch_position p = {1, 0, 0};
+    run(&g, &p, 2);
+    char *dir = temp_dir(), *path = join(dir, "checkpoint-epoch-0001.safetensors");
+    save(&g, &p, path);
+    cn_error err = {{0}};
+    cn_safetensors *before = cn_safetensors_read(path, &err);
+    assert_non_null(before);
+    cn_train_state s = {.position = p, .steps_per_epoch = STEPS};
+    float *mom = cn_trainer_momentum(g.trainer);
+    float keep = mom[300];
+    mom[300] = NAN;
+    assert_int_equal(cn_train_checkpoint_save(g.model, mom, &s, path, &err), -1);
+    assert_non_null(strstr(err.msg, "not saved: tensor optimizer.conv2.weight.momentum_buffer "
+                                    "holds non-finite values"));
+    mom[300] = keep;
+    cn_model_params(g.model)[21000] = INFINITY;
+    assert_int_equal(cn_train_checkpoint_save(g.model, mom, &s, path, &err), -1);
+    assert_non_null(strstr(err.msg, "not saved: tensor fc1.weight holds non-finite values"));
+    cn_safetensors *after = cn_safetensors_read(path, &err);
+    assert_non_null(after);
+    for (int i = 0; i < cn_safetensors_count(before); i++) {
+        const cn_tensor_ref *x = cn_safetensors_at(before, i), *y = cn_safetensors_at(after, i);
+        assert_string_equal(x->name, y->name);
+        size_t bytes = x->dtype == CN_I64 ? 8 : 4;
+        for (int d = 0; d < x->ndim; d++) bytes *= (size_t)x->shape[d];
+        assert_memory_equal(x->data, y->data, bytes);
+    }
+    cn_safetensors_free(before);
+    cn_safetensors_free(after);
+    char name[CN_CHECKPOINT_NAME_MAX];
+    assert_int_equal(cn_checkpoint_find(dir, name, &err), 1); /* and no temporary left */
+    free(path);
+    remove_dir(dir);
+    rig_close(&g);
+}
+
+/* The 16 metadata pairs of a valid checkpoint, with key `change` given `value` (NULL: left out). */
+static const char *const meta_keys[16] = {
+    "cnnc_checkpoint", "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
+    "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
+    "train_samples", "train_data_crc32", "sampler", "isa"};
+
+static void expect_state_refused(const char *valid, const char *change, const char *value,
+                                 const char *what)
+{
+    cn_error err = {{0}};
+    cn_safetensors *f = cn_safetensors_read(valid, &err);
+    assert_non_null(f);
+    const char *meta[32];
+    int n = 0;
+    for (int i = 0; i < 16; i++) {
+        const char *v = strcmp(meta_keys[i], change) == 0 ? value : cn_safetensors_meta(f, meta_keys[i]);
+        assert_true(v || strcmp(meta_keys[i], change) == 0);
+        if (!v) continue;
+        meta[2 * n] = meta_keys[i];
+        meta[2 * n + 1] = v;
+        n++;
+    }
+    cn_tensor_ref refs[MAX_TENSORS];
+    int count = cn_safetensors_count(f);
+    for (int i = 0; i < count; i++) refs[i] = *cn_safetensors_at(f, i);
+    char *path = tu_write_temp("", 0, ".safetensors");
+    if (cn_safetensors_write(path, refs, count, meta, n, &err) != 0) fail_msg("%s", err.msg);
+    cn_safetensors_free(f);
+    f = cn_safetensors_read(path, &err);
+    assert_non_null(f);
+    cn_train_state s;
+    assert_int_equal(cn_train_checkpoint_state(f, path, &s, &err), -1);
+    if (!strstr(err.msg, what) || !strstr(err.msg, path))
+        fail_msg("%s=%s: expected \"%s\", got \"%s\"", change, value ? value : "(none)", what,
+                 err.msg);
+    cn_safetensors_free(f);
+    unlink(path);
+    free(path);
+}
+
+static void test_state_refuses_bad_metadata(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open(&g);
+    cn_epoch_position p = {1, 0, 0};
+    run(&g, &p, 4);
+    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
+    save(&g, &p, path);
+    expect_state_refused(path, "epoch", NULL, "__metadata__ has no \"epoch\"");
+    expect_state_refused(path, "epoch", "abc", "\"epoch\" is \"abc\", not an integer in 1..");
+    expect_state_refused(path, "epoch", "0", "\"epoch\" is \"0\", not an integer in 1..");
+    expect_state_refused(path, "epoch", " 1", "not an integer");
+    expect_state_refused(path, "epoch_step", "21", "\"epoch_step\" 21 is past \"steps_per_epoch\" 20");
+    expect_state_refused(path, "step", "5", "\"step\" 5 does not match epoch 1 step 4 of 20");
+    expect_state_refused(path, "epoch_loss_sum", "nan", "not a finite number");
+    expect_state_refused(path, "seed", "-1", "\"seed\" is \"-1\", not an integer in 0..2^64-1");
+    expect_state_refused(path, "num_cores", "0", "\"num_cores\" is \"0\"");
+    expect_state_refused(path, "learning_rate", "-0.5", "not a positive number");
+    expect_state_refused(path, "momentum", "1", "not a number in [0, 1)");
+    expect_state_refused(path, "train_data_crc32", "1234", "not 8 lower-case hex digits");
+    expect_state_refused(path, "sampler", "numpy", "\"sampler\" is \"numpy\"; this cnnc reads");
+    expect_state_refused(path, "cnnc_checkpoint", "training v2",
+                         "\"cnnc_checkpoint\" is \"training v2\"; this cnnc reads \"training v1\"");
+    expect_state_refused(path, "cnnc_checkpoint", NULL, "not a training checkpoint");
+    expect_state_refused(path, "train_samples", "700",
+                         "\"steps_per_epoch\" 20 does not match 700 samples, 2 replicas and batch 16");
+    free(path);
+    remove_dir(dir);
+    rig_close(&g);
+}
+
+/* A copy of valid's tensors with one left out, reshaped or added; restoring it into a fresh rig
+ * must fail with what and change nothing. */
+typedef enum { DROP, RESHAPE, ADD } damage;
+
+static void expect_restore_refused(const char *valid, const char *name, damage how,
+                                   const char *what)
+{
+    cn_error err = {{0}};
+    cn_safetensors *f = cn_safetensors_read(valid, &err);
+    assert_non_null(f);
+    cn_tensor_ref refs[MAX_TENSORS + 1];
+    int n = 0;
+    static float spare[64];
+    for (int i = 0; i < cn_safetensors_count(f); i++) {
+        refs[n] = *cn_safetensors_at(f, i);
+        if (strcmp(refs[n].name, name) != 0) {
+            n++;
+            continue;
+        }
+        if (how == RESHAPE) {
+            refs[n].shape[0] += 1;
+            refs[n].data = spare;
+        }
+        if (how != DROP) n++;
+    }
+    if (how == ADD) {
+        refs[n] = refs[0];
+        snprintf(refs[n].name, sizeof refs[n].name, "%s", name);
+        refs[n].ndim = 1;
+        refs[n].shape[0] = 4;
+        refs[n].dtype = CN_F32;
+        refs[n].data = spare;
+        n++;
+    }
+    char *path = tu_write_temp("", 0, ".safetensors");
+    if (cn_safetensors_write(path, refs, n, NULL, 0, &err) != 0) fail_msg("%s", err.msg);
+    cn_safetensors_free(f);
+    rig g;
+    rig_open(&g);
+    size_t lb, la;
+    uint8_t *before = snapshot(&g, &lb);
+    f = cn_safetensors_read(path, &err);
+    assert_non_null(f);
+    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), f, path,
+                                                 &err), -1);
+    if (!strstr(err.msg, what) || !strstr(err.msg, path))
+        fail_msg("%s: expected \"%s\", got \"%s\"", name, what, err.msg);
+    uint8_t *after = snapshot(&g, &la);
+    assert_memory_equal(before, after, lb);
+    free(before);
+    free(after);
+    cn_safetensors_free(f);
+    rig_close(&g);
+    unlink(path);
+    free(path);
+}
+
+static void test_restore_refuses_damaged_tensors(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open(&g);
+    cn_epoch_position p = {1, 0, 0};
+    run(&g, &p, 4);
+    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
+    save(&g, &p, path);
+    rig_close(&g);
+    expect_restore_refused(path, "optimizer.fc2.bias.momentum_buffer", DROP,
+                           "tensor optimizer.fc2.bias.momentum_buffer is missing");
+    expect_restore_refused(path, "optimizer.fc2.bias.momentum_buffer", RESHAPE,
+                           "tensor optimizer.fc2.bias.momentum_buffer has shape [11] in the "
+                           "file, the model expects [10]");
+    expect_restore_refused(path, "optimizer.bn1.running_mean.momentum_buffer", ADD,
+                           "tensor optimizer.bn1.running_mean.momentum_buffer is not a momentum "
+                           "buffer of this model");
+    expect_restore_refused(path, "bn1.running_var", DROP, "tensor bn1.running_var is missing");
+    expect_restore_refused(path, "fc3.weight", ADD, "tensor fc3.weight is not part of this model");
+    free(path);
+    remove_dir(dir);
+}
+
+static void test_restore_refuses_non_finite_momentum(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open(&g);
+    cn_epoch_position p = {1, 0, 0};
+    run(&g, &p, 1);
+    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
+    cn_error err = {{0}};
+    cn_tensor_ref refs[MAX_TENSORS];
+    static float buffer[10];
+    buffer[4] = INFINITY;
+    /* every tensor as saved, but fc2.bias's momentum buffer */
+    save(&g, &p, path);
+    cn_safetensors *f = cn_safetensors_read(path, &err);
+    assert_non_null(f);
+    int n = cn_safetensors_count(f);
+    for (int i = 0; i < n; i++) refs[i] = *cn_safetensors_at(f, i);
+    for (int i = 0; i < n; i++)
+        if (strcmp(refs[i].name, "optimizer.fc2.bias.momentum_buffer") == 0) refs[i].data = buffer;
+    char *bad = join(dir, "bad.safetensors");
+    if (cn_safetensors_write(bad, refs, n, NULL, 0, &err) != 0) fail_msg("%s", err.msg);
+    cn_safetensors_free(f);
+    f = cn_safetensors_read(bad, &err);
+    assert_non_null(f);
+    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), f, bad,
+                                                 &err), -1);
+    assert_non_null(strstr(err.msg, "tensor optimizer.fc2.bias.momentum_buffer holds non-finite "
+                                    "values"));
+    cn_safetensors_free(f);
+    free(bad);
+    free(path);
+    remove_dir(dir);
+    rig_close(&g);
+}
+
+static void test_model_only_file_is_not_a_training_checkpoint(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open(&g);
+    char *dir = temp_dir(), *path = join(dir, "model.safetensors");
+    cn_error err = {{0}};
+    assert_int_equal(cn_model_save(g.model, path, &err), 0);
+    cn_safetensors *f = cn_safetensors_read(path, &err);
+    assert_non_null(f);
+    cn_train_state s;
+    assert_int_equal(cn_train_checkpoint_state(f, path, &s, &err), -1);
+    assert_non_null(strstr(err.msg, "not a training checkpoint"));
+    cn_safetensors_free(f);
+    /* and a training checkpoint is still a model for cn_model_load */
+    cn_epoch_position p = {1, 0, 0};
+    run(&g, &p, 1);
+    save(&g, &p, path);
+    cn_model *m = cn_model_fashion_mnist(&err);
+    if (cn_model_load(m, path, &err) != 0) fail_msg("%s", err.msg);
+    assert_memory_equal(cn_model_params(m), cn_model_params(g.model),
+                        cn_model_num_params(m) * sizeof(float));
+    cn_model_free(m);
+    free(path);
+    remove_dir(dir);
+    rig_close(&g);
+}
+
+/* ---------------------------------------------------------------- folders */
+
+static void test_names_sort_by_position(void **state)
+{
+    (void)state;
+    char name[CN_CHECKPOINT_NAME_MAX];
+    cn_checkpoint_name(name, &(cn_epoch_position){7, 20, 0}, 20);
+    assert_string_equal(name, "checkpoint-epoch-0007.safetensors");
+    cn_checkpoint_name(name, &(cn_epoch_position){8, 12, 0}, 20);
+    assert_string_equal(name, "checkpoint-epoch-0008-step-00012.safetensors");
+    cn_checkpoint_name(name, &(cn_epoch_position){12345, 3, 0}, 20);
+    assert_string_equal(name, "checkpoint-epoch-12345-step-00003.safetensors");
+    int e, s;
+    assert_int_equal(cn_checkpoint_parse_name("checkpoint-epoch-0007.safetensors", &e, &s), 1);
+    assert_int_equal(e, 7);
+    assert_int_equal(s, -1);
+    assert_int_equal(cn_checkpoint_parse_name(name, &e, &s), 1);
+    assert_int_equal(e, 12345);
+    assert_int_equal(s, 3);
+    static const char *const not_names[] = {
+        "checkpoint-epoch-7.safetensors", "checkpoint-epoch-00007.safetensors",
+        "checkpoint-epoch-0000.safetensors", "checkpoint-epoch-0007.safetensors.tmp.42.0",
+        "checkpoint-epoch-0007-step-12.safetensors", "checkpoint-epoch-0007.safetensor",
+        "checkpoint-epoch--007.safetensors", "checkpoint-epoch-99999999999.safetensors",
+        "xcheckpoint-epoch-0007.safetensors", "checkpoint-epoch-0007-step-00012", ""};
+    for (size_t i = 0; i < sizeof not_names / sizeof not_names[0]; i++)
+        if (cn_checkpoint_parse_name(not_names[i], &e, &s))
+            fail_msg("\"%s\" taken for a checkpoint name", not_names[i]);
+    assert_true(cn_checkpoint_compare(7, -1, 7, 12) > 0);
+    assert_true(cn_checkpoint_compare(7, 12, 7, 13) < 0);
+    assert_true(cn_checkpoint_compare(8, 1, 7, -1) > 0);
+    assert_true(cn_checkpoint_compare(7, -1, 7, -1) == 0);
+}
+
+static void test_find_and_prune(void **state)
+{
+    (void)state;
+    char *dir = temp_dir();
+    cn_error err = {{0}};
+    char newest[CN_CHECKPOINT_NAME_MAX];
+    assert_int_equal(cn_checkpoint_find(dir, newest, &err), 0);
+    touch(dir, "checkpoint-epoch-0002.safetensors");
+    touch(dir, "checkpoint-epoch-0010.safetensors");
+    touch(dir, "checkpoint-epoch-0009.safetensors");
+    touch(dir, "checkpoint-epoch-0010-step-00004.safetensors");
+    touch(dir, "checkpoint-epoch-0011.safetensors.tmp.99.0"); /* a write that was killed */
+    touch(dir, "notes.txt");
+    touch(dir, "model.safetensors");
+    char *sub = join(dir, "checkpoint-epoch-0012.safetensors");
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(cn_checkpoint_find(dir, newest, &err), 4);
+    assert_string_equal(newest, "checkpoint-epoch-0010.safetensors");
+
+    assert_int_equal(cn_checkpoint_prune(dir, INT_MAX, &err), 0); /* temporaries only */
+    assert_false(exists(dir, "checkpoint-epoch-0011.safetensors.tmp.99.0"));
+    assert_true(exists(dir, "checkpoint-epoch-0002.safetensors"));
+    assert_int_equal(cn_checkpoint_prune(dir, 2, &err), 0);
+    assert_false(exists(dir, "checkpoint-epoch-0002.safetensors"));
+    assert_false(exists(dir, "checkpoint-epoch-0009.safetensors"));
+    assert_true(exists(dir, "checkpoint-epoch-0010-step-00004.safetensors"));
+    assert_true(exists(dir, "checkpoint-epoch-0010.safetensors"));
+    assert_true(exists(dir, "notes.txt"));
+    assert_true(exists(dir, "model.safetensors"));
+    assert_true(exists(dir, "checkpoint-epoch-0012.safetensors"));
+    assert_int_equal(cn_checkpoint_prune(dir, 0, &err), -1);
+    assert_non_null(strstr(err.msg, "cannot keep 0 checkpoints"));
+    char *missing = join(dir, "absent");
+    assert_int_equal(cn_checkpoint_find(missing, newest, &err), -1);
+    assert_non_null(strstr(err.msg, "absent: cannot open the folder: No such file"));
+    free(missing);
+    assert_int_equal(rmdir(sub), 0);
+    free(sub);
+    remove_dir(dir);
+}
+
+int main(void)
+{
+    if (tu_isa_unavailable()) return 0;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_file_holds_model_momentum_and_position),
+        cmocka_unit_test(test_round_trip_is_exact),
+        cmocka_unit_test(test_crc_sees_one_changed_label),
+        cmocka_unit_test(test_resume_at_epoch_boundary_is_bit_identical),
+        cmocka_unit_test(test_resume_inside_an_epoch_is_bit_identical),
+        cmocka_unit_test(test_stop_request_ends_after_the_step),
+        cmocka_unit_test(test_save_refuses_non_finite_and_keeps_the_old_file),
+        cmocka_unit_test(test_state_refuses_bad_metadata),
+        cmocka_unit_test(test_restore_refuses_damaged_tensors),
+        cmocka_unit_test(test_restore_refuses_non_finite_momentum),
+        cmocka_unit_test(test_model_only_file_is_not_a_training_checkpoint),
+        cmocka_unit_test(test_names_sort_by_position),
+        cmocka_unit_test(test_find_and_prune),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
