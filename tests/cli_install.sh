@@ -61,7 +61,9 @@ PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 export PKG_CONFIG_PATH
 [ "$(pkg-config --modversion cnnc)" = "$version" ] || fail "pkg-config --modversion cnnc"
 cp "$root/examples/train_mnist.c" "$tmp/example.c"
-strict="-std=c11 -Wall -Wextra -Wpedantic -Werror -O2"
+# CNNC_TEST_CFLAGS: what the library was built with that the example must share (the sanitizer
+# run sets it); empty otherwise.
+strict="-std=c11 -Wall -Wextra -Wpedantic -Werror -O2 ${CNNC_TEST_CFLAGS:-}"
 # shellcheck disable=SC2046,SC2086
 cc $strict $(pkg-config --cflags cnnc) example.c -o ex-shared $(pkg-config --libs cnnc) \
   -Wl,-rpath,"$prefix/lib" 2>"$tmp/cc.err" || fail "shared build failed: $(cat "$tmp/cc.err")"
