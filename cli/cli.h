@@ -30,6 +30,15 @@ void cli_info_help(FILE *out);
  * that train and plot draw. */
 void cli_curves_title(char *buf, size_t size, const cn_epoch_metrics *epochs, int n);
 
+/* The growing list of epochs that train and plot draw the curves of; {NULL, 0, 0} is empty,
+ * free(epochs) frees it. */
+typedef struct {
+    cn_epoch_metrics *epochs;
+    int count, capacity;
+} cli_epoch_list;
+/* Appends a copy of e; -1 when out of memory (the list is unchanged then). */
+int cli_epoch_list_append(cli_epoch_list *list, const cn_epoch_metrics *e);
+
 /* Parse and check a subcommand's flags exactly as the subcommand does, and do nothing else:
  * CLI_OK (also for --help) or CLI_USAGE after printing the message. argv[0] is the subcommand;
  * the caller resets getopt (optind = 0) between calls. For the command-line fuzz target. */
@@ -68,6 +77,15 @@ int cli_default_threads(void);
 /* Checks that path can be written later: its folder exists, is a folder and is writable, and
  * path itself is not a folder. Prints "cnnc: error: FLAG: PATH: ..." and returns -1 if not. */
 int cli_check_output_path(const char *flag, const char *path);
+
+/* For a required file flag of command: a usage error when path is NULL ("FLAG FILE is
+ * required") or empty. Returns CLI_OK or CLI_USAGE. */
+int cli_require_file(const char *command, const char *flag, const char *path);
+
+/* A new Fashion-MNIST model with the weights of the safetensors file at path (a model or
+ * training checkpoint of cnnc, or a PyTorch state_dict). Returns CLI_OK, or CLI_FAILURE after
+ * the library's message; the caller frees *model in both cases (cn_model_free), if not NULL. */
+int cli_load_model(const char *path, cn_model **model);
 
 /* Loads split ("train" or "t10k") from dir and keeps only the first limit samples (0: all).
  * Prints the library's message and returns -1 on failure; ds is then empty. */

@@ -214,6 +214,26 @@ int cli_check_output_path(const char *flag, const char *path)
     return rc;
 }
 
+int cli_require_file(const char *command, const char *flag, const char *path)
+{
+    if (!path)
+        return cli_usage_error(command, "%s FILE is required", flag);
+    if (path[0] == '\0')
+        return cli_usage_error(command, "%s: empty file name", flag);
+    return CLI_OK;
+}
+
+int cli_load_model(const char *path, cn_model **model)
+{
+    cn_error err = {{0}};
+    *model = cn_model_fashion_mnist(&err);
+    if (!*model)
+        return cli_library_error(&err, NULL);
+    if (cn_model_load(*model, path, &err) != 0)
+        return cli_library_error(&err, path);
+    return CLI_OK;
+}
+
 int cli_load_dataset(cn_dataset *ds, const char *dir, const char *split, int limit)
 {
     cn_error err = {{0}};

@@ -92,22 +92,9 @@ static int parse_eval_flags(int argc, char **argv, eval_settings *s, int *help)
             return CLI_USAGE;
     }
     int rc = cli_no_positional("eval", argc, argv, optind);
-    if (rc == CLI_OK && !s->checkpoint)
-        return cli_usage_error("eval", "--checkpoint FILE is required");
-    if (rc == CLI_OK && s->checkpoint[0] == '\0')
-        return cli_usage_error("eval", "--checkpoint: empty file name");
+    if (rc == CLI_OK)
+        rc = cli_require_file("eval", "--checkpoint", s->checkpoint);
     return rc;
-}
-
-static int load_checkpoint(const char *path, cn_model **model)
-{
-    cn_error err = {{0}};
-    *model = cn_model_fashion_mnist(&err);
-    if (!*model)
-        return cli_library_error(&err, NULL);
-    if (cn_model_load(*model, path, &err) != 0)
-        return cli_library_error(&err, path);
-    return CLI_OK;
 }
 
 static int score(const eval_settings *s, cn_model *model, const cn_dataset *test)
@@ -178,7 +165,7 @@ int cli_eval(int argc, char **argv)
     if (rc == CLI_OK && s.confusion && cli_check_output_path("--confusion", s.confusion) != 0)
         rc = CLI_FAILURE;
     if (rc == CLI_OK)
-        rc = load_checkpoint(s.checkpoint, &model);
+        rc = cli_load_model(s.checkpoint, &model);
     if (rc == CLI_OK && cli_load_dataset(&test, s.data_dir, "t10k", s.test_samples) != 0)
         rc = CLI_FAILURE;
     if (rc == CLI_OK)

@@ -87,25 +87,6 @@ static int parse_plot_flags(int argc, char **argv, plot_settings *s, int *help)
 
 /* ------------------------------------------------------------------ reading */
 
-/* The growing list of epochs read so far. */
-typedef struct {
-    cn_epoch_metrics *epochs;
-    int count, capacity;
-} epoch_list;
-
-static int append_epoch(epoch_list *list, const cn_epoch_metrics *e)
-{
-    if (list->count == list->capacity) {
-        int capacity = list->capacity ? 2 * list->capacity : 64;
-        cn_epoch_metrics *grown = realloc(list->epochs, (size_t)capacity * sizeof *grown);
-        if (!grown) return -1;
-        list->epochs = grown;
-        list->capacity = capacity;
-    }
-    list->epochs[list->count++] = *e;
-    return 0;
-}
-
 /* A number, or NaN for null (a value the run could not compute); -1 when absent or not a
  * number. */
 static int read_value(json_t *obj, const char *key, double *out)
@@ -152,7 +133,7 @@ static int is_blank(const char *text)
 }
 
 /* Parses one line and appends its epoch; prints the message and returns -1 on failure. */
-static int read_line(const char *path, long line, const char *text, epoch_list *list)
+static int read_line(const char *path, long line, const char *text, cli_epoch_list *list)
 {
     json_error_t jerr;
     json_t *obj = json_loads(text, 0, &jerr);
@@ -170,7 +151,7 @@ static int read_line(const char *path, long line, const char *text, epoch_list *
                     list->epochs[list->count - 1].epoch);
         return -1;
     }
-    if (list->count >= PLOT_MAX_EPOCHS || append_epoch(list, &e) != 0) {
+    if (list->count >= PLOT_MAX_EPOCHS || cli_epoch_list_append(list, &e) != 0) {
         cli_failure("%s:%ld: too many epochs", path, line);
         return -1;
     }
@@ -178,7 +159,7 @@ static int read_line(const char *path, long line, const char *text, epoch_list *
 }
 
 /* Reads every line of f; returns CLI_OK or CLI_FAILURE after printing the message. */
-static int read_lines(const char *path, FILE *f, char *buf, epoch_list *list)
+static int read_lines(const char *path, FILE *f, char *buf, cli_epoch_list *list)
 {
     long line = 0;
     while (fgets(buf, PLOT_LINE_MAX, f)) {
@@ -197,7 +178,7 @@ static int read_lines(const char *path, FILE *f, char *buf, epoch_list *list)
     return CLI_OK;
 }
 
-static int read_metrics(const char *path, epoch_list *list)
+static int read_metrics(const char *path, cli_epoch_list *list)
 {
     FILE *f = fopen(path, "r");
     if (!f) return cli_failure("%s: %s", path, strerror(errno));
@@ -210,7 +191,7 @@ static int read_metrics(const char *path, epoch_list *list)
 
 /* ------------------------------------------------------------------ the command */
 
-static int draw(const plot_settings *s, const epoch_list *list)
+static int draw(const plot_settings *s, const cli_epoch_list *list)
 {
     char title[256];
     if (s->title) snprintf(title, sizeof title, "%s", s->title);
@@ -241,7 +222,7 @@ int cli_plot(int argc, char **argv)
         return rc;
     }
     if (cli_check_output_path("--output", s.output) != 0) return CLI_FAILURE;
-    epoch_list list = {NULL, 0, 0};
+    cli_epoch_list list = {NULL, 0, 0};
     rc = read_metrics(s.metrics, &list);
     if (rc == CLI_OK) rc = draw(&s, &list);
     free(list.epochs);

@@ -80,10 +80,8 @@ static int apply_option(predict_settings *s, int c, const char *arg)
 
 static int check_settings(const predict_settings *s)
 {
-    if (!s->checkpoint)
-        return cli_usage_error("predict", "--checkpoint FILE is required");
-    if (s->checkpoint[0] == '\0')
-        return cli_usage_error("predict", "--checkpoint: empty file name");
+    if (cli_require_file("predict", "--checkpoint", s->checkpoint) != CLI_OK)
+        return CLI_USAGE;
     if (s->idx && s->index < 0)
         return cli_usage_error("predict", "--idx needs --index I (which sample to predict)");
     if (!s->idx && s->index >= 0)
@@ -195,17 +193,6 @@ static void print_prediction(const char *name, const float *logp)
         printf("  %-12s %.6f\n", cn_class_names[c], exp((double)logp[c]));
 }
 
-static int load_model(const char *path, cn_model **model)
-{
-    cn_error err = {{0}};
-    *model = cn_model_fashion_mnist(&err);
-    if (!*model)
-        return cli_library_error(&err, NULL);
-    if (cn_model_load(*model, path, &err) != 0)
-        return cli_library_error(&err, path);
-    return CLI_OK;
-}
-
 static int predict_all(cn_model *model, const predict_inputs *in)
 {
     cn_error err = {{0}};
@@ -241,7 +228,7 @@ int cli_predict(int argc, char **argv)
     predict_inputs in = {0};
     rc = cli_check_isa();
     if (rc == CLI_OK)
-        rc = load_model(s.checkpoint, &model);
+        rc = cli_load_model(s.checkpoint, &model);
     if (rc == CLI_OK)
         rc = read_inputs(&s, &in);
     if (rc == CLI_OK)

@@ -355,7 +355,7 @@ static void free_run(train_run *run)
     if (run->metrics)
         fclose(run->metrics);
     free(run->predictions);
-    free(run->history);
+    free(run->history.epochs);
     if (run->trainer)
         cn_trainer_free(run->trainer);
     if (run->model)

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli.h"
 #include "cnnc.h"
 #include "dist.h"
 #include "progress.h"
@@ -67,8 +68,7 @@ typedef struct {
     cn_epoch_position saved;      /* the newest position written or resumed from */
     int have_saved;
     progress progress;    /* what the terminal or log shows */
-    cn_epoch_metrics *history; /* [history_count] the epochs so far, for the curves */
-    int history_count, history_capacity;
+    cli_epoch_list history; /* the epochs so far, for the curves */
 } train_run;
 
 /* The measurements of one epoch. */

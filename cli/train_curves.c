@@ -1,29 +1,35 @@
 /* train_curves.c — the training-curves picture `cnnc train` writes at the end of a run (--plot):
  * it keeps each epoch's train loss, test loss and test accuracy in memory and hands them to the
- * library's cn_plot_curves; also the picture's title, which `cnnc plot` shares. It does not read
- * the metrics file; `cnnc plot` does that. */
+ * library's cn_plot_curves; also the list of epochs and the picture's title, which `cnnc plot`
+ * shares. It does not read the metrics file; `cnnc plot` does that. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "cli.h"
 #include "train.h"
 
+int cli_epoch_list_append(cli_epoch_list *list, const cn_epoch_metrics *e)
+{
+    if (list->count == list->capacity) {
+        int capacity = list->capacity ? 2 * list->capacity : 64;
+        cn_epoch_metrics *grown = realloc(list->epochs, (size_t)capacity * sizeof *grown);
+        if (!grown) return -1;
+        list->epochs = grown;
+        list->capacity = capacity;
+    }
+    list->epochs[list->count++] = *e;
+    return 0;
+}
+
 int record_curves(train_run *run, const epoch_report *r)
 {
-    if (run->history_count == run->history_capacity) {
-        int capacity = run->history_capacity ? 2 * run->history_capacity : 64;
-        cn_epoch_metrics *grown = realloc(run->history, (size_t)capacity * sizeof *grown);
-        if (!grown) return -1;
-        run->history = grown;
-        run->history_capacity = capacity;
-    }
-    run->history[run->history_count++] = (cn_epoch_metrics){
+    cn_epoch_metrics e = {
         .epoch = r->epoch,
         .train_loss = r->train_loss,
         .test_loss = r->test_loss,
         .test_accuracy = r->test_accuracy,
     };
-    return 0;
+    return cli_epoch_list_append(&run->history, &e);
 }
 
 void cli_curves_title(char *buf, size_t size, const cn_epoch_metrics *epochs, int n)
@@ -43,11 +49,11 @@ void cli_curves_title(char *buf, size_t size, const cn_epoch_metrics *epochs, in
 
 int draw_training_curves(const train_settings *s, const train_run *run)
 {
-    if (!s->plot_path || run->history_count == 0) return CLI_OK;
+    if (!s->plot_path || run->history.count == 0) return CLI_OK;
     char title[160];
-    cli_curves_title(title, sizeof title, run->history, run->history_count);
+    cli_curves_title(title, sizeof title, run->history.epochs, run->history.count);
     cn_error err = {{0}};
-    if (cn_plot_curves(s->plot_path, run->history, run->history_count, CN_PLOT_WIDTH,
+    if (cn_plot_curves(s->plot_path, run->history.epochs, run->history.count, CN_PLOT_WIDTH,
                        CN_PLOT_HEIGHT, title, &err) != 0)
         return cli_library_error(&err, s->plot_path);
     if (progress_shows(&run->progress, PROGRESS_NORMAL))

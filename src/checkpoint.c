@@ -100,7 +100,7 @@ int cn_check_expected_tensor(const cn_safetensors *f, const cn_tensor_ref *want,
     return 0;
 }
 
-static int is_expected(const char *name, const cn_tensor_ref *refs, int n)
+int cn_ref_listed(const char *name, const cn_tensor_ref *refs, int n)
 {
     for (int i = 0; i < n; i++)
         if (strcmp(refs[i].name, name) == 0) return 1;
@@ -112,7 +112,7 @@ static int check_extras(const cn_safetensors *f, const cn_tensor_ref *refs, int 
 {
     for (int i = 0; i < cn_safetensors_count(f); i++) {
         const char *name = cn_safetensors_at(f, i)->name;
-        if (strncmp(name, "optimizer.", 10) != 0 && !is_expected(name, refs, n))
+        if (strncmp(name, "optimizer.", 10) != 0 && !cn_ref_listed(name, refs, n))
             return cn_fail(err, "%s: tensor %s is not part of this model", path, name);
     }
     return 0;

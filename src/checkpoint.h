@@ -11,6 +11,8 @@ cn_tensor_ref *cn_state_refs(cn_model *m, int *count, const char *path, cn_error
 /* The file holds want->name with want's dtype and shape, and finite values when F32. */
 int cn_check_expected_tensor(const cn_safetensors *f, const cn_tensor_ref *want,
                              const char *path, cn_error *err);
+/* Whether one of refs[0..n) is called name. */
+int cn_ref_listed(const char *name, const cn_tensor_ref *refs, int n);
 /* Every one of the n model tensors is there as expected, and nothing else but optimizer.*. */
 int cn_check_model_tensors(const cn_safetensors *f, const cn_tensor_ref *refs, int n,
                            const char *path, cn_error *err);

@@ -4,14 +4,12 @@
  * decoded. Colour becomes grey with PIL's luma weights; cairo hands transparent pixels over
  * already multiplied by their alpha, that is composited over black. It does not resize, crop,
  * invert or read any other format. */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <cairo.h>
 
+#include "file_read.h"
 #include "image.h"
 
 #define IMAGE_FILE_LIMIT (16L << 20)
@@ -27,27 +25,10 @@ int cn_image_size_refused(const char *path, long width, long height, int rows, i
 
 static int read_image_file(const char *path, uint8_t **bytes, size_t *len, cn_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return cn_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    int rc = 0;
-    if (fstat(fileno(f), &st) != 0)
-        rc = cn_fail(err, "%s: cannot read: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = cn_fail(err, "%s: not a regular file", path);
-    else if (st.st_size > IMAGE_FILE_LIMIT)
-        rc = cn_fail(err, "%s: %lld bytes is too large for an image file here (at most %ld)",
-                     path, (long long)st.st_size, IMAGE_FILE_LIMIT);
-    if (rc == 0) {
-        *len = (size_t)st.st_size;
-        *bytes = malloc(*len ? *len : 1);
-        if (!*bytes)
-            rc = cn_fail(err, "%s: cannot read: %s", path, strerror(ENOMEM));
-        else if (fread(*bytes, 1, *len, f) != *len)
-            rc = cn_fail(err, "%s: cannot read: %s", path,
-                         ferror(f) ? strerror(errno) : "file shrank while reading");
-    }
-    fclose(f);
+    int rc = cn_read_file(path, IMAGE_FILE_LIMIT, bytes, len, err);
+    if (rc == CN_FILE_TOO_LARGE)
+        return cn_fail(err, "%s: %lld bytes is too large for an image file here (at most %ld)",
+                       path, (long long)*len, IMAGE_FILE_LIMIT);
     return rc;
 }
 

@@ -15,10 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cnnc.h"
+#include "file_read.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c writes tensor bytes as the host holds them: little-endian hosts only"
@@ -335,28 +335,11 @@ int cn_safetensors_write(const char *path, const cn_tensor_ref *tensors, int num
 
 /* ---------------------------------------------------------------- reading */
 
-static int read_whole_file(const char *path, uint8_t **bytes, size_t *size, cn_error *err)
+static int read_file(const char *path, uint8_t **bytes, size_t *size, cn_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return cn_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    int rc = 0;
-    if (fstat(fileno(f), &st) != 0)
-        rc = cn_fail(err, "%s: cannot read: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = cn_fail(err, "%s: not a regular file", path);
-    else if ((uint64_t)st.st_size > SIZE_MAX / 2)
-        rc = cn_fail(err, "%s: file too large (%lld bytes)", path, (long long)st.st_size);
-    if (rc == 0) {
-        *size = (size_t)st.st_size;
-        *bytes = malloc(*size ? *size : 1);
-        if (!*bytes)
-            rc = cn_fail(err, "%s: cannot read: %s", path, strerror(ENOMEM));
-        else if (fread(*bytes, 1, *size, f) != *size)
-            rc = cn_fail(err, "%s: cannot read: %s", path,
-                         ferror(f) ? strerror(errno) : "file shrank while reading");
-    }
-    fclose(f);
+    int rc = cn_read_file(path, UINT64_MAX, bytes, size, err);
+    if (rc == CN_FILE_TOO_LARGE)
+        return cn_fail(err, "%s: file too large (%lld bytes)", path, (long long)*size);
     return rc;
 }
 
@@ -607,7 +590,7 @@ cn_safetensors *cn_safetensors_read(const char *path, cn_error *err)
         cn_fail(err, "%s: cannot read: %s", path, strerror(ENOMEM));
         return NULL;
     }
-    if (read_whole_file(path, &f->bytes, &f->size, err) != 0 || parse_file(f, path, err) != 0) {
+    if (read_file(path, &f->bytes, &f->size, err) != 0 || parse_file(f, path, err) != 0) {
         keep_one_line(err);
         cn_safetensors_free(f);
         return NULL;

@@ -368,13 +368,6 @@ int cn_train_checkpoint_state(const cn_safetensors *f, const char *path, cn_trai
 
 /* ---------------------------------------------------------------- tensors in */
 
-static int is_listed(const char *name, const cn_tensor_ref *refs, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(refs[i].name, name) == 0) return 1;
-    return 0;
-}
-
 /* Every momentum buffer is there as expected, and no other optimizer.* tensor. */
 static int check_momentum(const cn_safetensors *f, const cn_tensor_ref *refs, int n,
                           const char *path, cn_error *err)
@@ -384,7 +377,7 @@ static int check_momentum(const cn_safetensors *f, const cn_tensor_ref *refs, in
     size_t prefix = strlen(MOMENTUM_PREFIX);
     for (int i = 0; i < cn_safetensors_count(f); i++) {
         const char *name = cn_safetensors_at(f, i)->name;
-        if (strncmp(name, MOMENTUM_PREFIX, prefix) == 0 && !is_listed(name, refs, n))
+        if (strncmp(name, MOMENTUM_PREFIX, prefix) == 0 && !cn_ref_listed(name, refs, n))
             return cn_fail(err, "%s: tensor %s is not a momentum buffer of this model", path,
                            name);
     }

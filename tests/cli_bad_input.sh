@@ -5,24 +5,15 @@
 # run was asked for stay absent, and a file already at the --save path keeps its bytes.
 # Data files are built here from scratch (tiny valid IDX sets, then damaged copies), so no
 # download is needed. Usage: sh tests/cli_bad_input.sh BUILD_DIR
-set -u
-build=${1:-build}
-cnnc=$(cd "$build" && pwd)/cnnc
-model=$(cd "$(dirname "$0")" && pwd)/fixtures/pytorch_model.safetensors
-[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
-tmp=$(mktemp -d) || exit 1
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
+model=$root/tests/fixtures/pytorch_model.safetensors
+require_cnnc
+make_tmp
 chmod 755 "$tmp"
-trap 'chmod -R u+rwx "$tmp"; rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
 cd "$tmp" || exit 1
-failures=0
 max_seconds=5
 max_rss_kb=262144 # 256 MiB: far below what the corrupt headers below ask for
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 # ---------------------------------------------------------------- building IDX files
 be32() { # big-endian 32-bit integer as raw bytes
@@ -266,8 +257,4 @@ eval_case "an empty checkpoint" "empty.st" empty.st
 mkdir folder.st
 eval_case "a folder as checkpoint" "folder.st" folder.st
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_bad_input: $failures check(s) failed"
-  exit 1
-fi
-echo "cli_bad_input: all checks passed"
+finish

@@ -4,52 +4,18 @@
 # and, when Debian's Fashion-MNIST is installed, a tiny train run with all its outputs and an
 # eval of the saved model. It does not check the numerics; the C tests do.
 # Usage: sh tests/cli_basic.sh BUILD_DIR
-set -u
-build=${1:-build}
-cnnc=$(cd "$build" && pwd)/cnnc
-data=/usr/share/datasets/fashion-mnist
-[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
-
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
+require_cnnc
+make_tmp
 mkdir "$tmp/work"
 cd "$tmp/work" || exit 1
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-# Runs cnnc with the arguments; stdout in $tmp/out, stderr in $tmp/err, exit status in $status.
-run() {
-  "$cnnc" "$@" >"$tmp/out" 2>"$tmp/err"
-  status=$?
-}
 
 # expect_usage NAME ARGS...: exit status 2 and NAME (a flag or argument) in the message.
 expect_usage() {
-  name=$1
+  usage_name=$1
   shift
-  run "$@"
-  if [ "$status" -ne 2 ]; then
-    fail "cnnc $*: exit status $status, expected 2"
-  elif ! grep -q -e "cnnc: error: .*$name" "$tmp/err"; then
-    fail "cnnc $*: the message does not name $name: $(cat "$tmp/err")"
-  fi
-}
-
-# expect_failure TEXT ARGS...: exit status 1 and TEXT in the message.
-expect_failure() {
-  text=$1
-  shift
-  run "$@"
-  if [ "$status" -ne 1 ]; then
-    fail "cnnc $*: exit status $status, expected 1"
-  elif ! grep -q -e "$text" "$tmp/err"; then
-    fail "cnnc $*: the message does not mention $text: $(cat "$tmp/err")"
-  fi
+  expect 2 "cnnc: error: .*$usage_name" "$@"
 }
 
 expect_absent() {
@@ -65,31 +31,27 @@ eval_flags="--checkpoint --data-dir --test-samples --threads --batch-size --help
 predict_flags="--checkpoint --idx --index --invert --help"
 
 # ---------------------------------------------------------------- help and version
-run --help
-[ "$status" -eq 0 ] || fail "cnnc --help: exit status $status"
-for f in $train_flags $eval_flags $predict_flags; do
-  grep -q -e "$f" "$tmp/out" || fail "cnnc --help does not list $f"
-done
-run train --help
-[ "$status" -eq 0 ] || fail "cnnc train --help: exit status $status"
-for f in $train_flags; do
-  grep -q -e "$f" "$tmp/out" || fail "cnnc train --help does not list $f"
-done
-grep -q "default: 128" "$tmp/out" || fail "cnnc train --help does not show defaults"
-run eval --help
-[ "$status" -eq 0 ] || fail "cnnc eval --help: exit status $status"
-for f in $eval_flags; do
-  grep -q -e "$f" "$tmp/out" || fail "cnnc eval --help does not list $f"
-done
-run predict --help
-[ "$status" -eq 0 ] || fail "cnnc predict --help: exit status $status"
-for f in $predict_flags; do
-  grep -q -e "$f" "$tmp/out" || fail "cnnc predict --help does not list $f"
-done
-run train --help
-for text in "default: 1)" "default: 3)" "exits with status 130 or 143"; do
-  grep -q -e "$text" "$tmp/out" || fail "cnnc train --help does not say '$text'"
-done
+# expect_help COMMAND TEXT...: `cnnc COMMAND --help` (COMMAND "": `cnnc --help`) succeeds and
+# shows every TEXT.
+expect_help() {
+  help_command=$1
+  shift
+  run ${help_command:+"$help_command"} --help
+  [ "$status" -eq 0 ] || fail "cnnc${help_command:+ $help_command} --help: exit status $status"
+  for text in "$@"; do
+    grep -q -e "$text" "$tmp/out" ||
+      fail "cnnc${help_command:+ $help_command} --help does not show '$text'"
+  done
+}
+# shellcheck disable=SC2086
+expect_help "" $train_flags $eval_flags $predict_flags
+# shellcheck disable=SC2086
+expect_help train $train_flags "default: 128" "default: 1)" "default: 3)" \
+  "exits with status 130 or 143"
+# shellcheck disable=SC2086
+expect_help eval $eval_flags
+# shellcheck disable=SC2086
+expect_help predict $predict_flags
 run --version
 if [ "$status" -ne 0 ] || ! grep -q '[0-9]\.[0-9]' "$tmp/out"; then
   fail "cnnc --version: exit status $status: $(cat "$tmp/out")"
@@ -153,17 +115,17 @@ fi
 expect_absent test_result.png
 
 # ---------------------------------------------------------------- failures before work: exit 1
-expect_failure dataset-fashion-mnist train --data-dir "$tmp/no-such-data" --save m0.safetensors
+expect 1 dataset-fashion-mnist train --data-dir "$tmp/no-such-data" --save m0.safetensors
 expect_absent test_result.png m0.safetensors
-expect_failure "--save" train --save "$tmp/no-such-folder/m.safetensors"
-expect_failure "--result-image" train --result-image "$tmp"
+expect 1 "--save" train --save "$tmp/no-such-folder/m.safetensors"
+expect 1 "--result-image" train --result-image "$tmp"
 expect_absent test_result.png
-expect_failure "$tmp/missing.safetensors" eval --checkpoint "$tmp/missing.safetensors"
+expect 1 "$tmp/missing.safetensors" eval --checkpoint "$tmp/missing.safetensors"
 printf 'this is not a safetensors file, just some text of a decent length\n' >"$tmp/garbage.st"
-expect_failure "$tmp/garbage.st" eval --checkpoint "$tmp/garbage.st"
+expect 1 "$tmp/garbage.st" eval --checkpoint "$tmp/garbage.st"
 
 # ---------------------------------------------------------------- a tiny run (needs the data)
-if [ -d "$data" ]; then
+if have_data "the training checks"; then
   expect_usage --num-cores train --train-samples 100 --result-image none
   expect_absent test_result.png
 
@@ -212,12 +174,6 @@ if [ -d "$data" ]; then
   [ "$status" -eq 0 ] || fail "small run with 3 threads: exit status $status"
   cmp -s "$tmp/t1.safetensors" "$tmp/t3.safetensors" ||
     fail "--threads 1 and --threads 3 saved different models"
-else
-  echo "skipped the training checks: $data is missing (Debian package dataset-fashion-mnist)"
 fi
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_basic: $failures check(s) failed"
-  exit 1
-fi
-echo "cli_basic: all checks passed"
+finish

@@ -8,46 +8,13 @@
 # settings, wrong files and used folders are refused; --save-every, --keep and the metrics file.
 # Needs Debian's Fashion-MNIST; skipped without it.
 # Usage: sh tests/cli_checkpoint.sh BUILD_DIR
-set -u
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
 export LC_ALL=C
-build=${1:-build}
-cnnc=$(cd "$build" && pwd)/cnnc
-data=/usr/share/datasets/fashion-mnist
-[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
-if [ ! -d "$data" ]; then
-  echo "cli_checkpoint: skipped ($data missing)"
-  exit 0
-fi
-
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
+require_cnnc
+require_data
+make_tmp
 cd "$tmp" || exit 1
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-# run ARGS...: stdout in out, stderr in err, exit status in $status.
-run() {
-  "$cnnc" "$@" >out 2>err
-  status=$?
-}
-
-# expect STATUS TEXT ARGS...: that exit status and TEXT in the message.
-expect() {
-  want=$1
-  text=$2
-  shift 2
-  run "$@"
-  if [ "$status" -ne "$want" ]; then
-    fail "cnnc $*: exit status $status, expected $want: $(cat err)"
-  elif ! grep -q -e "$text" err; then
-    fail "cnnc $*: the message does not mention '$text': $(cat err)"
-  fi
-}
 
 # wait_for FILE TEXT: until TEXT is in FILE (at most 60 s).
 wait_for() {
@@ -268,8 +235,4 @@ newest=$(ls sigterm | tail -n 1)
 run eval --checkpoint "sigterm/$newest" --test-samples 512 --threads 2
 [ "$status" -eq 0 ] || fail "SIGTERM: its checkpoint $newest does not load: $(cat err)"
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_checkpoint: $failures check(s) failed"
-  exit 1
-fi
-echo "cli_checkpoint: all checks passed (SIGINT stopped at epoch ${epoch:-?} after ${stopped#* } steps)"
+finish "SIGINT stopped at epoch ${epoch:-?} after ${stopped#* } steps"

@@ -4,27 +4,18 @@
 # up to that accuracy, and save a model that `cnnc eval` refuses (it is not the Fashion-MNIST
 # network) with a clear message. Needs Debian's Fashion-MNIST; without it, only the failure.
 # Usage: sh tests/cli_example.sh BUILD_DIR
-set -u
-build=$(cd "${1:-build}" && pwd)
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
 example=$build/examples/train_mnist
-data=/usr/share/datasets/fashion-mnist
 [ -x "$example" ] || { echo "FAIL: $example is missing (make check builds it)"; exit 1; }
-
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+make_tmp
 
 "$example" "$tmp/no-data" >"$tmp/out" 2>"$tmp/err"
 status=$?
 [ "$status" -eq 1 ] && grep -q "^train_mnist: .*no-data" "$tmp/err" ||
   fail "the example without data: exit status $status: $(cat "$tmp/err")"
 
-if [ -d "$data" ]; then
+if have_data "the training checks"; then
   "$example" "$data" "$tmp/small.safetensors" >"$tmp/out" 2>"$tmp/err"
   status=$?
   [ "$status" -eq 0 ] || fail "the example: exit status $status: $(cat "$tmp/err")"
@@ -38,16 +29,9 @@ if [ -d "$data" ]; then
   [ "$sums" = "10 1000 $accuracy" ] ||
     fail "per-class counts (classes, images, percent: $sums) disagree with $accuracy%"
   [ -s "$tmp/small.safetensors" ] || fail "the example saved no model"
-  "$build/cnnc" eval --checkpoint "$tmp/small.safetensors" >"$tmp/out" 2>"$tmp/err"
-  status=$?
+  run eval --checkpoint "$tmp/small.safetensors"
   [ "$status" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] ||
     fail "cnnc eval of another architecture: exit status $status: $(cat "$tmp/err")"
-else
-  echo "skipped the training checks: $data is missing (Debian package dataset-fashion-mnist)"
 fi
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_example: $failures check(s) failed"
-  exit 1
-fi
-echo "cli_example: all checks passed"
+finish

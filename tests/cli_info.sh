@@ -3,25 +3,10 @@
 # dataset is) and the help of every command: each flag listed with its default, --version in
 # the form "cnnc X.Y.Z" matching the man page. Does not judge the peak's value beyond > 0.
 # Usage: sh tests/cli_info.sh BUILD_DIR
-set -u
-build=${1:-build}
-cnnc=$(cd "$build" && pwd)/cnnc
-root=$(cd "$(dirname "$0")/.." && pwd)
-data=/usr/share/datasets/fashion-mnist
-[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
-
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-run() {
-  "$cnnc" "$@" >"$tmp/out" 2>"$tmp/err"
-  status=$?
-}
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
+require_cnnc
+make_tmp
 
 # ---------------------------------------------------------------- cnnc info
 run info --threads 2
@@ -92,8 +77,4 @@ for flag in $(flags_of "$tmp/help-train") $(flags_of "$tmp/help-eval") \
     fail "man/cnnc.1 does not document $flag"
 done
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_info: $failures check(s) failed"
-  exit 1
-fi
-echo "cli_info: all checks passed"
+finish

@@ -5,20 +5,10 @@
 # cnnc`, shared (with an rpath) and static, and runs; `make uninstall` leaves no file behind;
 # DESTDIR stages the same tree under another root. It never touches the system's folders.
 # Usage: sh tests/cli_install.sh BUILD_DIR
-set -u
-build=$(cd "${1:-build}" && pwd)
-root=$(cd "$(dirname "$0")/.." && pwd)
-data=/usr/share/datasets/fashion-mnist
-
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
+make_tmp
 cd "$tmp" || exit 1
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 # make in the source folder, as a fresh top-level make (not part of the caller's job server).
 run_make() {
@@ -71,7 +61,9 @@ PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 export PKG_CONFIG_PATH
 [ "$(pkg-config --modversion cnnc)" = "$version" ] || fail "pkg-config --modversion cnnc"
 cp "$root/examples/train_mnist.c" "$tmp/example.c"
-strict="-std=c11 -Wall -Wextra -Wpedantic -Werror -O2"
+# CNNC_TEST_CFLAGS: what the library was built with that the example must share (the sanitizer
+# run sets it); empty otherwise.
+strict="-std=c11 -Wall -Wextra -Wpedantic -Werror -O2 ${CNNC_TEST_CFLAGS:-}"
 # shellcheck disable=SC2046,SC2086
 cc $strict $(pkg-config --cflags cnnc) example.c -o ex-shared $(pkg-config --libs cnnc) \
   -Wl,-rpath,"$prefix/lib" 2>"$tmp/cc.err" || fail "shared build failed: $(cat "$tmp/cc.err")"
@@ -116,8 +108,4 @@ grep -qx "prefix=$staged_prefix" "$stage$staged_prefix/lib/pkgconfig/cnnc.pc" ||
 run_make uninstall DESTDIR="$stage" PREFIX="$staged_prefix" || fail "make uninstall DESTDIR"
 [ -z "$(files_under "$stage")" ] || fail "make uninstall DESTDIR left files"
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_install: $failures check(s) failed"
-  exit 1
-fi
-echo "cli_install: all checks passed"
+finish

@@ -5,23 +5,18 @@
 # data, runs with other flags, diverges, cannot write its metrics on rank 0, or where the
 # replicas do not divide among the processes stops on every rank with a non-zero status within
 # seconds; a signal to mpirun or to one rank stops every rank after the same step, with a
-# checkpoint from which 4 processes end with an unstopped run's weights. It does not test the numerics of
-# the step (test_dist.c and test_trainer.c do). Skipped when mpirun, the dataset, or MPI in this
-# cnnc is missing.
+# checkpoint from which 4 processes end with an unstopped run's weights. It does not test the
+# numerics of the step (test_dist.c and test_trainer.c do). Skipped when mpirun, the dataset, or
+# MPI in this cnnc is missing.
 # Usage: sh tests/cli_mpi.sh BUILD_DIR
-set -u
-build=${1:-build}
-cnnc=$(cd "$build" && pwd)/cnnc
-data=/usr/share/datasets/fashion-mnist
-[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
+require_cnnc
 if ! command -v mpirun >/dev/null 2>&1; then
-  echo "skipped: mpirun is missing (Debian package openmpi-bin)"
+  echo "$suite: skipped every check: mpirun is missing (Debian package openmpi-bin)"
   exit 0
 fi
-if [ ! -d "$data" ]; then
-  echo "skipped: $data is missing (Debian package dataset-fashion-mnist)"
-  exit 0
-fi
+require_data
 
 # One machine, no network, no ssh; root allowed (containers, CI); more processes than cores.
 # Containers often forbid cross-process memory access, so shared memory copies through a buffer.
@@ -33,16 +28,8 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 # here (AddressSanitizer's other checks stay on; the other tests check leaks).
 [ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
 
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
+make_tmp
 cd "$tmp" || exit 1
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 # Runs mpirun with the arguments under a time limit; stdout in $tmp/out, stderr in $tmp/err,
 # exit status in $status, wall seconds in $seconds.
@@ -54,7 +41,7 @@ run_mpi() {
 }
 
 if timeout 60 mpirun -np 2 "$cnnc" train --help 2>&1 | grep -q "built without MPI"; then
-  echo "skipped: this cnnc was built without MPI (make MPI=0)"
+  echo "$suite: skipped every check: this cnnc was built without MPI (make MPI=0)"
   exit 0
 fi
 
@@ -238,8 +225,4 @@ expect_all_fail 2 "only rank 0 resumes" "starts from another model state" \
   -np 1 sh -c "$record" "$cnnc" $sig_job --resume stopped.safetensors \
   : -np 1 sh -c "$record" "$cnnc" $sig_job
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_mpi: $failures check(s) failed"
-  exit 1
-fi
-echo "cli_mpi: all checks passed (2 and 4 processes equal one, bit for bit)"
+finish "2 and 4 processes equal one, bit for bit"

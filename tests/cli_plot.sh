@@ -6,25 +6,11 @@
 # --confusion picture. PNG files are checked for their signature and stated size; their pixels
 # are checked by tests/test_plot.c. The training parts need Debian's Fashion-MNIST.
 # Usage: sh tests/cli_plot.sh BUILD_DIR
-set -u
-build=${1:-build}
-cnnc=$(cd "$build" && pwd)/cnnc
-data=/usr/share/datasets/fashion-mnist
-[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
-
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
+require_cnnc
+make_tmp
 cd "$tmp" || exit 1
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-run() {
-  "$cnnc" "$@" >"$tmp/out" 2>"$tmp/err"
-  status=$?
-}
 
 # png_size FILE: "WIDTHxHEIGHT" from the IHDR chunk, or "not a PNG".
 png_size() {
@@ -47,12 +33,8 @@ expect_refusal() {
   want=$1 text=$2
   shift 2
   rm -f curves.png training_curves.png
-  run "$@"
-  if [ "$status" -ne "$want" ]; then
-    fail "cnnc $*: exit status $status, expected $want: $(cat "$tmp/err")"
-  elif ! grep -q -e "^cnnc: error: .*$text" "$tmp/err"; then
-    fail "cnnc $*: the message lacks '$text': $(cat "$tmp/err")"
-  elif [ "$want" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
+  if expect "$want" "^cnnc: error: .*$text" "$@" && [ "$want" -eq 1 ] &&
+    [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
     fail "cnnc $*: more than one line on stderr: $(cat "$tmp/err")"
   fi
   [ -e curves.png ] || [ -e training_curves.png ] && fail "cnnc $*: left a picture behind"
@@ -102,9 +84,7 @@ run plot --help
 [ "$status" -eq 0 ] && grep -q -e "--output FILE .*default: training_curves.png" "$tmp/out" ||
   fail "cnnc plot --help: $status: $(cat "$tmp/out")"
 
-if [ ! -d "$data" ]; then
-  echo "skipped the training checks: $data is missing (Debian package dataset-fashion-mnist)"
-else
+if have_data "the training checks"; then
   # ---------------------------------------------------------------- train --plot
   small="train --num-epochs 2 --train-samples 2048 --test-samples 1000 --num-cores 2
     --batch-size 64 --threads 2 --result-image none"
@@ -152,8 +132,4 @@ else
   expect_refusal 1 "--confusion: .*no-dir" eval --checkpoint m.safetensors --confusion no-dir/c.png
 fi
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_plot: $failures check(s) failed"
-  exit 1
-fi
-echo "cli_plot: all checks passed"
+finish

@@ -6,49 +6,22 @@
 # PyTorch's and as many right as `cnnc eval` counts; every refusal, with nothing printed.
 # Needs Debian's Fashion-MNIST; skipped without it.
 # Usage: sh tests/cli_predict.sh BUILD_DIR
-set -u
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
 export LC_ALL=C
-build=${1:-build}
-cnnc=$(cd "$build" && pwd)/cnnc
-data=/usr/share/datasets/fashion-mnist
-model=$(pwd)/tests/fixtures/pytorch_model.safetensors
-fix=$(pwd)/tests/fixtures/predict
+model=$root/tests/fixtures/pytorch_model.safetensors
+fix=$root/tests/fixtures/predict
 idx=$data/t10k-images-idx3-ubyte.gz
-[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
-if [ ! -d "$data" ]; then
-  echo "cli_predict: skipped ($data missing)"
-  exit 0
-fi
-
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
+require_cnnc
+require_data
+make_tmp
 cd "$tmp" || exit 1
-failures=0
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-run() {
-  "$cnnc" "$@" >out 2>err
-  status=$?
-}
-
-# expect STATUS TEXT ARGS...: that exit status, TEXT in the message, nothing on stdout.
-expect() {
-  want=$1
-  text=$2
+# expect_quiet STATUS TEXT ARGS...: as expect, and nothing on stdout.
+expect_quiet() {
+  expect "$@" || return
   shift 2
-  run "$@"
-  if [ "$status" -ne "$want" ]; then
-    fail "cnnc $*: exit status $status, expected $want: $(cat err)"
-  elif ! grep -q -e "$text" err; then
-    fail "cnnc $*: the message does not mention '$text': $(cat err)"
-  elif [ -s out ]; then
-    fail "cnnc $*: printed something before failing: $(head -n 2 out)"
-  fi
+  if [ -s out ]; then fail "cnnc $*: printed something before failing: $(head -n 2 out)"; fi
 }
 
 # The ten probabilities of the first prediction in FILE, on one line.
@@ -119,26 +92,24 @@ accuracy=$(awk -v c="$correct" 'BEGIN { printf "Accuracy=%.2f%%", 100 * c / 20 }
 grep -q -x -e "$accuracy" out || fail "eval of 20 test images: $(grep Accuracy out), predict: $accuracy"
 
 # ---------------------------------------------------------------- refusals
-expect 1 "wrong-size.png: image is 32x32 pixels; the model takes 28x28" \
+expect_quiet 1 "wrong-size.png: image is 32x32 pixels; the model takes 28x28" \
   predict --checkpoint "$model" "$fix/wrong-size.png"
-expect 1 "wrong-size.pgm: image is 27x28 pixels" predict --checkpoint "$model" "$fix/t10k-0.png" \
-  "$fix/wrong-size.pgm"
-expect 1 "absent.png: cannot open" predict --checkpoint "$model" absent.png
+expect_quiet 1 "wrong-size.pgm: image is 27x28 pixels" predict --checkpoint "$model" \
+  "$fix/t10k-0.png" "$fix/wrong-size.pgm"
+expect_quiet 1 "absent.png: cannot open" predict --checkpoint "$model" absent.png
 printf 'not an image\n' >text.png
-expect 1 "text.png: not a PNG or PGM image" predict --checkpoint "$model" text.png
-expect 1 "absent.safetensors: cannot open" predict --checkpoint absent.safetensors "$fix/t10k-0.png"
-expect 1 "labels" predict --checkpoint "$model" --idx "$data/t10k-labels-idx1-ubyte.gz" --index 0
-expect 2 "--checkpoint FILE is required" predict "$fix/t10k-0.png"
-expect 2 "nothing to predict" predict --checkpoint "$model"
-expect 2 "--index needs --idx" predict --checkpoint "$model" --index 3
-expect 2 "--idx needs --index" predict --checkpoint "$model" --idx "$idx"
-expect 2 "--index" predict --checkpoint "$model" --idx "$idx" --index -1
-expect 2 "--index 10000: .* holds 10000 images (0..9999)" predict --checkpoint "$model" \
+expect_quiet 1 "text.png: not a PNG or PGM image" predict --checkpoint "$model" text.png
+expect_quiet 1 "absent.safetensors: cannot open" predict --checkpoint absent.safetensors \
+  "$fix/t10k-0.png"
+expect_quiet 1 "labels" predict --checkpoint "$model" --idx "$data/t10k-labels-idx1-ubyte.gz" \
+  --index 0
+expect_quiet 2 "--checkpoint FILE is required" predict "$fix/t10k-0.png"
+expect_quiet 2 "nothing to predict" predict --checkpoint "$model"
+expect_quiet 2 "--index needs --idx" predict --checkpoint "$model" --index 3
+expect_quiet 2 "--idx needs --index" predict --checkpoint "$model" --idx "$idx"
+expect_quiet 2 "--index" predict --checkpoint "$model" --idx "$idx" --index -1
+expect_quiet 2 "--index 10000: .* holds 10000 images (0..9999)" predict --checkpoint "$model" \
   --idx "$idx" --index 10000
-expect 2 "--bogus" predict --bogus
+expect_quiet 2 "--bogus" predict --bogus
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_predict: $failures check(s) failed"
-  exit 1
-fi
-echo "cli_predict: all checks passed ($checked image files, 20 test images as PyTorch)"
+finish "$checked image files, 20 test images as PyTorch"

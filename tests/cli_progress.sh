@@ -5,26 +5,13 @@
 # --quiet keeps the last summary and the total time only; --verbose adds the time breakdown.
 # Needs Debian's Fashion-MNIST; skips without it. It does not check the numbers themselves.
 # Usage: sh tests/cli_progress.sh BUILD_DIR
-set -u
-build=${1:-build}
-cnnc=$(cd "$build" && pwd)/cnnc
-data=/usr/share/datasets/fashion-mnist
-[ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
-if [ ! -d "$data" ]; then
-  echo "skipped: $data is missing (Debian package dataset-fashion-mnist)"
-  exit 0
-fi
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
+require_cnnc
+require_data
 command -v script >/dev/null || { echo "FAIL: script(1) from bsdutils is missing"; exit 1; }
-
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' INT TERM
+make_tmp
 cd "$tmp" || exit 1
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 cr=$(printf '\r')
 # 2 epochs of 64 steps each (8192 images / 2 replicas / 64).
@@ -115,8 +102,4 @@ done
 grep -q "Finished training epoch 2" "$tmp/verbose" || fail "--verbose dropped the normal lines"
 grep -q "Epoch 1 time:" "$tmp/pipe" && fail "the normal level shows the time breakdown"
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_progress: $failures check(s) failed"
-  exit 1
-fi
-echo "cli_progress: all checks passed"
+finish

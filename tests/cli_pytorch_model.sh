@@ -3,25 +3,19 @@
 # (tests/fixtures/pytorch_model.safetensors, from tools/gen_fixtures.py) must print the accuracy
 # PyTorch computed for it on the whole test set, recorded in the file's __metadata__.
 # Usage: sh tests/cli_pytorch_model.sh BUILD_DIR
-set -u
-cnnc="${1:-build}/cnnc"
-model=tests/fixtures/pytorch_model.safetensors
-data=/usr/share/datasets/fashion-mnist
-if [ ! -d "$data" ]; then
-  echo "cli_pytorch_model: skipped ($data missing)"
-  exit 0
-fi
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
+model=$root/tests/fixtures/pytorch_model.safetensors
+require_cnnc
+require_data
+make_tmp
+
 expected=$(head -c 4096 "$model" | grep -a -o '"test_accuracy":"[0-9.]*"' | grep -o '[0-9][0-9.]*')
-if [ -z "$expected" ]; then
-  echo "cli_pytorch_model: FAIL: no test_accuracy in $model's metadata"
-  exit 1
-fi
-out=$("$cnnc" eval --checkpoint "$model" 2>&1)
-status=$?
-got=$(printf '%s\n' "$out" | sed -n 's/^Accuracy=\([0-9.]*\)%$/\1/p')
+[ -n "$expected" ] || { fail "no test_accuracy in $model's metadata"; finish; }
+run eval --checkpoint "$model"
+got=$(sed -n 's/^Accuracy=\([0-9.]*\)%$/\1/p' "$tmp/out")
 if [ "$status" -ne 0 ] || [ "$got" != "$expected" ]; then
-  echo "cli_pytorch_model: FAIL: PyTorch says $expected%, cnnc eval says '$got' (exit $status)"
-  printf '%s\n' "$out"
-  exit 1
+  fail "PyTorch says $expected%, cnnc eval says '$got' (exit $status)"
+  cat "$tmp/out" "$tmp/err"
 fi
-echo "cli_pytorch_model: PyTorch's model scores $got% in cnnc, as in PyTorch"
+finish "PyTorch's model scores $got% in cnnc, as in PyTorch"

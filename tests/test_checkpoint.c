@@ -14,13 +14,6 @@ static cn_model *seeded_model(uint64_t seed)
     return m;
 }
 
-static size_t ref_bytes(const cn_tensor_ref *r)
-{
-    size_t n = r->dtype == CN_I64 ? 8 : 4;
-    for (int d = 0; d < r->ndim; d++) n *= (size_t)r->shape[d];
-    return n;
-}
-
 static int model_refs(cn_model *m, cn_tensor_ref refs[NUM_STATE_TENSORS + 2])
 {
     int n = cn_model_tensors(m, NULL, 0);
@@ -42,17 +35,7 @@ static uint8_t *snapshot(cn_model *m, size_t *len)
 {
     cn_tensor_ref refs[NUM_STATE_TENSORS + 2];
     int n = model_refs(m, refs);
-    size_t total = 0;
-    for (int i = 0; i < n; i++) total += ref_bytes(&refs[i]);
-    uint8_t *bytes = malloc(total);
-    assert_non_null(bytes);
-    size_t at = 0;
-    for (int i = 0; i < n; i++) {
-        memcpy(bytes + at, refs[i].data, ref_bytes(&refs[i]));
-        at += ref_bytes(&refs[i]);
-    }
-    *len = total;
-    return bytes;
+    return tu_concat_tensors(refs, n, NULL, 0, len);
 }
 
 static char *temp_path(const char *tag)
@@ -80,10 +63,7 @@ static void expect_load_refused(const char *path, const char *what)
     if (!strstr(err.msg, what) || !strstr(err.msg, path) || strchr(err.msg, '\n'))
         fail_msg("expected \"%s\", got \"%s\"", what, err.msg);
     uint8_t *after = snapshot(m, &after_len);
-    assert_int_equal(after_len, before_len);
-    assert_memory_equal(after, before, before_len);
-    free(before);
-    free(after);
+    tu_assert_same_bytes(after, after_len, before, before_len);
     cn_model_free(m);
 }
 
@@ -140,10 +120,7 @@ static void test_round_trip(void **state)
     if (cn_model_load(b, path, &err) != 0) fail_msg("%s", err.msg);
     size_t la, lb;
     uint8_t *sa = snapshot(a, &la), *sb = snapshot(b, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(sa, sb, la);
-    free(sa);
-    free(sb);
+    tu_assert_same_bytes(sa, la, sb, lb);
     unlink(path);
     free(path);
     cn_model_free(a);
@@ -233,9 +210,7 @@ static void test_extra_tensors(void **state)
     if (cn_model_load(b, path, &err) != 0) fail_msg("%s", err.msg);
     size_t la, lb;
     uint8_t *sa = snapshot(a, &la), *sb = snapshot(b, &lb);
-    assert_memory_equal(sa, sb, la);
-    free(sa);
-    free(sb);
+    tu_assert_same_bytes(sa, la, sb, lb);
     cn_model_free(b);
     unlink(path);
     free(path);

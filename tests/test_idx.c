@@ -4,7 +4,6 @@
  * not test training or anything that uses the loaded data. */
 #include "testutil.h"
 
-#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -453,30 +452,6 @@ static void test_lying_gzip_header_within_ratio(void **state)
 
 /* ------------------------------------------------------------------ splits */
 
-static char *make_temp_dir(void)
-{
-    char *dir = strdup("/tmp/cnnc-test-data-XXXXXX");
-    assert_non_null(dir);
-    assert_non_null(mkdtemp(dir));
-    return dir;
-}
-
-static void remove_temp_dir(char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        assert_int_equal(unlink(path), 0);
-    }
-    closedir(d);
-    assert_int_equal(rmdir(dir), 0);
-    free(dir);
-}
-
 static void write_in_dir(const char *dir, const char *name, const buffer *b)
 {
     char path[512];
@@ -519,7 +494,7 @@ static void expect_load_failure(const char *dir, const char *split, const char *
 static void test_dataset_loads_gz_images_and_raw_labels(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
+    char *dir = tu_make_temp_dir("test-data");
     buffer images = images_file(3);
     buffer gz = gzip_buffer(&images);
     buffer labels = labels_file(3);
@@ -539,13 +514,13 @@ static void test_dataset_loads_gz_images_and_raw_labels(void **state)
     buffer_free(&images);
     buffer_free(&gz);
     buffer_free(&labels);
-    remove_temp_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_dataset_prefers_gz(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
+    char *dir = tu_make_temp_dir("test-data");
     buffer images3 = images_file(3), labels3 = labels_file(3);
     buffer images2 = images_file(2), labels2 = labels_file(2);
     buffer gz_images = gzip_buffer(&images3), gz_labels = gzip_buffer(&labels3);
@@ -569,13 +544,13 @@ static void test_dataset_prefers_gz(void **state)
     buffer_free(&labels2);
     buffer_free(&gz_images);
     buffer_free(&gz_labels);
-    remove_temp_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_dataset_label_out_of_range(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
+    char *dir = tu_make_temp_dir("test-data");
     buffer images = images_file(3), labels = labels_file(3);
     labels.bytes[8 + 1] = 10;
     write_split(dir, "train-images-idx3-ubyte", &images, "train-labels-idx1-ubyte", &labels);
@@ -583,33 +558,33 @@ static void test_dataset_label_out_of_range(void **state)
                         "outside 0..9", dir);
     buffer_free(&images);
     buffer_free(&labels);
-    remove_temp_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_dataset_count_mismatch(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
+    char *dir = tu_make_temp_dir("test-data");
     buffer images = images_file(3), labels = labels_file(2);
     write_split(dir, "train-images-idx3-ubyte", &images, "train-labels-idx1-ubyte", &labels);
     expect_load_failure(dir, "train", "train-images-idx3-ubyte has 3 images",
                         "train-labels-idx1-ubyte has 2 labels", dir);
     buffer_free(&images);
     buffer_free(&labels);
-    remove_temp_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_dataset_wrong_image_size(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
+    char *dir = tu_make_temp_dir("test-data");
     uint32_t dims[3] = {2, 10, 10};
     buffer images = make_idx(0x08, 3, dims, 200, 0), labels = labels_file(2);
     write_split(dir, "train-images-idx3-ubyte", &images, "train-labels-idx1-ubyte", &labels);
     expect_load_failure(dir, "train", "images are 10x10, expected 28x28", dir, NULL);
     buffer_free(&images);
     buffer_free(&labels);
-    remove_temp_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_dataset_missing_dir(void **state)
@@ -624,7 +599,7 @@ static void test_dataset_missing_dir(void **state)
 static void test_dataset_missing_files(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
+    char *dir = tu_make_temp_dir("test-data");
     expect_load_failure(dir, "train", "train-images-idx3-ubyte.gz: not found",
                         "dataset-fashion-mnist", dir);
     buffer images = images_file(1);
@@ -632,13 +607,13 @@ static void test_dataset_missing_files(void **state)
     expect_load_failure(dir, "train", "train-labels-idx1-ubyte.gz: not found",
                         "install Debian's dataset-fashion-mnist", "--data-dir DIR");
     buffer_free(&images);
-    remove_temp_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_dataset_renamed_file(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
+    char *dir = tu_make_temp_dir("test-data");
     buffer labels = labels_file(3);
     buffer gz = gzip_buffer(&labels);
     write_split(dir, "train-images-idx3-ubyte.gz", &gz, "train-labels-idx1-ubyte.gz", &gz);
@@ -646,7 +621,7 @@ static void test_dataset_renamed_file(void **state)
                         "is this a labels file?", dir);
     buffer_free(&labels);
     buffer_free(&gz);
-    remove_temp_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_dataset_real_splits(void **state)

@@ -4,7 +4,6 @@
  * (font rendering varies between systems). */
 #include "testutil.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <cairo.h>
@@ -13,37 +12,9 @@
 #define GRID 5
 #define COUNT (GRID * GRID)
 
-/* A fresh empty folder under /tmp, for one test. */
-typedef struct {
-    char dir[64];
-    char png[96];
-} tmp_place;
-
-static void place_make(tmp_place *p)
+static tu_place place_make(void)
 {
-    snprintf(p->dir, sizeof p->dir, "/tmp/cnnc-picture-XXXXXX");
-    assert_non_null(mkdtemp(p->dir));
-    snprintf(p->png, sizeof p->png, "%s/result.png", p->dir);
-}
-
-/* How many entries the folder holds besides . and .. */
-static int dir_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int count = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) count++;
-    closedir(d);
-    return count;
-}
-
-static void place_remove(tmp_place *p)
-{
-    unlink(p->png);
-    assert_int_equal(dir_entries(p->dir), 0);
-    assert_int_equal(rmdir(p->dir), 0);
+    return tu_place_make("picture", "result.png");
 }
 
 /* Image i: a horizontal or vertical gradient, a filled square or a ring, varying with i. */
@@ -74,37 +45,31 @@ typedef struct {
 
 static png_stats read_png(const char *path)
 {
-    cairo_surface_t *s = cairo_image_surface_create_from_png(path);
-    assert_int_equal(cairo_surface_status(s), CAIRO_STATUS_SUCCESS);
-    /* cairo loads a PNG without an alpha channel as RGB24: the picture is opaque. */
-    assert_int_equal(cairo_image_surface_get_format(s), CAIRO_FORMAT_RGB24);
-    png_stats st = {cairo_image_surface_get_width(s), cairo_image_surface_get_height(s), 0, 0, 0};
-    const unsigned char *data = cairo_image_surface_get_data(s);
-    int stride = cairo_image_surface_get_stride(s);
-    for (int y = 0; y < st.height; y++) {
-        const uint32_t *row = (const uint32_t *)(const void *)(data + (size_t)y * (size_t)stride);
+    cairo_surface_t *s = tu_png_read(path);
+    png_stats st = {cairo_image_surface_get_width(s), cairo_image_surface_get_height(s),
+                    tu_pixel(s, 0, 0), 0, 0};
+    for (int y = 0; y < st.height; y++)
         for (int x = 0; x < st.width; x++) {
-            int r = (row[x] >> 16) & 255, g = (row[x] >> 8) & 255, b = row[x] & 255;
+            uint32_t px = tu_pixel(s, x, y);
+            int r = (px >> 16) & 255, g = (px >> 8) & 255, b = px & 255;
             if (b >= 150 && r <= 60 && g <= 60) st.blue++;
             if (r >= 150 && g <= 60 && b <= 60) st.red++;
         }
-    }
-    st.corner = ((const uint32_t *)(const void *)data)[0] & 0xFFFFFFu;
     cairo_surface_destroy(s);
     return st;
 }
 
 /* Writes a 5 x 5 picture with the given predictions and returns what it looks like. */
-static png_stats draw_and_read(const tmp_place *p, const uint8_t *labels, const uint8_t *preds)
+static png_stats draw_and_read(const tu_place *p, const uint8_t *labels, const uint8_t *preds)
 {
     static uint8_t images[COUNT * SIDE * SIDE];
     synth_images(images);
     cn_error err = {{0}};
-    int rc = cn_result_picture(p->png, images, labels, preds, COUNT, GRID, GRID,
+    int rc = cn_result_picture(p->file, images, labels, preds, COUNT, GRID, GRID,
                                "Predicted labels \xE2\x80\x94 test", &err);
     if (rc != 0) fail_msg("%s", err.msg);
-    assert_int_equal(dir_entries(p->dir), 1); /* the PNG, no temporary left over */
-    return read_png(p->png);
+    assert_int_equal(tu_count_entries(p->dir), 1); /* the PNG, no temporary left over */
+    return read_png(p->file);
 }
 
 static void assert_plausible_size(const png_stats *st)
@@ -123,14 +88,13 @@ static void test_mixed_predictions(void **state)
         preds[i] = (i % 4 == 1) ? (uint8_t)((i + 3) % CN_NUM_CLASSES) : labels[i];
     }
     labels[0] = 0, preds[0] = 9; /* the longest caption: T-shirt/top vs Ankle boot */
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     png_stats st = draw_and_read(&p, labels, preds);
     assert_plausible_size(&st);
     assert_int_equal(st.corner, 0xFFFFFF);
     assert_true(st.blue > 200);
     assert_true(st.red > 200);
-    place_remove(&p);
+    tu_place_remove(&p);
 }
 
 static void test_all_right_has_no_red(void **state)
@@ -138,13 +102,12 @@ static void test_all_right_has_no_red(void **state)
     (void)state;
     uint8_t labels[COUNT];
     for (int i = 0; i < COUNT; i++) labels[i] = (uint8_t)((i * 7) % CN_NUM_CLASSES);
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     png_stats st = draw_and_read(&p, labels, labels);
     assert_plausible_size(&st);
     assert_true(st.blue > 200);
     assert_int_equal(st.red, 0);
-    place_remove(&p);
+    tu_place_remove(&p);
 }
 
 static void test_all_wrong_has_no_blue(void **state)
@@ -155,27 +118,25 @@ static void test_all_wrong_has_no_blue(void **state)
         labels[i] = (uint8_t)(i % CN_NUM_CLASSES);
         preds[i] = (uint8_t)((i + 1) % CN_NUM_CLASSES);
     }
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     png_stats st = draw_and_read(&p, labels, preds);
     assert_true(st.red > 200);
     assert_int_equal(st.blue, 0);
-    place_remove(&p);
+    tu_place_remove(&p);
 }
 
 static void test_replaces_existing_file(void **state)
 {
     (void)state;
     uint8_t labels[COUNT] = {0};
-    tmp_place p;
-    place_make(&p);
-    FILE *f = fopen(p.png, "wb");
+    tu_place p = place_make();
+    FILE *f = fopen(p.file, "wb");
     assert_non_null(f);
     assert_int_equal(fputs("not a png", f) >= 0, 1);
     assert_int_equal(fclose(f), 0);
     png_stats st = draw_and_read(&p, labels, labels);
     assert_plausible_size(&st);
-    place_remove(&p);
+    tu_place_remove(&p);
 }
 
 static void test_missing_folder_fails_cleanly(void **state)
@@ -202,14 +163,13 @@ static void expect_refusal(const uint8_t *labels, const uint8_t *preds, int n, i
                            int cols, const char *want)
 {
     static uint8_t images[COUNT * SIDE * SIDE];
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     cn_error err = {{0}};
-    assert_int_equal(cn_result_picture(p.png, images, labels, preds, n, rows, cols, "t", &err),
+    assert_int_equal(cn_result_picture(p.file, images, labels, preds, n, rows, cols, "t", &err),
                      -1);
     if (!strstr(err.msg, want)) fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
-    assert_int_equal(dir_entries(p.dir), 0);
-    place_remove(&p);
+    assert_int_equal(tu_count_entries(p.dir), 0);
+    tu_place_remove(&p);
 }
 
 static void test_bad_arguments_refused(void **state)
@@ -232,12 +192,11 @@ static void test_label_outside_grid_ignored(void **state)
     static uint8_t images[(COUNT + 1) * SIDE * SIDE];
     uint8_t labels[COUNT + 1] = {0};
     labels[COUNT] = 200; /* beyond rows * cols: not drawn, not checked */
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     cn_error err = {{0}};
     assert_int_equal(
-        cn_result_picture(p.png, images, labels, labels, COUNT + 1, GRID, GRID, "t", &err), 0);
-    place_remove(&p);
+        cn_result_picture(p.file, images, labels, labels, COUNT + 1, GRID, GRID, "t", &err), 0);
+    tu_place_remove(&p);
 }
 
 int main(void)

@@ -5,51 +5,21 @@
  * with a reference picture (font rendering varies between systems). */
 #include "testutil.h"
 
-#include <dirent.h>
-
 #include <cairo.h>
 
 #include "draw.h"
 
 /* ------------------------------------------------------------------ helpers */
 
-typedef struct {
-    char dir[64];
-    char png[96];
-} tmp_place;
-
-static void place_make(tmp_place *p)
+static tu_place place_make(void)
 {
-    snprintf(p->dir, sizeof p->dir, "/tmp/cnnc-plot-XXXXXX");
-    assert_non_null(mkdtemp(p->dir));
-    snprintf(p->png, sizeof p->png, "%s/out.png", p->dir);
+    return tu_place_make("plot", "out.png");
 }
 
-static int dir_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int count = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) count++;
-    closedir(d);
-    return count;
-}
-
-static void place_remove(tmp_place *p)
-{
-    unlink(p->png);
-    assert_int_equal(dir_entries(p->dir), 0);
-    assert_int_equal(rmdir(p->dir), 0);
-}
-
-/* A PNG read back: opaque, so cairo gives RGB24. */
+/* A PNG read back at exactly the stated size. */
 static cairo_surface_t *load_png(const char *path, int want_w, int want_h)
 {
-    cairo_surface_t *s = cairo_image_surface_create_from_png(path);
-    assert_int_equal(cairo_surface_status(s), CAIRO_STATUS_SUCCESS);
-    assert_int_equal(cairo_image_surface_get_format(s), CAIRO_FORMAT_RGB24);
+    cairo_surface_t *s = tu_png_read(path);
     assert_int_equal(cairo_image_surface_get_width(s), want_w);
     assert_int_equal(cairo_image_surface_get_height(s), want_h);
     return s;
@@ -62,26 +32,18 @@ typedef enum { PIX_DARK, PIX_NEAR, PIX_DARK_BLUE } pixel_test;
 static long count_pixels(cairo_surface_t *s, int x0, int y0, int x1, int y1, pixel_test test,
                          uint32_t rgb)
 {
-    const unsigned char *data = cairo_image_surface_get_data(s);
-    int stride = cairo_image_surface_get_stride(s);
+    int wr = (rgb >> 16) & 255, wg = (rgb >> 8) & 255, wb = rgb & 255;
     long n = 0;
-    for (int y = y0; y < y1; y++) {
-        const uint32_t *row = (const uint32_t *)(const void *)(data + (size_t)y * (size_t)stride);
+    for (int y = y0; y < y1; y++)
         for (int x = x0; x < x1; x++) {
-            int r = (row[x] >> 16) & 255, g = (row[x] >> 8) & 255, b = row[x] & 255;
-            int wr = (rgb >> 16) & 255, wg = (rgb >> 8) & 255, wb = rgb & 255;
+            uint32_t px = tu_pixel(s, x, y);
+            int r = (px >> 16) & 255, g = (px >> 8) & 255, b = px & 255;
             if (test == PIX_DARK) n += r < 100 && g < 100 && b < 100;
             else if (test == PIX_NEAR)
                 n += abs(r - wr) < 40 && abs(g - wg) < 40 && abs(b - wb) < 40;
             else n += r < 60 && g < 90 && b > 90 && b - r > 50;
         }
-    }
     return n;
-}
-
-static uint32_t corner(cairo_surface_t *s)
-{
-    return ((const uint32_t *)(const void *)cairo_image_surface_get_data(s))[0] & 0xFFFFFFu;
 }
 
 #define TRAIN_BLUE 0x1F77B4u
@@ -128,13 +90,13 @@ static void test_nice_ticks(void **state)
 
 /* ------------------------------------------------------------------ curves */
 
-static cairo_surface_t *draw_curves(const tmp_place *p, const cn_epoch_metrics *e, int n, int w,
+static cairo_surface_t *draw_curves(const tu_place *p, const cn_epoch_metrics *e, int n, int w,
                                     int h, const char *title)
 {
     cn_error err = {{0}};
-    if (cn_plot_curves(p->png, e, n, w, h, title, &err) != 0) fail_msg("%s", err.msg);
-    assert_int_equal(dir_entries(p->dir), 1); /* the PNG, no temporary left over */
-    return load_png(p->png, w, h);
+    if (cn_plot_curves(p->file, e, n, w, h, title, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(tu_count_entries(p->dir), 1); /* the PNG, no temporary left over */
+    return load_png(p->file, w, h);
 }
 
 static void test_curves_show_all_three(void **state)
@@ -142,11 +104,10 @@ static void test_curves_show_all_three(void **state)
     (void)state;
     cn_epoch_metrics e[50];
     synth_epochs(e, 50);
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     cairo_surface_t *s = draw_curves(&p, e, 50, CN_PLOT_WIDTH, CN_PLOT_HEIGHT, "Curves title");
     int w = CN_PLOT_WIDTH, h = CN_PLOT_HEIGHT;
-    assert_int_equal(corner(s), 0xFFFFFF);
+    assert_int_equal(tu_pixel(s, 0, 0), 0xFFFFFF);
     assert_true(count_pixels(s, 0, 0, w, h, PIX_NEAR, TRAIN_BLUE) > 500);
     assert_true(count_pixels(s, 0, 0, w, h, PIX_NEAR, TEST_ORANGE) > 500);
     assert_true(count_pixels(s, 0, 0, w, h, PIX_NEAR, ACCURACY_GREEN) > 500);
@@ -162,7 +123,7 @@ static void test_curves_show_all_three(void **state)
     s = draw_curves(&p, e, 50, CN_PLOT_WIDTH, CN_PLOT_HEIGHT, NULL);
     assert_int_equal(count_pixels(s, 0, 0, w, 45, PIX_DARK, 0), 0);
     cairo_surface_destroy(s);
-    place_remove(&p);
+    tu_place_remove(&p);
 }
 
 static void test_curves_other_sizes(void **state)
@@ -170,8 +131,7 @@ static void test_curves_other_sizes(void **state)
     (void)state;
     cn_epoch_metrics e[200];
     synth_epochs(e, 200);
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     int sizes[][2] = {{1600, 500}, {400, 300}, {2000, 2000}};
     for (int i = 0; i < 3; i++) {
         int w = sizes[i][0], h = sizes[i][1];
@@ -180,7 +140,7 @@ static void test_curves_other_sizes(void **state)
         assert_true(count_pixels(s, 0, 0, w, h, PIX_NEAR, ACCURACY_GREEN) > 100);
         cairo_surface_destroy(s);
     }
-    place_remove(&p);
+    tu_place_remove(&p);
 }
 
 static void test_curves_leave_out_missing_values(void **state)
@@ -189,8 +149,7 @@ static void test_curves_leave_out_missing_values(void **state)
     cn_epoch_metrics e[5];
     synth_epochs(e, 5);
     for (int i = 0; i < 5; i++) e[i].test_loss = NAN, e[i].test_accuracy = INFINITY;
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     cairo_surface_t *s = draw_curves(&p, e, 5, 960, 720, "t");
     /* the legend still shows every colour: look below it */
     assert_true(count_pixels(s, 0, 80, 960, 720, PIX_NEAR, TRAIN_BLUE) > 100);
@@ -201,19 +160,18 @@ static void test_curves_leave_out_missing_values(void **state)
     s = draw_curves(&p, e, 1, 960, 720, "t");
     assert_true(count_pixels(s, 0, 80, 960, 720, PIX_NEAR, TRAIN_BLUE) > 5);
     cairo_surface_destroy(s);
-    place_remove(&p);
+    tu_place_remove(&p);
 }
 
 static void expect_curves_refused(const cn_epoch_metrics *e, int n, int w, int h,
                                   const char *want)
 {
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     cn_error err = {{0}};
-    assert_int_equal(cn_plot_curves(p.png, e, n, w, h, "t", &err), -1);
+    assert_int_equal(cn_plot_curves(p.file, e, n, w, h, "t", &err), -1);
     if (!strstr(err.msg, want)) fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
-    assert_int_equal(dir_entries(p.dir), 0);
-    place_remove(&p);
+    assert_int_equal(tu_count_entries(p.dir), 0);
+    tu_place_remove(&p);
 }
 
 static void test_curves_refusals(void **state)
@@ -255,14 +213,14 @@ static void test_confusion_count(void **state)
 
 enum { CLASSES = CN_NUM_CLASSES, CONF_W = 258 + 58 * CLASSES, CONF_H = 184 + 58 * CLASSES };
 
-static cairo_surface_t *draw_confusion(const tmp_place *p, const int64_t *counts,
+static cairo_surface_t *draw_confusion(const tu_place *p, const int64_t *counts,
                                        const char *const *names)
 {
     cn_error err = {{0}};
-    if (cn_confusion_picture(p->png, counts, CLASSES, names, "Confusion", &err) != 0)
+    if (cn_confusion_picture(p->file, counts, CLASSES, names, "Confusion", &err) != 0)
         fail_msg("%s", err.msg);
-    assert_int_equal(dir_entries(p->dir), 1);
-    return load_png(p->png, CONF_W, CONF_H);
+    assert_int_equal(tu_count_entries(p->dir), 1);
+    return load_png(p->file, CONF_W, CONF_H);
 }
 
 static void test_confusion_picture(void **state)
@@ -271,10 +229,9 @@ static void test_confusion_picture(void **state)
     int64_t diagonal[CLASSES * CLASSES] = {0}, empty[CLASSES * CLASSES] = {0};
     for (int c = 0; c < CLASSES; c++) diagonal[c * CLASSES + c] = 900 + c;
     diagonal[6 * CLASSES + 0] = 120;
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     cairo_surface_t *s = draw_confusion(&p, diagonal, cn_class_names);
-    assert_int_equal(corner(s), 0xFFFFFF);
+    assert_int_equal(tu_pixel(s, 0, 0), 0xFFFFFF);
     long dark_diagonal = count_pixels(s, 0, 0, CONF_W, CONF_H, PIX_DARK_BLUE, 0);
     /* text: title band, class names left of the matrix and under it */
     assert_true(count_pixels(s, 0, 0, CONF_W, 50, PIX_DARK, 0) > 100);
@@ -288,18 +245,17 @@ static void test_confusion_picture(void **state)
     if (dark_diagonal - dark_empty < 10 * 2500)
         fail_msg("dark blue pixels: %ld with a full diagonal, %ld with no counts", dark_diagonal,
                  dark_empty);
-    place_remove(&p);
+    tu_place_remove(&p);
 }
 
 static void expect_confusion_refused(const int64_t *counts, int classes, const char *want)
 {
-    tmp_place p;
-    place_make(&p);
+    tu_place p = place_make();
     cn_error err = {{0}};
-    assert_int_equal(cn_confusion_picture(p.png, counts, classes, NULL, "t", &err), -1);
+    assert_int_equal(cn_confusion_picture(p.file, counts, classes, NULL, "t", &err), -1);
     if (!strstr(err.msg, want)) fail_msg("message \"%s\" lacks \"%s\"", err.msg, want);
-    assert_int_equal(dir_entries(p.dir), 0);
-    place_remove(&p);
+    assert_int_equal(tu_count_entries(p.dir), 0);
+    tu_place_remove(&p);
 }
 
 static void test_confusion_refusals(void **state)

@@ -15,52 +15,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static char *make_temp_dir(void)
-{
-    char *dir = strdup("/tmp/cnnc-st-XXXXXX");
-    assert_non_null(dir);
-    assert_non_null(mkdtemp(dir));
-    return dir;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    size_t len = strlen(dir) + strlen(name) + 2;
-    char *path = malloc(len);
-    assert_non_null(path);
-    snprintf(path, len, "%s/%s", dir, name);
-    return path;
-}
-
-/* Removes dir and the plain files and empty folders directly inside it. */
-static void remove_dir(char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char *p = join(dir, e->d_name);
-        if (unlink(p) != 0) rmdir(p);
-        free(p);
-    }
-    closedir(d);
-    assert_int_equal(rmdir(dir), 0);
-    free(dir);
-}
-
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
-    closedir(d);
-    return n;
-}
-
 static uint8_t *slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -153,20 +107,13 @@ static void make_sample(sample *s)
     s->refs[3] = ref_of("bn.num_batches_tracked", CN_I64, 0, NULL, &s->steps);
 }
 
-static size_t ref_bytes(const cn_tensor_ref *r)
-{
-    size_t n = r->dtype == CN_I64 ? 8 : 4;
-    for (int d = 0; d < r->ndim; d++) n *= (size_t)r->shape[d];
-    return n;
-}
-
 static void assert_same_tensor(const cn_tensor_ref *got, const cn_tensor_ref *want)
 {
     assert_string_equal(got->name, want->name);
     assert_int_equal(got->dtype, want->dtype);
     assert_int_equal(got->ndim, want->ndim);
     for (int d = 0; d < want->ndim; d++) assert_int_equal(got->shape[d], want->shape[d]);
-    assert_memory_equal(got->data, want->data, ref_bytes(want));
+    assert_memory_equal(got->data, want->data, tu_ref_bytes(want));
 }
 
 static void test_round_trip(void **state)
@@ -175,8 +122,8 @@ static void test_round_trip(void **state)
     sample s;
     make_sample(&s);
     static const char *const meta[] = {"epoch", "7", "note", "h\xc3\xa9llo \"quoted\""};
-    char *dir = make_temp_dir();
-    char *path = join(dir, "model.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "model.safetensors");
     cn_error err = {{0}};
     assert_int_equal(cn_safetensors_write(path, s.refs, 4, meta, 2, &err), 0);
 
@@ -196,16 +143,16 @@ static void test_round_trip(void **state)
     assert_string_equal(cn_safetensors_meta(f, "note"), meta[3]);
     assert_null(cn_safetensors_meta(f, "absent"));
     cn_safetensors_free(f);
-    assert_int_equal(count_entries(dir), 1);
+    assert_int_equal(tu_count_entries(dir), 1);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_no_tensors(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
-    char *path = join(dir, "empty.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "empty.safetensors");
     cn_error err = {{0}};
     assert_int_equal(cn_safetensors_write(path, NULL, 0, NULL, 0, &err), 0);
     cn_safetensors *f = cn_safetensors_read(path, &err);
@@ -215,7 +162,7 @@ static void test_no_tensors(void **state)
     assert_string_equal(cn_safetensors_meta(f, "format"), "pt");
     cn_safetensors_free(f);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 /* The header as JSON, checked against what was written. */
@@ -246,8 +193,8 @@ static void test_byte_layout(void **state)
     (void)state;
     sample s;
     make_sample(&s);
-    char *dir = make_temp_dir();
-    char *path = join(dir, "layout.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "layout.safetensors");
     cn_error err = {{0}};
     assert_int_equal(cn_safetensors_write(path, s.refs, 4, NULL, 0, &err), 0);
     size_t len;
@@ -265,15 +212,15 @@ static void test_byte_layout(void **state)
     assert_memory_equal(data + 512, &s.steps, 8);
     free(bytes);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 /* Every name length gives an 8-aligned data section padded with spaces. */
 static void test_header_alignment(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
-    char *path = join(dir, "align.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "align.safetensors");
     float v = 1.5f;
     static const int64_t one[] = {1};
     for (int len = 1; len <= 16; len++) {
@@ -295,7 +242,7 @@ static void test_header_alignment(void **state)
         free(bytes);
     }
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 /* ---------------------------------------------------------------- malformed files */
@@ -509,8 +456,8 @@ static void test_bad_names(void **state)
 static void test_longest_name(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
-    char *path = join(dir, "long.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "long.safetensors");
     char name[64];
     memset(name, 'x', 63);
     name[63] = '\0';
@@ -524,7 +471,7 @@ static void test_longest_name(void **state)
     assert_non_null(cn_safetensors_get(f, name));
     cn_safetensors_free(f);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_missing_file(void **state)
@@ -569,15 +516,15 @@ static void test_accepts_foreign_layout(void **state)
 static void expect_write_refused(const cn_tensor_ref *refs, int n, const char *const *meta,
                                  int num_meta, const char *what)
 {
-    char *dir = make_temp_dir();
-    char *path = join(dir, "refused.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "refused.safetensors");
     cn_error err = {{0}};
     assert_int_equal(cn_safetensors_write(path, refs, n, meta, num_meta, &err), -1);
     if (!strstr(err.msg, what) || !strstr(err.msg, path))
         fail_msg("expected \"%s\", got \"%s\"", what, err.msg);
-    assert_int_equal(count_entries(dir), 0);
+    assert_int_equal(tu_count_entries(dir), 0);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_write_refuses_bad_tensors(void **state)
@@ -619,11 +566,11 @@ static void write_one(const char *path, float value)
 static void test_replace_existing(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
-    char *path = join(dir, "m.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "m.safetensors");
     write_one(path, 1.0f);
     write_one(path, 2.0f);
-    assert_int_equal(count_entries(dir), 1);
+    assert_int_equal(tu_count_entries(dir), 1);
     cn_error err = {{0}};
     cn_safetensors *f = cn_safetensors_read(path, &err);
     assert_non_null(f);
@@ -637,14 +584,14 @@ static void test_replace_existing(void **state)
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0666 & ~mask);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 static void test_missing_folder(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
-    char *path = join(dir, "absent/m.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "absent/m.safetensors");
     static const int64_t one[] = {1};
     float v = 1;
     cn_tensor_ref r = ref_of("v", CN_F32, 1, one, &v);
@@ -652,19 +599,19 @@ static void test_missing_folder(void **state)
     assert_int_equal(cn_safetensors_write(path, &r, 1, NULL, 0, &err), -1);
     assert_non_null(strstr(err.msg, path));
     assert_non_null(strstr(err.msg, ": cannot write: No such file or directory"));
-    assert_int_equal(count_entries(dir), 0);
+    assert_int_equal(tu_count_entries(dir), 0);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 /* The rename fails when PATH is a folder: the temporary must go, the folder stay. */
 static void test_failed_rename_leaves_nothing(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
-    char *path = join(dir, "m.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "m.safetensors");
     assert_int_equal(mkdir(path, 0700), 0);
-    char *inside = join(path, "keep");
+    char *inside = tu_join(path, "keep");
     write_one(inside, 1.0f);
     static const int64_t one[] = {1};
     float v = 1;
@@ -672,12 +619,12 @@ static void test_failed_rename_leaves_nothing(void **state)
     cn_error err = {{0}};
     assert_int_equal(cn_safetensors_write(path, &r, 1, NULL, 0, &err), -1);
     assert_non_null(strstr(err.msg, ": cannot write: "));
-    assert_int_equal(count_entries(dir), 1);
-    assert_int_equal(count_entries(path), 1);
+    assert_int_equal(tu_count_entries(dir), 1);
+    assert_int_equal(tu_count_entries(path), 1);
     assert_int_equal(unlink(inside), 0);
     free(inside);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 /* In a child limited to small files, a large write fails half-way (EFBIG): the existing file
@@ -685,8 +632,8 @@ static void test_failed_rename_leaves_nothing(void **state)
 static void test_failed_write_keeps_old_file(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
-    char *path = join(dir, "m.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "m.safetensors");
     write_one(path, 3.0f);
     size_t old_len;
     uint8_t *old = slurp(path, &old_len);
@@ -711,13 +658,10 @@ static void test_failed_write_keeps_old_file(void **state)
 
     size_t new_len;
     uint8_t *now = slurp(path, &new_len);
-    assert_int_equal(new_len, old_len);
-    assert_memory_equal(now, old, old_len);
-    assert_int_equal(count_entries(dir), 1);
-    free(now);
-    free(old);
+    tu_assert_same_bytes(now, new_len, old, old_len);
+    assert_int_equal(tu_count_entries(dir), 1);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 /* Reads fd until text has come by; 0 when it did, -1 at the end of the stream. */
@@ -754,8 +698,8 @@ static void other_entry(const char *dir, const char *keep, char *out, size_t cap
 static void test_killed_mid_write_keeps_old_file(void **state)
 {
     (void)state;
-    char *dir = make_temp_dir();
-    char *path = join(dir, "checkpoint-epoch-0001.safetensors");
+    char *dir = tu_make_temp_dir("st");
+    char *path = tu_join(dir, "checkpoint-epoch-0001.safetensors");
     write_one(path, 3.0f);
     size_t old_len;
     uint8_t *old = slurp(path, &old_len);
@@ -787,15 +731,14 @@ static void test_killed_mid_write_keeps_old_file(void **state)
 
     size_t now_len;
     uint8_t *now = slurp(path, &now_len);
-    assert_int_equal(now_len, old_len);
-    assert_memory_equal(now, old, old_len);
-    assert_int_equal(count_entries(dir), 2);
+    tu_assert_same_bytes(now, now_len, old, old_len);
+    assert_int_equal(tu_count_entries(dir), 2);
     char tmp_name[256];
     other_entry(dir, "checkpoint-epoch-0001.safetensors", tmp_name, sizeof tmp_name);
     assert_int_equal(strncmp(tmp_name, "checkpoint-epoch-0001.safetensors.tmp.", 38), 0);
     size_t len = strlen(tmp_name);
     assert_false(len >= 12 && strcmp(tmp_name + len - 12, ".safetensors") == 0);
-    char *tmp = join(dir, tmp_name);
+    char *tmp = tu_join(dir, tmp_name);
     size_t tmp_len;
     free(slurp(tmp, &tmp_len));
     assert_true(tmp_len > 8 && tmp_len < 8 + 4 * 40000);
@@ -806,12 +749,10 @@ static void test_killed_mid_write_keeps_old_file(void **state)
     assert_int_equal(cn_checkpoint_find(dir, newest, &err), 1);
     assert_string_equal(newest, "checkpoint-epoch-0001.safetensors");
     assert_int_equal(cn_checkpoint_prune(dir, INT_MAX, &err), 0);
-    assert_int_equal(count_entries(dir), 1);
+    assert_int_equal(tu_count_entries(dir), 1);
     free(tmp);
-    free(now);
-    free(old);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 int main(void)

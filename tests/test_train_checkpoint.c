@@ -5,7 +5,6 @@
  * The safetensors format itself is tested in tests/test_safetensors.c. */
 #include "testutil.h"
 
-#include <dirent.h>
 #include <limits.h>
 #include <sys/stat.h>
 
@@ -83,60 +82,21 @@ static uint8_t *snapshot(rig *g, size_t *len)
 {
     cn_tensor_ref refs[MAX_TENSORS];
     int n = cn_model_tensors(g->model, refs, MAX_TENSORS);
-    size_t total = cn_model_num_params(g->model) * sizeof(float);
-    for (int i = 0; i < n; i++) {
-        size_t bytes = refs[i].dtype == CN_I64 ? 8 : 4;
-        for (int d = 0; d < refs[i].ndim; d++) bytes *= (size_t)refs[i].shape[d];
-        total += bytes;
-    }
-    uint8_t *out = malloc(total), *at = out;
-    assert_non_null(out);
-    for (int i = 0; i < n; i++) {
-        size_t bytes = refs[i].dtype == CN_I64 ? 8 : 4;
-        for (int d = 0; d < refs[i].ndim; d++) bytes *= (size_t)refs[i].shape[d];
-        memcpy(at, refs[i].data, bytes);
-        at += bytes;
-    }
-    memcpy(at, cn_trainer_momentum(g->trainer), cn_model_num_params(g->model) * sizeof(float));
-    *len = total;
-    return out;
+    return tu_concat_tensors(refs, n, cn_trainer_momentum(g->trainer),
+                             cn_model_num_params(g->model) * sizeof(float), len);
 }
 
-static char *temp_dir(void)
+/* Asserts that two rigs hold the same weights, statistics and momentum. */
+static void assert_same_state(rig *a, rig *b)
 {
-    char *dir = strdup("/tmp/cnnc-tck-XXXXXX");
-    assert_non_null(dir);
-    assert_non_null(mkdtemp(dir));
-    return dir;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    char *p = malloc(strlen(dir) + strlen(name) + 2);
-    assert_non_null(p);
-    sprintf(p, "%s/%s", dir, name);
-    return p;
-}
-
-static void remove_dir(char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char *p = join(dir, e->d_name);
-        if (unlink(p) != 0) rmdir(p);
-        free(p);
-    }
-    closedir(d);
-    assert_int_equal(rmdir(dir), 0);
-    free(dir);
+    size_t la, lb;
+    uint8_t *sa = snapshot(a, &la), *sb = snapshot(b, &lb);
+    tu_assert_same_bytes(sa, la, sb, lb);
 }
 
 static int exists(const char *dir, const char *name)
 {
-    char *p = join(dir, name);
+    char *p = tu_join(dir, name);
     struct stat st;
     int yes = stat(p, &st) == 0;
     free(p);
@@ -145,7 +105,7 @@ static int exists(const char *dir, const char *name)
 
 static void touch(const char *dir, const char *name)
 {
-    char *p = join(dir, name);
+    char *p = tu_join(dir, name);
     FILE *f = fopen(p, "w");
     assert_non_null(f);
     fputs("x", f);
@@ -178,6 +138,56 @@ static cn_train_state restore(rig *g, const char *path)
     return s;
 }
 
+/* A checkpoint file in a folder of its own, and the position it was saved at. */
+typedef struct {
+    cn_epoch_position pos;
+    char *dir, *path;
+} saved;
+
+/* Trains g from the start through `steps` steps of `epoch` (0: the whole epoch) and saves a
+ * checkpoint there as `name` in a fresh folder. */
+static saved train_and_save(rig *g, int epoch, int steps, const char *name)
+{
+    saved ck = {{1, 0, 0}, tu_make_temp_dir("tck"), NULL};
+    for (; ck.pos.epoch < epoch; ck.pos = (cn_epoch_position){ck.pos.epoch + 1, 0, 0})
+        run(g, &ck.pos, 0);
+    run(g, &ck.pos, steps);
+    ck.path = tu_join(ck.dir, name);
+    save(g, &ck.pos, ck.path);
+    return ck;
+}
+
+static void saved_remove(saved *ck)
+{
+    free(ck->path);
+    tu_remove_dir(ck->dir);
+}
+
+/* The tensors of a safetensors file, copied to refs (their data stays in the returned file). */
+static cn_safetensors *read_tensors(const char *path, cn_tensor_ref refs[MAX_TENSORS], int *n)
+{
+    cn_error err = {{0}};
+    cn_safetensors *f = cn_safetensors_read(path, &err);
+    if (!f) fail_msg("%s", err.msg);
+    *n = cn_safetensors_count(f);
+    assert_in_range(*n, 0, MAX_TENSORS);
+    for (int i = 0; i < *n; i++) refs[i] = *cn_safetensors_at(f, i);
+    return f;
+}
+
+/* Writes the tensors and metadata pairs to a new temporary file (its malloc'd name in *path)
+ * and reads it back. */
+static cn_safetensors *write_and_read(const cn_tensor_ref *refs, int n, const char *const *meta,
+                                      int num_meta, char **path)
+{
+    cn_error err = {{0}};
+    *path = tu_write_temp("", 0, ".safetensors");
+    if (cn_safetensors_write(*path, refs, n, meta, num_meta, &err) != 0) fail_msg("%s", err.msg);
+    cn_safetensors *f = cn_safetensors_read(*path, &err);
+    assert_non_null(f);
+    return f;
+}
+
 /* ---------------------------------------------------------------- the file */
 
 static void test_file_holds_model_momentum_and_position(void **state)
@@ -185,12 +195,9 @@ static void test_file_holds_model_momentum_and_position(void **state)
     (void)state;
     rig g;
     rig_open(&g);
-    cn_epoch_position pos = {1, 0, 0};
-    run(&g, &pos, 7);
-    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
-    save(&g, &pos, path);
+    saved ck = train_and_save(&g, 1, 7, "c.safetensors");
     cn_error err = {{0}};
-    cn_safetensors *f = cn_safetensors_read(path, &err);
+    cn_safetensors *f = cn_safetensors_read(ck.path, &err);
     if (!f) fail_msg("%s", err.msg);
     assert_int_equal(cn_safetensors_count(f), 18 + 12);
     const cn_tensor_ref *m = cn_safetensors_get(f, "optimizer.conv1.weight.momentum_buffer");
@@ -218,10 +225,9 @@ static void test_file_holds_model_momentum_and_position(void **state)
     assert_string_equal(cn_safetensors_meta(f, "momentum"), "0.5");
     assert_string_equal(cn_safetensors_meta(f, "train_samples"), "640");
     assert_int_equal(strlen(cn_safetensors_meta(f, "train_data_crc32")), 8);
-    assert_true(strtod(cn_safetensors_meta(f, "epoch_loss_sum"), NULL) == pos.loss_sum);
+    assert_true(strtod(cn_safetensors_meta(f, "epoch_loss_sum"), NULL) == ck.pos.loss_sum);
     cn_safetensors_free(f);
-    free(path);
-    remove_dir(dir);
+    saved_remove(&ck);
     rig_close(&g);
 }
 
@@ -231,16 +237,11 @@ static void test_round_trip_is_exact(void **state)
     rig a, b;
     rig_open(&a);
     rig_open(&b);
-    cn_epoch_position pos = {1, 0, 0};
-    run(&a, &pos, 0);
-    pos = (cn_epoch_position){2, 0, 0};
-    run(&a, &pos, 5);
-    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
-    save(&a, &pos, path);
-    cn_train_state s = restore(&b, path);
+    saved ck = train_and_save(&a, 2, 5, "c.safetensors");
+    cn_train_state s = restore(&b, ck.path);
     assert_int_equal(s.position.epoch, 2);
     assert_int_equal(s.position.step, 5);
-    assert_true(s.position.loss_sum == pos.loss_sum);
+    assert_true(s.position.loss_sum == ck.pos.loss_sum);
     assert_int_equal(s.steps_per_epoch, STEPS);
     assert_int_equal(s.num_replicas, R);
     assert_int_equal(s.batch_size, B);
@@ -252,14 +253,8 @@ static void test_round_trip_is_exact(void **state)
     cn_train_state_init(&now, &cfg, &a.train);
     assert_int_equal(s.train_crc32, now.train_crc32);
     assert_string_equal(s.isa, cn_isa_name(cn_isa_active()));
-    size_t la, lb;
-    uint8_t *sa = snapshot(&a, &la), *sb = snapshot(&b, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(sa, sb, la);
-    free(sa);
-    free(sb);
-    free(path);
-    remove_dir(dir);
+    assert_same_state(&a, &b);
+    saved_remove(&ck);
     rig_close(&a);
     rig_close(&b);
 }
@@ -295,30 +290,18 @@ static void check_resume(int stop_epoch, int stop_step)
         run(&straight, &p, 0);
         straight_sum[e - 1] = p.loss_sum;
     }
-    cn_epoch_position p = {1, 0, 0};
-    if (stop_epoch == 2) {
-        run(&first, &p, 0);
-        p = (cn_epoch_position){2, 0, 0};
-    }
-    run(&first, &p, stop_step);
-    assert_int_equal(p.step, stop_step);
-    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
-    save(&first, &p, path);
-    cn_train_state s = restore(&second, path);
-    p = s.position;
+    saved ck = train_and_save(&first, stop_epoch, stop_step, "c.safetensors");
+    assert_int_equal(ck.pos.epoch, stop_epoch);
+    assert_int_equal(ck.pos.step, stop_step);
+    cn_train_state s = restore(&second, ck.path);
+    cn_epoch_position p = s.position;
     if (p.step == STEPS) p = (cn_epoch_position){p.epoch + 1, 0, 0};
     for (; p.epoch <= 2; p = (cn_epoch_position){p.epoch + 1, 0, 0}) {
         run(&second, &p, 0);
         assert_true(p.loss_sum == straight_sum[p.epoch - 1]);
     }
-    size_t la, lb;
-    uint8_t *sa = snapshot(&straight, &la), *sb = snapshot(&second, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(sa, sb, la);
-    free(sa);
-    free(sb);
-    free(path);
-    remove_dir(dir);
+    assert_same_state(&straight, &second);
+    saved_remove(&ck);
     rig_close(&straight);
     rig_close(&first);
     rig_close(&second);
@@ -363,14 +346,12 @@ static void test_save_refuses_non_finite_and_keeps_the_old_file(void **state)
     (void)state;
     rig g;
     rig_open(&g);
-    cn_epoch_position p = {1, 0, 0};
-    run(&g, &p, 2);
-    char *dir = temp_dir(), *path = join(dir, "checkpoint-epoch-0001.safetensors");
-    save(&g, &p, path);
+    saved ck = train_and_save(&g, 1, 2, "checkpoint-epoch-0001.safetensors");
+    const char *path = ck.path;
     cn_error err = {{0}};
     cn_safetensors *before = cn_safetensors_read(path, &err);
     assert_non_null(before);
-    cn_train_state s = {.position = p, .steps_per_epoch = STEPS};
+    cn_train_state s = {.position = ck.pos, .steps_per_epoch = STEPS};
     float *mom = cn_trainer_momentum(g.trainer);
     float keep = mom[300];
     mom[300] = NAN;
@@ -386,16 +367,13 @@ static void test_save_refuses_non_finite_and_keeps_the_old_file(void **state)
     for (int i = 0; i < cn_safetensors_count(before); i++) {
         const cn_tensor_ref *x = cn_safetensors_at(before, i), *y = cn_safetensors_at(after, i);
         assert_string_equal(x->name, y->name);
-        size_t bytes = x->dtype == CN_I64 ? 8 : 4;
-        for (int d = 0; d < x->ndim; d++) bytes *= (size_t)x->shape[d];
-        assert_memory_equal(x->data, y->data, bytes);
+        assert_memory_equal(x->data, y->data, tu_ref_bytes(x));
     }
     cn_safetensors_free(before);
     cn_safetensors_free(after);
     char name[CN_CHECKPOINT_NAME_MAX];
-    assert_int_equal(cn_checkpoint_find(dir, name, &err), 1); /* and no temporary left */
-    free(path);
-    remove_dir(dir);
+    assert_int_equal(cn_checkpoint_find(ck.dir, name, &err), 1); /* and no temporary left */
+    saved_remove(&ck);
     rig_close(&g);
 }
 
@@ -408,9 +386,9 @@ static const char *const meta_keys[16] = {
 static void expect_state_refused(const char *valid, const char *change, const char *value,
                                  const char *what)
 {
-    cn_error err = {{0}};
-    cn_safetensors *f = cn_safetensors_read(valid, &err);
-    assert_non_null(f);
+    cn_tensor_ref refs[MAX_TENSORS];
+    int count;
+    cn_safetensors *f = read_tensors(valid, refs, &count);
     const char *meta[32];
     int n = 0;
     for (int i = 0; i < 16; i++) {
@@ -421,20 +399,16 @@ static void expect_state_refused(const char *valid, const char *change, const ch
         meta[2 * n + 1] = v;
         n++;
     }
-    cn_tensor_ref refs[MAX_TENSORS];
-    int count = cn_safetensors_count(f);
-    for (int i = 0; i < count; i++) refs[i] = *cn_safetensors_at(f, i);
-    char *path = tu_write_temp("", 0, ".safetensors");
-    if (cn_safetensors_write(path, refs, count, meta, n, &err) != 0) fail_msg("%s", err.msg);
+    char *path;
+    cn_safetensors *changed = write_and_read(refs, count, meta, n, &path);
     cn_safetensors_free(f);
-    f = cn_safetensors_read(path, &err);
-    assert_non_null(f);
+    cn_error err = {{0}};
     cn_train_state s;
-    assert_int_equal(cn_train_checkpoint_state(f, path, &s, &err), -1);
+    assert_int_equal(cn_train_checkpoint_state(changed, path, &s, &err), -1);
     if (!strstr(err.msg, what) || !strstr(err.msg, path))
         fail_msg("%s=%s: expected \"%s\", got \"%s\"", change, value ? value : "(none)", what,
                  err.msg);
-    cn_safetensors_free(f);
+    cn_safetensors_free(changed);
     unlink(path);
     free(path);
 }
@@ -444,10 +418,8 @@ static void test_state_refuses_bad_metadata(void **state)
     (void)state;
     rig g;
     rig_open(&g);
-    cn_epoch_position p = {1, 0, 0};
-    run(&g, &p, 4);
-    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
-    save(&g, &p, path);
+    saved ck = train_and_save(&g, 1, 4, "c.safetensors");
+    const char *path = ck.path;
     expect_state_refused(path, "epoch", NULL, "__metadata__ has no \"epoch\"");
     expect_state_refused(path, "epoch", "abc", "\"epoch\" is \"abc\", not an integer in 1..");
     expect_state_refused(path, "epoch", "0", "\"epoch\" is \"0\", not an integer in 1..");
@@ -466,8 +438,7 @@ static void test_state_refuses_bad_metadata(void **state)
     expect_state_refused(path, "cnnc_checkpoint", NULL, "not a training checkpoint");
     expect_state_refused(path, "train_samples", "700",
                          "\"steps_per_epoch\" 20 does not match 700 samples, 2 replicas and batch 16");
-    free(path);
-    remove_dir(dir);
+    saved_remove(&ck);
     rig_close(&g);
 }
 
@@ -478,14 +449,12 @@ typedef enum { DROP, RESHAPE, ADD } damage;
 static void expect_restore_refused(const char *valid, const char *name, damage how,
                                    const char *what)
 {
-    cn_error err = {{0}};
-    cn_safetensors *f = cn_safetensors_read(valid, &err);
-    assert_non_null(f);
     cn_tensor_ref refs[MAX_TENSORS + 1];
-    int n = 0;
+    int count, n = 0;
     static float spare[64];
-    for (int i = 0; i < cn_safetensors_count(f); i++) {
-        refs[n] = *cn_safetensors_at(f, i);
+    cn_safetensors *f = read_tensors(valid, refs, &count);
+    for (int i = 0; i < count; i++) {
+        refs[n] = refs[i];
         if (strcmp(refs[n].name, name) != 0) {
             n++;
             continue;
@@ -505,24 +474,21 @@ static void expect_restore_refused(const char *valid, const char *name, damage h
         refs[n].data = spare;
         n++;
     }
-    char *path = tu_write_temp("", 0, ".safetensors");
-    if (cn_safetensors_write(path, refs, n, NULL, 0, &err) != 0) fail_msg("%s", err.msg);
+    char *path;
+    cn_safetensors *damaged = write_and_read(refs, n, NULL, 0, &path);
     cn_safetensors_free(f);
     rig g;
     rig_open(&g);
     size_t lb, la;
     uint8_t *before = snapshot(&g, &lb);
-    f = cn_safetensors_read(path, &err);
-    assert_non_null(f);
-    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), f, path,
-                                                 &err), -1);
+    cn_error err = {{0}};
+    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), damaged,
+                                                 path, &err), -1);
     if (!strstr(err.msg, what) || !strstr(err.msg, path))
         fail_msg("%s: expected \"%s\", got \"%s\"", name, what, err.msg);
     uint8_t *after = snapshot(&g, &la);
-    assert_memory_equal(before, after, lb);
-    free(before);
-    free(after);
-    cn_safetensors_free(f);
+    tu_assert_same_bytes(before, lb, after, la);
+    cn_safetensors_free(damaged);
     rig_close(&g);
     unlink(path);
     free(path);
@@ -533,10 +499,8 @@ static void test_restore_refuses_damaged_tensors(void **state)
     (void)state;
     rig g;
     rig_open(&g);
-    cn_epoch_position p = {1, 0, 0};
-    run(&g, &p, 4);
-    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
-    save(&g, &p, path);
+    saved ck = train_and_save(&g, 1, 4, "c.safetensors");
+    const char *path = ck.path;
     rig_close(&g);
     expect_restore_refused(path, "optimizer.fc2.bias.momentum_buffer", DROP,
                            "tensor optimizer.fc2.bias.momentum_buffer is missing");
@@ -548,8 +512,7 @@ static void test_restore_refuses_damaged_tensors(void **state)
                            "buffer of this model");
     expect_restore_refused(path, "bn1.running_var", DROP, "tensor bn1.running_var is missing");
     expect_restore_refused(path, "fc3.weight", ADD, "tensor fc3.weight is not part of this model");
-    free(path);
-    remove_dir(dir);
+    saved_remove(&ck);
 }
 
 static void test_restore_refuses_non_finite_momentum(void **state)
@@ -557,34 +520,27 @@ static void test_restore_refuses_non_finite_momentum(void **state)
     (void)state;
     rig g;
     rig_open(&g);
-    cn_epoch_position p = {1, 0, 0};
-    run(&g, &p, 1);
-    char *dir = temp_dir(), *path = join(dir, "c.safetensors");
-    cn_error err = {{0}};
+    saved ck = train_and_save(&g, 1, 1, "c.safetensors");
     cn_tensor_ref refs[MAX_TENSORS];
     static float buffer[10];
     buffer[4] = INFINITY;
     /* every tensor as saved, but fc2.bias's momentum buffer */
-    save(&g, &p, path);
-    cn_safetensors *f = cn_safetensors_read(path, &err);
-    assert_non_null(f);
-    int n = cn_safetensors_count(f);
-    for (int i = 0; i < n; i++) refs[i] = *cn_safetensors_at(f, i);
+    int n;
+    cn_safetensors *f = read_tensors(ck.path, refs, &n);
     for (int i = 0; i < n; i++)
         if (strcmp(refs[i].name, "optimizer.fc2.bias.momentum_buffer") == 0) refs[i].data = buffer;
-    char *bad = join(dir, "bad.safetensors");
-    if (cn_safetensors_write(bad, refs, n, NULL, 0, &err) != 0) fail_msg("%s", err.msg);
+    char *bad;
+    cn_safetensors *damaged = write_and_read(refs, n, NULL, 0, &bad);
     cn_safetensors_free(f);
-    f = cn_safetensors_read(bad, &err);
-    assert_non_null(f);
-    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), f, bad,
-                                                 &err), -1);
+    cn_error err = {{0}};
+    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), damaged,
+                                                 bad, &err), -1);
     assert_non_null(strstr(err.msg, "tensor optimizer.fc2.bias.momentum_buffer holds non-finite "
                                     "values"));
-    cn_safetensors_free(f);
+    cn_safetensors_free(damaged);
+    unlink(bad);
     free(bad);
-    free(path);
-    remove_dir(dir);
+    saved_remove(&ck);
     rig_close(&g);
 }
 
@@ -593,7 +549,7 @@ static void test_model_only_file_is_not_a_training_checkpoint(void **state)
     (void)state;
     rig g;
     rig_open(&g);
-    char *dir = temp_dir(), *path = join(dir, "model.safetensors");
+    char *dir = tu_make_temp_dir("tck"), *path = tu_join(dir, "model.safetensors");
     cn_error err = {{0}};
     assert_int_equal(cn_model_save(g.model, path, &err), 0);
     cn_safetensors *f = cn_safetensors_read(path, &err);
@@ -612,7 +568,7 @@ static void test_model_only_file_is_not_a_training_checkpoint(void **state)
                         cn_model_num_params(m) * sizeof(float));
     cn_model_free(m);
     free(path);
-    remove_dir(dir);
+    tu_remove_dir(dir);
     rig_close(&g);
 }
 
@@ -653,7 +609,7 @@ static void test_names_sort_by_position(void **state)
 static void test_find_and_prune(void **state)
 {
     (void)state;
-    char *dir = temp_dir();
+    char *dir = tu_make_temp_dir("tck");
     cn_error err = {{0}};
     char newest[CN_CHECKPOINT_NAME_MAX];
     assert_int_equal(cn_checkpoint_find(dir, newest, &err), 0);
@@ -664,7 +620,7 @@ static void test_find_and_prune(void **state)
     touch(dir, "checkpoint-epoch-0011.safetensors.tmp.99.0"); /* a write that was killed */
     touch(dir, "notes.txt");
     touch(dir, "model.safetensors");
-    char *sub = join(dir, "checkpoint-epoch-0012.safetensors");
+    char *sub = tu_join(dir, "checkpoint-epoch-0012.safetensors");
     assert_int_equal(mkdir(sub, 0700), 0);
     assert_int_equal(cn_checkpoint_find(dir, newest, &err), 4);
     assert_string_equal(newest, "checkpoint-epoch-0010.safetensors");
@@ -682,13 +638,13 @@ static void test_find_and_prune(void **state)
     assert_true(exists(dir, "checkpoint-epoch-0012.safetensors"));
     assert_int_equal(cn_checkpoint_prune(dir, 0, &err), -1);
     assert_non_null(strstr(err.msg, "cannot keep 0 checkpoints"));
-    char *missing = join(dir, "absent");
+    char *missing = tu_join(dir, "absent");
     assert_int_equal(cn_checkpoint_find(missing, newest, &err), -1);
     assert_non_null(strstr(err.msg, "absent: cannot open the folder: No such file"));
     free(missing);
     assert_int_equal(rmdir(sub), 0);
     free(sub);
-    remove_dir(dir);
+    tu_remove_dir(dir);
 }
 
 int main(void)

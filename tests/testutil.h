@@ -1,6 +1,7 @@
 /* testutil.h — what every cmocka test program here includes: cmocka itself (which needs these
  * standard headers first), the public and internal headers, and small helpers for temporary
- * files and float comparisons. No test logic lives here. */
+ * files and folders, tensor sizes, PNG read-back and float comparisons. No test logic lives
+ * here. */
 #ifndef CN_TESTUTIL_H
 #define CN_TESTUTIL_H
 
@@ -16,6 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
+#include <cairo.h>
+
 #include "cnnc.h"
 
 /* Writes len bytes to a fresh file under /tmp and returns its malloc'd path. */
@@ -30,6 +35,133 @@ static inline char *tu_write_temp(const void *bytes, size_t len, const char *suf
     assert_int_equal(fwrite(bytes, 1, len, f), len);
     assert_int_equal(fclose(f), 0);
     return path;
+}
+
+/* Makes a fresh folder /tmp/cnnc-NAME-XXXXXX and returns its malloc'd path. */
+static inline char *tu_make_temp_dir(const char *name)
+{
+    size_t len = strlen(name) + sizeof "/tmp/cnnc--XXXXXX";
+    char *dir = malloc(len);
+    assert_non_null(dir);
+    snprintf(dir, len, "/tmp/cnnc-%s-XXXXXX", name);
+    assert_non_null(mkdtemp(dir));
+    return dir;
+}
+
+/* "dir/name", malloc'd. */
+static inline char *tu_join(const char *dir, const char *name)
+{
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(len);
+    assert_non_null(path);
+    snprintf(path, len, "%s/%s", dir, name);
+    return path;
+}
+
+/* How many entries dir holds besides . and .. */
+static inline int tu_count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+    closedir(d);
+    return n;
+}
+
+/* Removes dir and the plain files and empty folders directly inside it; frees the path. Fails
+ * the test when anything is left. */
+static inline void tu_remove_dir(char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char *p = tu_join(dir, e->d_name);
+        if (unlink(p) != 0) rmdir(p);
+        free(p);
+    }
+    closedir(d);
+    assert_int_equal(rmdir(dir), 0);
+    free(dir);
+}
+
+/* A fresh empty folder for one test and the path of the file the test writes there. */
+typedef struct {
+    char *dir;
+    char *file;
+} tu_place;
+
+static inline tu_place tu_place_make(const char *name, const char *file)
+{
+    tu_place p = {tu_make_temp_dir(name), NULL};
+    p.file = tu_join(p.dir, file);
+    return p;
+}
+
+/* Removes the file and the folder, which must then be empty (no temporary left over). */
+static inline void tu_place_remove(tu_place *p)
+{
+    unlink(p->file);
+    assert_int_equal(tu_count_entries(p->dir), 0);
+    free(p->file);
+    tu_remove_dir(p->dir);
+}
+
+/* The bytes of a tensor's data. */
+static inline size_t tu_ref_bytes(const cn_tensor_ref *r)
+{
+    size_t n = r->dtype == CN_I64 ? 8 : 4;
+    for (int d = 0; d < r->ndim; d++) n *= (size_t)r->shape[d];
+    return n;
+}
+
+/* The data of refs[0..n) and then extra_len bytes of extra, concatenated (malloc'd, its length in
+ * *len): what a model or trainer holds, to compare before and after. */
+static inline uint8_t *tu_concat_tensors(const cn_tensor_ref *refs, int n, const void *extra,
+                                         size_t extra_len, size_t *len)
+{
+    size_t total = extra_len;
+    for (int i = 0; i < n; i++) total += tu_ref_bytes(&refs[i]);
+    uint8_t *bytes = malloc(total ? total : 1), *at = bytes;
+    assert_non_null(bytes);
+    for (int i = 0; i < n; i++) {
+        memcpy(at, refs[i].data, tu_ref_bytes(&refs[i]));
+        at += tu_ref_bytes(&refs[i]);
+    }
+    if (extra_len) memcpy(at, extra, extra_len);
+    *len = total;
+    return bytes;
+}
+
+/* Asserts that two malloc'd byte strings are the same, then frees both. */
+static inline void tu_assert_same_bytes(uint8_t *a, size_t a_len, uint8_t *b, size_t b_len)
+{
+    assert_int_equal(a_len, b_len);
+    assert_memory_equal(a, b, a_len);
+    free(a);
+    free(b);
+}
+
+/* Reads a PNG back with cairo and checks that it is opaque: cairo loads a PNG without an alpha
+ * channel as RGB24. The caller destroys the surface. */
+static inline cairo_surface_t *tu_png_read(const char *path)
+{
+    cairo_surface_t *s = cairo_image_surface_create_from_png(path);
+    assert_int_equal(cairo_surface_status(s), CAIRO_STATUS_SUCCESS);
+    assert_int_equal(cairo_image_surface_get_format(s), CAIRO_FORMAT_RGB24);
+    return s;
+}
+
+/* The pixel at (x, y) of an RGB24 surface, as 0xRRGGBB. */
+static inline uint32_t tu_pixel(cairo_surface_t *s, int x, int y)
+{
+    const unsigned char *row = cairo_image_surface_get_data(s) +
+                               (size_t)y * (size_t)cairo_image_surface_get_stride(s);
+    return ((const uint32_t *)(const void *)row)[x] & 0xFFFFFFu;
 }
 
 /* Largest |a-b| / (atol + rtol*|b|) over n values; <= 1 means within tolerance. */

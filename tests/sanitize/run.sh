@@ -13,6 +13,7 @@ common="-O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all"
 jobs=$(nproc)
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer: every test"
+export CNNC_TEST_CFLAGS="-fsanitize=address,undefined" # programs built against the library
 make --no-print-directory -j"$jobs" BUILD=build-asan \
   CFLAGS="$common -fsanitize=address,undefined" check
 

@@ -1,0 +1,82 @@
+# tests/lib/cli.sh — the part every command-line check tests/cli_*.sh shares, sourced first
+# thing by each (`. "$(dirname "$0")/lib/cli.sh"`, with the script's BUILD_DIR argument still
+# in $1). On sourcing it sets build (absolute), cnnc, root (the project folder), data (Debian's
+# Fashion-MNIST folder), suite (the script's name) and failures=0, and turns on set -u; the
+# functions below make the temporary folder, run cnnc, record failures and print the closing
+# line. It checks nothing by itself and is no test: tests/run.sh runs only tests/cli_*.sh.
+# It does not cd anywhere; each script chooses its own working folder.
+# shellcheck shell=sh disable=SC2034 # the variables set here are used by the scripts
+set -u
+build=$(cd "${1:-build}" 2>/dev/null && pwd) || {
+  echo "FAIL: the build folder ${1:-build} is missing (build it first)"
+  exit 1
+}
+cnnc=$build/cnnc
+root=$(cd "$(dirname "$0")/.." && pwd)
+data=/usr/share/datasets/fashion-mnist
+suite=$(basename "$0" .sh)
+failures=0
+
+# require_cnnc: stops the script when the command has not been built.
+require_cnnc() {
+  [ -x "$cnnc" ] || { echo "FAIL: $cnnc is missing (build it first)"; exit 1; }
+}
+
+# have_data WHAT: true when the dataset is installed; otherwise says that WHAT is skipped.
+have_data() {
+  [ -d "$data" ] && return 0
+  echo "$suite: skipped $1: $data is missing (Debian package dataset-fashion-mnist)"
+  return 1
+}
+
+# require_data: ends the script, passed, when the dataset is missing.
+require_data() {
+  have_data "every check" || exit 0
+}
+
+# make_tmp: a new temporary folder in $tmp, removed (whatever its permissions) when the script
+# ends or is interrupted.
+make_tmp() {
+  tmp=$(mktemp -d) || exit 1
+  trap 'chmod -R u+rwx "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+  trap 'exit 1' INT TERM
+}
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# run ARGS...: runs cnnc; stdout in $tmp/out, stderr in $tmp/err, exit status in $status.
+run() {
+  "$cnnc" "$@" >"$tmp/out" 2>"$tmp/err"
+  status=$?
+}
+
+# expect STATUS TEXT ARGS...: runs cnnc ARGS, which must exit with STATUS and have TEXT (a grep
+# pattern) in its message. Records a failure and returns 1 when either is wrong.
+expect() {
+  expect_status=$1
+  expect_text=$2
+  shift 2
+  run "$@"
+  if [ "$status" -ne "$expect_status" ]; then
+    fail "cnnc $*: exit status $status, expected $expect_status: $(cat "$tmp/err")"
+    return 1
+  fi
+  if ! grep -q -e "$expect_text" "$tmp/err"; then
+    fail "cnnc $*: the message does not mention '$expect_text': $(cat "$tmp/err")"
+    return 1
+  fi
+}
+
+# finish [DETAIL]: the closing line; exits 1 when any check failed.
+# shellcheck disable=SC2120 # DETAIL is optional
+finish() {
+  if [ "$failures" -ne 0 ]; then
+    echo "$suite: $failures check(s) failed"
+    exit 1
+  fi
+  echo "$suite: all checks passed${1:+ ($1)}"
+  exit 0
+}
