@@ -1,8 +1,8 @@
 /* dist.c — a cnnc command as one of several processes: deciding at start whether MPI is in
  * play, rank 0 as the only voice on stdout, the other ranks' error messages held back where
  * rank 0 would say the same, and the agreement on a status that keeps every rank at the same
- * point of the run. One process alone goes through the same calls, which then do nothing. No MPI calls
- * here (dist_mpi.c) and nothing specific to training (train_dist.c). */
+ * point of the run. One process alone goes through the same calls, which then do nothing. No
+ * MPI calls here (dist_mpi.c) and nothing specific to training (train_dist.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
