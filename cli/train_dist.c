@@ -80,48 +80,51 @@ static fingerprint take_fingerprint(const train_settings *s, train_run *run)
     return f;
 }
 
-/* Rank k against rank 0: CLI_OK, or the status after rank 0 said what differs. */
+/* The first flag whose value rank k does not share with rank 0, or NULL. */
+static const char *differing_flag(const fingerprint *zero, const fingerprint *k)
+{
+    if (k->batch_size != zero->batch_size) return "--batch-size";
+    if (k->num_cores != zero->num_cores) return "--num-cores";
+    if (k->num_epochs != zero->num_epochs) return "--num-epochs";
+    if (k->seed != zero->seed) return "--seed";
+    if (memcmp(&k->learning_rate, &zero->learning_rate, sizeof(float)) != 0)
+        return "--learning-rate";
+    if (memcmp(&k->momentum, &zero->momentum, sizeof(float)) != 0) return "--momentum";
+    return NULL;
+}
+
+/* The dataset split whose images or labels rank k does not share with rank 0, or NULL. */
+static const char *differing_split(const fingerprint *zero, const fingerprint *k)
+{
+    if (k->train_count != zero->train_count || k->train_crc != zero->train_crc) return "train";
+    if (k->test_count != zero->test_count || k->test_crc != zero->test_crc) return "t10k";
+    return NULL;
+}
+
+/* Rank k against rank 0: CLI_OK, or the status after rank 0 (speak) said what differs. */
 static int compare(const fingerprint *zero, const fingerprint *k, int rank, int speak)
 {
-    const char *flag = NULL;
-    if (k->batch_size != zero->batch_size) flag = "--batch-size";
-    else if (k->num_cores != zero->num_cores) flag = "--num-cores";
-    else if (k->num_epochs != zero->num_epochs) flag = "--num-epochs";
-    else if (k->seed != zero->seed) flag = "--seed";
-    else if (memcmp(&k->learning_rate, &zero->learning_rate, sizeof(float)) != 0)
-        flag = "--learning-rate";
-    else if (memcmp(&k->momentum, &zero->momentum, sizeof(float)) != 0) flag = "--momentum";
-    if (flag) {
-        if (speak)
-            cli_usage_error("train", "rank %d runs with another %s than rank 0: give every "
-                            "process the same flags", rank, flag);
+    const char *flag = differing_flag(zero, k), *split = differing_split(zero, k);
+    if (flag && speak)
+        cli_usage_error("train", "rank %d runs with another %s than rank 0: give every "
+                        "process the same flags", rank, flag);
+    else if (k->isa != zero->isa && speak)
+        cli_failure("rank %d (on host %s) uses the %s kernels, rank 0 the %s ones, so the "
+                    "weights would not be one process's: set CNNC_ISA to an instruction set "
+                    "every host has", rank, k->host, cn_isa_name((cn_isa)k->isa),
+                    cn_isa_name((cn_isa)zero->isa));
+    else if (split && speak)
+        cli_failure("rank %d (on host %s) reads other %s images or labels than rank 0 (a "
+                    "different count or CRC-32): every process needs the same dataset files "
+                    "and --train-samples/--test-samples", rank, k->host, split);
+    else if (k->state_crc != zero->state_crc && speak)
+        cli_failure("rank %d (on host %s) starts from another model state than rank 0: with "
+                    "--resume, every process must read the same checkpoint (a shared folder, "
+                    "or the same file on every host)", rank, k->host);
+    if (flag)
         return CLI_USAGE;
-    }
-    if (k->isa != zero->isa) {
-        if (speak)
-            cli_failure("rank %d (on host %s) uses the %s kernels, rank 0 the %s ones, so the "
-                        "weights would not be one process's: set CNNC_ISA to an instruction set "
-                        "every host has", rank, k->host, cn_isa_name((cn_isa)k->isa),
-                        cn_isa_name((cn_isa)zero->isa));
+    if (k->isa != zero->isa || split || k->state_crc != zero->state_crc)
         return CLI_FAILURE;
-    }
-    const char *split = NULL;
-    if (k->train_count != zero->train_count || k->train_crc != zero->train_crc) split = "train";
-    else if (k->test_count != zero->test_count || k->test_crc != zero->test_crc) split = "t10k";
-    if (split) {
-        if (speak)
-            cli_failure("rank %d (on host %s) reads other %s images or labels than rank 0 "
-                        "(a different count or CRC-32): every process needs the same dataset "
-                        "files and --train-samples/--test-samples", rank, k->host, split);
-        return CLI_FAILURE;
-    }
-    if (k->state_crc != zero->state_crc) {
-        if (speak)
-            cli_failure("rank %d (on host %s) starts from another model state than rank 0: "
-                        "with --resume, every process must read the same checkpoint (a shared "
-                        "folder, or the same file on every host)", rank, k->host);
-        return CLI_FAILURE;
-    }
     return CLI_OK;
 }
 
