@@ -16,7 +16,8 @@ trap 'rm -rf "$out"' EXIT
 echo "== cnnc: $epochs epochs, 8 x 128, $threads threads ($(date -u '+%Y-%m-%d %H:%M UTC'))"
 start=$(date +%s.%N)
 build/cnnc train --num-epochs "$epochs" --threads "$threads" --data-dir "$data" \
-  --result-image "$out/test_result.png" --metrics-file "$out/m.jsonl" > "$out/cnnc.log"
+  --result-image "$out/test_result.png" --plot "$out/curves.png" --metrics-file "$out/m.jsonl" \
+  > "$out/cnnc.log"
 end=$(date +%s.%N)
 tail -n 4 "$out/cnnc.log"
 cnnc_wall=$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')
