@@ -92,24 +92,6 @@ static void run_ranks(int size, void *(*fn)(void *), void *args, size_t arg_size
 
 enum { REPLICAS = 4, BATCH = 16, EPOCHS = 2, TRAIN = 300, TEST = 70, MAX_STEPS = 16 };
 
-/* A synthetic set: random pixels with a bright band at the label's height. */
-static cn_dataset synthetic_set(int count, uint64_t seed)
-{
-    cn_dataset ds = {count, 28, 28, malloc((size_t)count * 784), malloc((size_t)count)};
-    assert_non_null(ds.pixels);
-    assert_non_null(ds.labels);
-    cn_rng rng;
-    cn_rng_seed(&rng, seed);
-    for (int i = 0; i < count; i++) {
-        int label = (int)cn_rng_below(&rng, CN_NUM_CLASSES);
-        ds.labels[i] = (uint8_t)label;
-        for (int p = 0; p < 784; p++) {
-            int band = (p / 28) / 3 == label;
-            ds.pixels[(size_t)i * 784 + p] = (uint8_t)(cn_rng_below(&rng, 80) + (band ? 170 : 0));
-        }
-    }
-    return ds;
-}
 
 /* What one rank (or the single process) ends with. */
 typedef struct {
@@ -186,7 +168,7 @@ static void expect_same_run(const run_result *a, const run_result *b)
 
 static void check_ranks_match_one_process(int size)
 {
-    cn_dataset train = synthetic_set(TRAIN, 31), test = synthetic_set(TEST, 32);
+    cn_dataset train = tu_synthetic_set(TRAIN, 31), test = tu_synthetic_set(TEST, 32);
     run_result *one = calloc(1, sizeof *one), *ranks = calloc(MAX_RANKS, sizeof *ranks);
     assert_non_null(one);
     assert_non_null(ranks);
@@ -230,7 +212,7 @@ static void test_four_ranks_match_one_process(void **state)
 static void test_other_replica_count_differs(void **state)
 {
     (void)state;
-    cn_dataset train = synthetic_set(TRAIN, 31), test = synthetic_set(TEST, 32);
+    cn_dataset train = tu_synthetic_set(TRAIN, 31), test = tu_synthetic_set(TEST, 32);
     run_result *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
     assert_non_null(a);
     assert_non_null(b);

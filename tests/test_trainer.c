@@ -165,24 +165,6 @@ static void test_model_rejects_bad_specs(void **state)
 
 /* ------------------------------------------------------------------ training */
 
-/* A synthetic set whose label is a function of the image, so that a model can learn it. */
-static cn_dataset synthetic_set(int count, uint64_t seed)
-{
-    cn_dataset ds = {count, 28, 28, malloc((size_t)count * 784), malloc((size_t)count)};
-    assert_non_null(ds.pixels);
-    assert_non_null(ds.labels);
-    cn_rng rng;
-    cn_rng_seed(&rng, seed);
-    for (int i = 0; i < count; i++) {
-        int label = (int)cn_rng_below(&rng, CN_NUM_CLASSES);
-        ds.labels[i] = (uint8_t)label;
-        for (int p = 0; p < 784; p++) {
-            int band = (p / 28) / 3 == label; /* a bright row band at the label's height */
-            ds.pixels[(size_t)i * 784 + p] = (uint8_t)(cn_rng_below(&rng, 80) + (band ? 170 : 0));
-        }
-    }
-    return ds;
-}
 
 /* Trains a fresh seed model and returns a copy of its state (params and running stats). */
 static float *train_copy(const cn_dataset *ds, int replicas, int threads, int batch, int epochs)
@@ -213,7 +195,7 @@ static float *train_copy(const cn_dataset *ds, int replicas, int threads, int ba
 
 static void check_thread_invariance(int replicas)
 {
-    cn_dataset ds = synthetic_set(1200, 11);
+    cn_dataset ds = tu_synthetic_set(1200, 11);
     float *one = train_copy(&ds, replicas, 1, 32, 2);
     for (int threads = 2; threads <= 3; threads++) {
         float *other = train_copy(&ds, replicas, threads, 32, 2);
@@ -251,7 +233,7 @@ static void test_running_stats_are_mean_of_replica_updates(void **state)
     (void)state;
     /* Two replicas whose batches are the same images give each replica the same statistics,
      * so the combined update must equal a single replica's update on that batch. */
-    cn_dataset ds = synthetic_set(8, 3);
+    cn_dataset ds = tu_synthetic_set(8, 3);
     uint8_t images[2 * 4 * 784], labels[8];
     memcpy(images, ds.pixels, 4 * 784);
     memcpy(images + 4 * 784, ds.pixels, 4 * 784);
@@ -283,7 +265,7 @@ static void test_running_stats_are_mean_of_replica_updates(void **state)
 static void test_divergence_stops_before_the_weights_break(void **state)
 {
     (void)state;
-    cn_dataset ds = synthetic_set(64, 5);
+    cn_dataset ds = tu_synthetic_set(64, 5);
     cn_error err;
     cn_model *m = cn_model_fashion_mnist(&err);
     cn_model_init(m, 1);
@@ -323,7 +305,7 @@ static void test_another_model_trains_through_the_library(void **state)
     cn_train_config cfg = {32, 2, 2, 0.01f, 0.5f, 3};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
-    cn_dataset train = synthetic_set(2048, 21), test = synthetic_set(500, 22);
+    cn_dataset train = tu_synthetic_set(2048, 21), test = tu_synthetic_set(500, 22);
     double loss, accuracy;
     for (int e = 1; e <= 2; e++) {
         float mean;

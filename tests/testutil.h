@@ -204,4 +204,24 @@ static inline int tu_isa_unavailable(void)
     return 0;
 }
 
+/* A synthetic 28x28 set whose label is a function of the image (random pixels with a bright
+ * row band at the label's height), so that a model can learn it; the caller frees it. */
+static inline cn_dataset tu_synthetic_set(int count, uint64_t seed)
+{
+    cn_dataset ds = {count, 28, 28, malloc((size_t)count * 784), malloc((size_t)count)};
+    assert_non_null(ds.pixels);
+    assert_non_null(ds.labels);
+    cn_rng rng;
+    cn_rng_seed(&rng, seed);
+    for (int i = 0; i < count; i++) {
+        int label = (int)cn_rng_below(&rng, CN_NUM_CLASSES);
+        ds.labels[i] = (uint8_t)label;
+        for (int p = 0; p < 784; p++) {
+            int band = (p / 28) / 3 == label; /* a bright row band at the label's height */
+            ds.pixels[(size_t)i * 784 + p] = (uint8_t)(cn_rng_below(&rng, 80) + (band ? 170 : 0));
+        }
+    }
+    return ds;
+}
+
 #endif /* CN_TESTUTIL_H */
