@@ -161,16 +161,21 @@ static void print_info(const info_settings *s)
     print_dataset(s);
 }
 
+static info_settings info_defaults(void)
+{
+    return (info_settings){CLI_DEFAULT_DATA_DIR, 0, cli_default_threads()};
+}
+
 int cli_info_check_flags(int argc, char **argv)
 {
-    info_settings s = {CLI_DEFAULT_DATA_DIR, 0, cli_default_threads()};
+    info_settings s = info_defaults();
     int help = 0;
     return parse_info_flags(argc, argv, &s, &help);
 }
 
 int cli_info(int argc, char **argv)
 {
-    info_settings s = {CLI_DEFAULT_DATA_DIR, 0, cli_default_threads()};
+    info_settings s = info_defaults();
     int help = 0;
     int rc = parse_info_flags(argc, argv, &s, &help);
     if (rc != CLI_OK || help) {

@@ -205,16 +205,21 @@ static int draw(const plot_settings *s, const cli_epoch_list *list)
     return CLI_OK;
 }
 
+static plot_settings plot_defaults(void)
+{
+    return (plot_settings){NULL, "training_curves.png", NULL, CN_PLOT_WIDTH, CN_PLOT_HEIGHT};
+}
+
 int cli_plot_check_flags(int argc, char **argv)
 {
-    plot_settings s = {NULL, "training_curves.png", NULL, CN_PLOT_WIDTH, CN_PLOT_HEIGHT};
+    plot_settings s = plot_defaults();
     int help = 0;
     return parse_plot_flags(argc, argv, &s, &help);
 }
 
 int cli_plot(int argc, char **argv)
 {
-    plot_settings s = {NULL, "training_curves.png", NULL, CN_PLOT_WIDTH, CN_PLOT_HEIGHT};
+    plot_settings s = plot_defaults();
     int help = 0;
     int rc = parse_plot_flags(argc, argv, &s, &help);
     if (rc != CLI_OK || help) {

@@ -207,16 +207,21 @@ static int predict_all(cn_model *model, const predict_inputs *in)
     return rc == 0 ? CLI_OK : cli_library_error(&err, NULL);
 }
 
+static predict_settings predict_defaults(void)
+{
+    return (predict_settings){.index = -1};
+}
+
 int cli_predict_check_flags(int argc, char **argv)
 {
-    predict_settings s = {.index = -1};
+    predict_settings s = predict_defaults();
     int help = 0;
     return parse_predict_flags(argc, argv, &s, &help);
 }
 
 int cli_predict(int argc, char **argv)
 {
-    predict_settings s = {.index = -1};
+    predict_settings s = predict_defaults();
     int help = 0;
     int rc = parse_predict_flags(argc, argv, &s, &help);
     if (rc != CLI_OK || help) {
