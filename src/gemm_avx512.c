@@ -2,7 +2,8 @@
  * (the Makefile gives this file its target flags). Chosen at run time by gemm.c. */
 #include "gemm.h"
 #define CN_ISA_SUFFIX avx512
+#define CN_VECTOR_FLOATS 16 /* floats in one vector register */
 #define CN_BURN_CHAINS 12 /* vector FMA chains that fit the registers of avx512 */
 #define CN_TILE_ROWS 6 /* rows of C a GEMM tile keeps in registers */
-#define CN_DOT_BLOCK 4 /* rows and columns of C a dot-product block covers */
+#define CN_DOT_ROWS 4 /* rows of C a block of dot products covers */
 #include "gemm_kernels.inc"
