@@ -63,6 +63,7 @@ static void test_gemm_all_cases(void **state)
     check_shape(0, 1, 10, 25, 576, &rng); /* conv1's weight gradient */
     check_shape(0, 1, 128, 50, 320, &rng); /* fc1's forward */
     check_shape(1, 0, 250, 64, 20, &rng);  /* conv2's input gradient */
+    check_shape(0, 0, 20, 250, 64, &rng);  /* conv2's weight gradient: a masked last tile */
 }
 
 static void test_patches_match_their_definition(void **state)
