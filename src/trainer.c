@@ -1,6 +1,6 @@
 /* trainer.c — data-parallel training and evaluation of a cn_model. R replicas each run forward
- * and backward on their own batch in their own workspace (planned once); the gradients are then
- * summed in replica order and averaged, BatchNorm running statistics become the mean of the
+ * and backward on their own batch in the workspace of the thread that runs them (planned once),
+ * leave their results in the exchange (dist.h); the gradients are then summed in replica order and averaged, BatchNorm running statistics become the mean of the
  * replicas' updates, and one SGD-with-momentum step updates the single model. When the threads
  * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
  * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
@@ -25,11 +25,10 @@ struct cn_trainer {
     cn_pool *pool;
     cn_plan plan;        /* how a batch goes through the model, shared by all workspaces */
     int first_replica, local_replicas; /* this process's replicas: all R when alone */
-    int num_workspaces;  /* max(local, T): one per local replica, one per thread for evaluation */
+    int num_workspaces;  /* one per thread */
     cn_workspace *ws;
-    float *loss;         /* [local] each local replica's loss of the current step */
     double (*part_seconds)[3]; /* [local] thread-seconds of data, forward, backward this step */
-    cn_exchange exchange;      /* every replica's results, when there are several processes */
+    cn_exchange exchange;      /* every replica's results, from this and the other processes */
     cn_replica_result *result; /* [R] where replica r's results of the step are read from */
     float *grad;         /* [num_params] averaged gradient, then the candidate momentum */
     float *momentum;     /* [num_params] */
@@ -66,20 +65,18 @@ static int check_comm(const cn_comm *comm, int replicas, cn_error *err)
     return 0;
 }
 
-/* Replica r's results: in its workspace when this process runs every replica, else in the
- * exchange. */
+/* The one process of a run without others. */
+static const cn_comm solo = {.rank = 0, .size = 1};
+
+/* Replica r's results are in the exchange: each replica's pass copies them there, so that its
+ * workspace is free for the next replica on the same thread; with other processes the exchange
+ * also carries them between processes. */
 static int plan_results(cn_trainer *t)
 {
     int R = t->cfg.num_replicas;
-    const cn_comm *c = t->comm;
+    const cn_comm *c = cn_comm_is_distributed(t->comm) ? t->comm : &solo;
     t->result = calloc((size_t)R, sizeof *t->result);
     if (!t->result) return -1;
-    if (!cn_comm_is_distributed(c)) {
-        for (int r = 0; r < R; r++)
-            t->result[r] = (cn_replica_result){t->ws[r].dparams, &t->loss[r], t->ws[r].bn_mean,
-                                               t->ws[r].bn_var};
-        return 0;
-    }
     if (cn_exchange_init(&t->exchange, c, R, t->m->num_params, t->plan.bn_channels)) return -1;
     for (int r = 0; r < R; r++) t->result[r] = cn_exchange_result(&t->exchange, r);
     return 0;
@@ -94,15 +91,14 @@ static int allocate(cn_trainer *t)
     if (cn_comm_is_distributed(c)) cn_comm_share(R, c->rank, c->size, &t->first_replica, &end);
     int local = t->local_replicas = end - t->first_replica;
     if (cn_plan_init(&t->plan, t->m, B)) return -1;
-    t->num_workspaces = local > t->cfg.threads ? local : t->cfg.threads;
+    t->num_workspaces = t->cfg.threads; /* replicas on one thread run one after another */
     t->ws = calloc((size_t)t->num_workspaces, sizeof *t->ws);
-    t->loss = calloc((size_t)local, sizeof *t->loss);
     t->part_seconds = calloc((size_t)local, sizeof *t->part_seconds);
     t->grad = calloc(n, sizeof *t->grad);
     t->momentum = calloc(n, sizeof *t->momentum);
     t->next_params = calloc(n, sizeof *t->next_params);
     t->batch_index = calloc((size_t)R * B, sizeof *t->batch_index);
-    if (!t->ws || !t->loss || !t->part_seconds || !t->grad || !t->momentum || !t->next_params || !t->batch_index) return -1;
+    if (!t->ws || !t->part_seconds || !t->grad || !t->momentum || !t->next_params || !t->batch_index) return -1;
     for (int i = 0; i < t->num_workspaces; i++)
         if (cn_workspace_init(&t->ws[i], &t->plan)) return -1;
     return plan_results(t);
@@ -144,7 +140,6 @@ void cn_trainer_free(cn_trainer *t)
     for (int i = 0; t->ws && i < t->num_workspaces; i++) cn_workspace_free(&t->ws[i]);
     free(t->ws);
     cn_plan_free(&t->plan);
-    free(t->loss);
     free(t->part_seconds);
     free(t->grad);
     free(t->momentum);
@@ -163,11 +158,10 @@ typedef struct {
     const uint32_t *index;          /* [R*B] sample indices, replica-major, or NULL */
 } step_job;
 
-/* Local replica i is replica first_replica + i of all R. */
-static void load_batch(const step_job *job, int i)
+/* Local replica i (replica first_replica + i of all R) into workspace w. */
+static void load_batch(const step_job *job, int i, cn_workspace *w)
 {
     cn_trainer *t = job->t;
-    cn_workspace *w = &t->ws[i];
     int r = t->first_replica + i, B = t->cfg.batch_size, size = cn_model_input_size(t->m);
     for (int k = 0; k < B; k++) {
         size_t at = (size_t)r * B + k;
@@ -178,25 +172,23 @@ static void load_batch(const step_job *job, int i)
 }
 
 /* One local replica's whole share of a step — its batch, forward, loss and backward — in one
- * task, so that what forward leaves for backward is still in this core's caches. The
- * thread-seconds of each part go to t->part_seconds[i]; with other processes, the results go
+ * task, in the workspace of the thread, so that what forward leaves for backward is still in
+ * this core's caches. The thread-seconds of each part go to t->part_seconds[i]; the results go
  * into this process's block of the exchange. */
 static void replica_pass(void *ctx, int i, int thread)
 {
-    (void)thread;
     const step_job *job = ctx;
     cn_trainer *t = job->t;
-    cn_workspace *w = &t->ws[i];
+    cn_workspace *w = &t->ws[thread];
     int B = t->cfg.batch_size, last = t->m->num_layers - 1;
     double *part = t->part_seconds[i], start = cn_seconds();
-    load_batch(job, i);
+    load_batch(job, i, w);
     double loaded = cn_seconds();
     cn_forward(&t->plan, w, B, 1);
-    t->loss[i] = cn_nll_loss(w->out[last], w->labels, B, t->m->layers[last].out_c);
+    float loss = cn_nll_loss(w->out[last], w->labels, B, t->m->layers[last].out_c);
     double forwarded = cn_seconds();
     cn_backward(&t->plan, w);
-    if (t->exchange.blocks)
-        cn_exchange_put(&t->exchange, i, w->dparams, t->loss[i], w->bn_mean, w->bn_var);
+    cn_exchange_put(&t->exchange, i, w->dparams, loss, w->bn_mean, w->bn_var);
     part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = cn_seconds() - forwarded;
 }
 
@@ -236,20 +228,19 @@ static void replica_split_pass(const step_job *job, int i, cn_phase_times *tm)
     cn_trainer *t = job->t;
     const cn_plan *p = &t->plan;
     int B = t->cfg.batch_size, last = t->m->num_layers - 1;
-    chunk_job j = {t, &t->ws[i], 0};
+    chunk_job j = {t, &t->ws[0], 0}; /* the batch in thread 0's workspace, its scratch too */
     double start = cn_seconds();
-    load_batch(job, i);
+    load_batch(job, i, j.w);
     double loaded = cn_seconds();
     for (j.seg = 0; j.seg < p->num_segments; j.seg++) run_chunks(t, &j, forward_chunk_task);
-    t->loss[i] = cn_nll_loss(j.w->out[last], j.w->labels, B, t->m->layers[last].out_c);
+    float loss = cn_nll_loss(j.w->out[last], j.w->labels, B, t->m->layers[last].out_c);
     double forwarded = cn_seconds();
     cn_backward_start(p, j.w);
     for (j.seg = p->num_segments - 1; j.seg >= 0; j.seg--) {
         run_chunks(t, &j, backward_chunk_task);
         cn_backward_segment_done(p, j.w, j.seg);
     }
-    if (t->exchange.blocks)
-        cn_exchange_put(&t->exchange, i, j.w->dparams, t->loss[i], j.w->bn_mean, j.w->bn_var);
+    cn_exchange_put(&t->exchange, i, j.w->dparams, loss, j.w->bn_mean, j.w->bn_var);
     tm->data += loaded - start;
     tm->forward += forwarded - loaded;
     tm->backward += cn_seconds() - forwarded;
@@ -383,7 +374,7 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
         timed_run(t, L, replica_pass, job, &replicas_wall);
         account_parts(t, replicas_wall, tm);
     }
-    if (t->exchange.blocks && exchange_results(t, tm, err)) return -1;
+    if (cn_comm_is_distributed(t->comm) && exchange_results(t, tm, err)) return -1;
 
     float sum = 0.0f;
     for (int r = 0; r < R; r++) sum += *t->result[r].loss;
@@ -465,7 +456,8 @@ static int check_epoch_data(const cn_trainer *t, const cn_dataset *train, int st
 static int stop_here(cn_trainer *t, int asked, int *rc, cn_error *err)
 {
     int any = asked != 0;
-    if (t->exchange.blocks && cn_exchange_any(&t->exchange, asked, &any, err)) *rc = -1, any = 1;
+    if (cn_comm_is_distributed(t->comm) && cn_exchange_any(&t->exchange, asked, &any, err))
+        *rc = -1, any = 1;
     return any;
 }
 
