@@ -1,7 +1,8 @@
 /* trainer.c — data-parallel training and evaluation of a cn_model. R replicas each run forward
- * and backward on their own batch in the workspace of the thread that runs them (planned once),
- * leave their results in the exchange (dist.h); the gradients are then summed in replica order and averaged, BatchNorm running statistics become the mean of the
- * replicas' updates, and one SGD-with-momentum step updates the single model. When the threads
+ * and backward on their own batch in the workspace of the thread that runs them (planned once)
+ * and leave their results in the exchange (dist.h); the gradients are then summed in replica
+ * order and averaged, BatchNorm running statistics become the mean of the replicas' updates,
+ * and one SGD-with-momentum step updates the single model. When the threads
  * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
  * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
  * either way, so the weights do not depend on the thread count. With a communicator each process
@@ -98,7 +99,9 @@ static int allocate(cn_trainer *t)
     t->momentum = calloc(n, sizeof *t->momentum);
     t->next_params = calloc(n, sizeof *t->next_params);
     t->batch_index = calloc((size_t)R * B, sizeof *t->batch_index);
-    if (!t->ws || !t->part_seconds || !t->grad || !t->momentum || !t->next_params || !t->batch_index) return -1;
+    if (!t->ws || !t->part_seconds || !t->grad || !t->momentum || !t->next_params ||
+        !t->batch_index)
+        return -1;
     for (int i = 0; i < t->num_workspaces; i++)
         if (cn_workspace_init(&t->ws[i], &t->plan)) return -1;
     return plan_results(t);
