@@ -104,16 +104,6 @@ void cn_maxpool2d_relu_forward(float *out, int32_t *argmax, const float *in, int
     pool_forward(out, argmax, in, B, C, H, W, S, 1);
 }
 
-/* g if open, else +0, without a branch: the gate is a coin toss, and GCC turns a ?: into one. */
-static inline float gated(float g, int open)
-{
-    uint32_t bits;
-    memcpy(&bits, &g, sizeof bits);
-    bits &= 0u - (uint32_t)open;
-    memcpy(&g, &bits, sizeof g);
-    return g;
-}
-
 /* out: the fused relu's output, whose positive values let the gradient through; NULL without. */
 static void pool_backward(float *din, const float *dout, const float *out, const int32_t *argmax,
                           int B, int C, int H, int W, int S)
@@ -129,7 +119,8 @@ static void pool_backward(float *din, const float *dout, const float *out, const
             continue;
         }
         const float *y = out + (size_t)plane * OHW;
-        for (int i = 0; i < OHW; i++) dx[where[i]] += gated(dy[i], y[i] > 0.0f);
+        for (int i = 0; i < OHW; i++)
+            if (y[i] > 0.0f) dx[where[i]] += dy[i];
     }
 }
 
