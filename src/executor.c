@@ -256,18 +256,6 @@ static layer_io io_at(const cn_plan *p, const cn_workspace *w, const cn_workspac
     return io;
 }
 
-/* A max-pool followed by a relu runs as one pass: the pool writes the relu's output and takes
- * the relu's gradient, and the relu layer itself does nothing. */
-static int pool_takes_relu(const cn_model *m, int i)
-{
-    return kind_at(m, i) == CN_MAXPOOL2D && kind_at(m, i + 1) == CN_RELU;
-}
-
-static int relu_in_pool(const cn_model *m, int i)
-{
-    return i > 0 && pool_takes_relu(m, i - 1);
-}
-
 static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
                           int n, int training)
 {
@@ -282,14 +270,10 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
                           l->in_w, l->out_c, l->kernel, s->col);
         break;
     case CN_MAXPOOL2D:
-        if (pool_takes_relu(m, i))
-            cn_maxpool2d_relu_forward(io_at(p, w, s, i + 1, first).y, io.argmax, io.x, n, l->in_c,
-                                      l->in_h, l->in_w, l->kernel);
-        else
-            cn_maxpool2d_forward(io.y, io.argmax, io.x, n, l->in_c, l->in_h, l->in_w, l->kernel);
+        cn_maxpool2d_forward(io.y, io.argmax, io.x, n, l->in_c, l->in_h, l->in_w, l->kernel);
         break;
     case CN_RELU:
-        if (!relu_in_pool(m, i)) cn_relu_forward(io.y, io.x, (size_t)n * cn_layer_out_size(l));
+        cn_relu_forward(io.y, io.x, (size_t)n * cn_layer_out_size(l));
         break;
     case CN_BATCHNORM2D:
         if (training)
@@ -335,16 +319,11 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
                                 prm + l->weight, n, l->out_c, HW);
         break;
     case CN_MAXPOOL2D:
-        if (io.dx && pool_takes_relu(m, i)) {
-            layer_io relu = io_at(p, w, s, i + 1, first);
-            cn_maxpool2d_relu_backward(io.dx, relu.dy, relu.y, io.argmax, n, l->in_c, l->in_h,
-                                       l->in_w, l->kernel);
-        } else if (io.dx)
+        if (io.dx)
             cn_maxpool2d_backward(io.dx, io.dy, io.argmax, n, l->in_c, l->in_h, l->in_w, l->kernel);
         break;
     case CN_RELU:
-        if (io.dx && !relu_in_pool(m, i))
-            cn_relu_backward(io.dx, io.dy, io.y, (size_t)n * cn_layer_out_size(l));
+        if (io.dx) cn_relu_backward(io.dx, io.dy, io.y, (size_t)n * cn_layer_out_size(l));
         break;
     case CN_LOG_SOFTMAX:
         if (io.dx) cn_log_softmax_backward(io.dx, io.dy, io.y, n, l->out_c);

@@ -30,14 +30,6 @@ void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B, i
 void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int B, int C,
                            int H, int W, int S);
 
-/* Max-pool followed by ReLU in one pass: out = max(0, the pool's out), argmax as the pool's.
- * Backward takes the ReLU's output gradient and output: din = what cn_relu_backward followed by
- * cn_maxpool2d_backward give, bit for bit. */
-void cn_maxpool2d_relu_forward(float *out, int32_t *argmax, const float *in, int B, int C, int H,
-                               int W, int S);
-void cn_maxpool2d_relu_backward(float *din, const float *dout, const float *out,
-                                const int32_t *argmax, int B, int C, int H, int W, int S);
-
 /* ReLU over n values; backward uses the output: din = dout where out > 0, else 0. */
 void cn_relu_forward(float *out, const float *in, size_t n);
 void cn_relu_backward(float *din, const float *dout, const float *out, size_t n);

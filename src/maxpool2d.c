@@ -1,8 +1,7 @@
 /* maxpool2d.c — max-pooling with window = stride = S (floor), remembering where each maximum
  * came from so backward routes the gradient there. Ties go to the first maximum in scan order,
- * as in PyTorch. The common 2x2 window has its own loop. A relu that follows the pool can be
- * fused into it (max(0, max of the window) on the way out, the gate on the way back). No padding,
- * dilation or overlapping windows. */
+ * as in PyTorch. The common 2x2 window has its own loop. No padding, dilation or overlapping
+ * windows. */
 #include <string.h>
 
 #include "layers.h"
@@ -22,7 +21,7 @@ static inline v4f pick_f(v4i mask, v4f yes, v4f no) { return (v4f)pick_i(mask, (
  * the top row and the left one from the bottom row. rows: [a0 b0 a1 b1 ...] of the top row in
  * t0, t1 and of the bottom row in u0, u1; at: the index of each window's top-left element. */
 static inline void pool2_lanes(float *y, int32_t *where, v4f t0, v4f t1, v4f u0, v4f u1, v4i at,
-                               int W, int relu)
+                               int W)
 {
     v4f a = __builtin_shufflevector(t0, t1, 0, 2, 4, 6), b = __builtin_shufflevector(t0, t1, 1, 3, 5, 7);
     v4f c = __builtin_shufflevector(u0, u1, 0, 2, 4, 6), d = __builtin_shufflevector(u0, u1, 1, 3, 5, 7);
@@ -30,12 +29,11 @@ static inline void pool2_lanes(float *y, int32_t *where, v4f t0, v4f t1, v4f u0,
     v4f left = pick_f(left_low, c, a), right = pick_f(right_low, d, b);
     v4i take_right = (right > left) | ((right == left) & left_low & ~right_low);
     v4i low = pick_i(take_right, right_low, left_low);
-    v4f best = pick_f(take_right, right, left), zero = {0};
-    *(v4f_unaligned *)y = relu ? pick_f(best > zero, best, zero) : best;
+    *(v4f_unaligned *)y = pick_f(take_right, right, left);
     *(v4i_unaligned *)where = at + (take_right & 1) + (low & W);
 }
 
-static void pool2_plane(float *y, int32_t *where, const float *x, int W, int OH, int OW, int relu)
+static void pool2_plane(float *y, int32_t *where, const float *x, int W, int OH, int OW)
 {
     for (int oy = 0; oy < OH; oy++) {
         const float *r0 = x + (size_t)(2 * oy) * W, *r1 = r0 + W;
@@ -46,7 +44,7 @@ static void pool2_plane(float *y, int32_t *where, const float *x, int W, int OH,
             v4f t0 = top[0], t1 = top[1], u0 = bottom[0], u1 = bottom[1];
             int32_t base = 2 * oy * W + 2 * ox;
             v4i at = {base, base + 2, base + 4, base + 6};
-            pool2_lanes(y + oy * OW + ox, where + oy * OW + ox, t0, t1, u0, u1, at, W, relu);
+            pool2_lanes(y + oy * OW + ox, where + oy * OW + ox, t0, t1, u0, u1, at, W);
         }
         for (; ox < OW; ox++) { /* the last few windows of a row, one lane used */
             float yy[4], top[8] = {r0[2 * ox], r0[2 * ox + 1]};
@@ -54,15 +52,14 @@ static void pool2_plane(float *y, int32_t *where, const float *x, int W, int OH,
             int32_t ww[4];
             v4i at = {2 * oy * W + 2 * ox, 0, 0, 0};
             pool2_lanes(yy, ww, *(v4f_unaligned *)top, *(v4f_unaligned *)(top + 4),
-                        *(v4f_unaligned *)bottom, *(v4f_unaligned *)(bottom + 4), at, W, relu);
+                        *(v4f_unaligned *)bottom, *(v4f_unaligned *)(bottom + 4), at, W);
             y[oy * OW + ox] = yy[0];
             where[oy * OW + ox] = ww[0];
         }
     }
 }
 
-static void pool_plane(float *y, int32_t *where, const float *x, int W, int OH, int OW, int S,
-                       int relu)
+static void pool_plane(float *y, int32_t *where, const float *x, int W, int OH, int OW, int S)
 {
     for (int oy = 0; oy < OH; oy++)
         for (int ox = 0; ox < OW; ox++) {
@@ -72,13 +69,13 @@ static void pool_plane(float *y, int32_t *where, const float *x, int W, int OH, 
                     int at = (oy * S + dy) * W + ox * S + dx;
                     if (x[at] > x[best]) best = at;
                 }
-            y[oy * OW + ox] = relu && !(x[best] > 0.0f) ? 0.0f : x[best];
+            y[oy * OW + ox] = x[best];
             where[oy * OW + ox] = best;
         }
 }
 
-static void pool_forward(float *out, int32_t *argmax, const float *in, int B, int C, int H,
-                         int W, int S, int relu)
+void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B, int C, int H,
+                          int W, int S)
 {
     int OH = H / S, OW = W / S;
     for (int plane = 0; plane < B * C; plane++) {
@@ -86,27 +83,14 @@ static void pool_forward(float *out, int32_t *argmax, const float *in, int B, in
         float *y = out + (size_t)plane * OH * OW;
         int32_t *where = argmax + (size_t)plane * OH * OW;
         if (S == 2)
-            pool2_plane(y, where, x, W, OH, OW, relu);
+            pool2_plane(y, where, x, W, OH, OW);
         else
-            pool_plane(y, where, x, W, OH, OW, S, relu);
+            pool_plane(y, where, x, W, OH, OW, S);
     }
 }
 
-void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B, int C, int H,
-                          int W, int S)
-{
-    pool_forward(out, argmax, in, B, C, H, W, S, 0);
-}
-
-void cn_maxpool2d_relu_forward(float *out, int32_t *argmax, const float *in, int B, int C, int H,
-                               int W, int S)
-{
-    pool_forward(out, argmax, in, B, C, H, W, S, 1);
-}
-
-/* out: the fused relu's output, whose positive values let the gradient through; NULL without. */
-static void pool_backward(float *din, const float *dout, const float *out, const int32_t *argmax,
-                          int B, int C, int H, int W, int S)
+void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int B, int C,
+                           int H, int W, int S)
 {
     int OHW = (H / S) * (W / S);
     memset(din, 0, (size_t)B * C * H * W * sizeof *din);
@@ -114,24 +98,6 @@ static void pool_backward(float *din, const float *dout, const float *out, const
         float *dx = din + (size_t)plane * H * W;
         const float *dy = dout + (size_t)plane * OHW;
         const int32_t *where = argmax + (size_t)plane * OHW;
-        if (!out) {
-            for (int i = 0; i < OHW; i++) dx[where[i]] += dy[i];
-            continue;
-        }
-        const float *y = out + (size_t)plane * OHW;
-        for (int i = 0; i < OHW; i++)
-            if (y[i] > 0.0f) dx[where[i]] += dy[i];
+        for (int i = 0; i < OHW; i++) dx[where[i]] += dy[i];
     }
-}
-
-void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int B, int C,
-                           int H, int W, int S)
-{
-    pool_backward(din, dout, NULL, argmax, B, C, H, W, S);
-}
-
-void cn_maxpool2d_relu_backward(float *din, const float *dout, const float *out,
-                                const int32_t *argmax, int B, int C, int H, int W, int S)
-{
-    pool_backward(din, dout, out, argmax, B, C, H, W, S);
 }

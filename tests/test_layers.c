@@ -400,39 +400,6 @@ static void test_pool_ties_match_scan_order(void **state)
     }
 }
 
-/* The fused max-pool + relu against the two layers one after the other, bit for bit, forward
- * and backward: windows of 2 (the vector path, odd sizes for its tail) and 3, inputs of both
- * signs with ties and zeros (the relu's kink), and a NaN, which both must turn into 0. */
-static void check_pool_relu_fused(int C, int H, int W, int S, cn_rng *rng)
-{
-    int OH = H / S, OW = W / S;
-    size_t nx = (size_t)C * H * W, ny = (size_t)C * OH * OW;
-    float *x = zeros(nx), *pooled = zeros(ny), *y = zeros(ny), *fused = zeros(ny);
-    float *dy = random_values(rng, ny, 1.0f), *dpool = zeros(ny), *dx = nans(nx), *dxf = nans(nx);
-    int32_t *where = (int32_t *)zeros(ny), *where_fused = (int32_t *)zeros(ny);
-    for (size_t i = 0; i < nx; i++) x[i] = (float)cn_rng_below(rng, 5) - 2.0f; /* -2..2 */
-    x[nx / 2] = NAN;
-    cn_maxpool2d_forward(pooled, where, x, 1, C, H, W, S);
-    cn_relu_forward(y, pooled, ny);
-    cn_maxpool2d_relu_forward(fused, where_fused, x, 1, C, H, W, S);
-    assert_memory_equal(fused, y, ny * sizeof *y);
-    assert_memory_equal(where_fused, where, ny * sizeof *where);
-    cn_relu_backward(dpool, dy, y, ny);
-    cn_maxpool2d_backward(dx, dpool, where, 1, C, H, W, S);
-    cn_maxpool2d_relu_backward(dxf, dy, fused, where_fused, 1, C, H, W, S);
-    assert_memory_equal(dxf, dx, nx * sizeof *dx);
-}
-
-static void test_pool_relu_fused_matches_separate(void **state)
-{
-    (void)state;
-    cn_rng rng;
-    cn_rng_seed(&rng, 11);
-    check_pool_relu_fused(10, 24, 24, 2, &rng); /* conv1's output in the seed's model */
-    check_pool_relu_fused(3, 11, 13, 2, &rng);
-    check_pool_relu_fused(2, 9, 10, 3, &rng);
-}
-
 static void test_pool_pytorch(void **state) { (void)state; pool_vs_pytorch("pool"); }
 static void test_pool7_pytorch(void **state) { (void)state; pool_vs_pytorch("pool7"); }
 
@@ -757,7 +724,7 @@ int main(void)
         T(test_conv_pytorch),       T(test_conv1_pytorch),   T(test_conv_fd),
         T(test_conv1_fd),           T(test_pool_pytorch),    T(test_pool7_pytorch),
         T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
-        T(test_pool_ties_match_scan_order), T(test_pool_relu_fused_matches_separate),
+        T(test_pool_ties_match_scan_order),
         T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),
         T(test_linear_pytorch),     T(test_linear_fd),       T(test_log_softmax_pytorch),
         T(test_log_softmax_fd),     T(test_nll_pytorch),     T(test_nll_fd),
