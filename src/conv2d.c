@@ -67,3 +67,21 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
         }
     }
 }
+
+/* The weight and bias gradients of a convolution whose output feeds only a max-pool (window =
+ * stride = S), from the pool's gradient: each window has one nonzero, so the weight gradient
+ * reads just the input patches the pool picked (a quarter of them with 2x2 windows), straight
+ * from the input, and neither the pool's backward pass nor a patch matrix is needed. For a
+ * first layer, which has no input gradient. */
+void cn_conv2d_pool_weight_backward(float *dweight, float *dbias, const float *dpool,
+                                    const int32_t *argmax, const float *in, int B, int C, int H,
+                                    int W, int OC, int K, int S)
+{
+    int Q = ((H - K + 1) / S) * ((W - K + 1) / S);
+    for (int b = 0; b < B; b++) {
+        const float *d = dpool + (size_t)b * OC * Q;
+        for (int oc = 0; oc < OC; oc++) dbias[oc] += sum_floats(d + (size_t)oc * Q, Q);
+        cn_conv_picked_weight_gradient(OC, Q, d, argmax + (size_t)b * OC * Q,
+                                       in + (size_t)b * C * H * W, C, H, W, K, dweight);
+    }
+}

@@ -296,6 +296,14 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
     }
 }
 
+/* A first-layer convolution followed by a max-pool takes its weight gradient from the pool's
+ * gradient and argmax (cn_conv2d_pool_weight_backward), and the pool's own backward pass, whose
+ * result only that convolution would read, is skipped. */
+static int conv_reads_pool(const cn_model *m, int i)
+{
+    return i == 0 && kind_at(m, 0) == CN_CONV2D && kind_at(m, 1) == CN_MAXPOOL2D;
+}
+
 /* dp + l->weight - shift is where this pass adds the gradient of layer i's weight. */
 static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
                            int n, float *dp, size_t shift)
@@ -308,8 +316,14 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
     int HW = l->out_h * l->out_w, bc = l->bn_channels;
     switch (l->kind) {
     case CN_CONV2D:
-        cn_conv2d_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c, l->in_h,
-                           l->in_w, l->out_c, l->kernel, s->col);
+        if (conv_reads_pool(m, i)) {
+            layer_io pool = io_at(p, w, s, i + 1, first);
+            cn_conv2d_pool_weight_backward(dw, db, pool.dy, pool.argmax, io.x, n, l->in_c,
+                                           l->in_h, l->in_w, l->out_c, l->kernel,
+                                           m->layers[i + 1].kernel);
+        } else
+            cn_conv2d_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c, l->in_h,
+                               l->in_w, l->out_c, l->kernel, s->col);
         break;
     case CN_LINEAR:
         cn_linear_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c, l->out_c);
@@ -319,7 +333,7 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
                                 prm + l->weight, n, l->out_c, HW);
         break;
     case CN_MAXPOOL2D:
-        if (io.dx)
+        if (io.dx && !conv_reads_pool(m, i - 1))
             cn_maxpool2d_backward(io.dx, io.dy, io.argmax, n, l->in_c, l->in_h, l->in_w, l->kernel);
         break;
     case CN_RELU:

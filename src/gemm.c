@@ -19,15 +19,20 @@ typedef struct {
     void (*im2col)(float *, const float *, int, int, int, int);
     void (*im2row)(float *, const float *, int, int, int, int);
     void (*col2im)(float *, const float *, int, int, int, int);
+    void (*picked)(int, int, const float *, const int32_t *, const float *, int, int, int, int,
+                   float *);
 } gemm_kernels;
 
 static const gemm_kernels kernels_by_isa[] = {
     [CN_ISA_GENERIC] = {cn_gemm_nn_generic, cn_gemm_nt_generic, cn_fma_burn_generic,
-                         cn_im2col_generic, cn_im2row_generic, cn_col2im_generic},
+                         cn_im2col_generic, cn_im2row_generic, cn_col2im_generic,
+                         cn_conv_picked_weight_gradient_generic},
     [CN_ISA_AVX2] = {cn_gemm_nn_avx2, cn_gemm_nt_avx2, cn_fma_burn_avx2,
-                         cn_im2col_avx2, cn_im2row_avx2, cn_col2im_avx2},
+                         cn_im2col_avx2, cn_im2row_avx2, cn_col2im_avx2,
+                         cn_conv_picked_weight_gradient_avx2},
     [CN_ISA_AVX512] = {cn_gemm_nn_avx512, cn_gemm_nt_avx512, cn_fma_burn_avx512,
-                         cn_im2col_avx512, cn_im2row_avx512, cn_col2im_avx512},
+                         cn_im2col_avx512, cn_im2row_avx512, cn_col2im_avx512,
+                         cn_conv_picked_weight_gradient_avx512},
 };
 static const char *const isa_names[] = {"generic", "avx2", "avx512"};
 _Static_assert(sizeof kernels_by_isa / sizeof kernels_by_isa[0] == CN_ISA_COUNT, "kernels per isa");
@@ -114,4 +119,10 @@ void cn_im2row(float *rows, const float *in, int C, int H, int W, int K)
 void cn_col2im(float *din, const float *col, int C, int H, int W, int K)
 {
     kernels_by_isa[cn_isa_active()].col2im(din, col, C, H, W, K);
+}
+
+void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
+                                    const float *in, int C, int H, int W, int K, float *dweight)
+{
+    kernels_by_isa[cn_isa_active()].picked(OC, Q, a, at, in, C, H, W, K, dweight);
 }

@@ -6,6 +6,7 @@
 #define CN_GEMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* C[M,N] = (accumulate ? C : 0) + op(A)[M,K] * op(B)[K,N], where op(A) = A [M,K] (lda) or, with
  * trans_a, A^T of A [K,M]; likewise op(B) = B [K,N] (ldb) or, with trans_b, B^T of B [N,K].
@@ -27,6 +28,13 @@ void cn_im2row(float *rows, const float *in, int C, int H, int W, int K);
 #define CN_IM2ROW_SLACK 8
 void cn_col2im(float *din, const float *col, int C, int H, int W, int K);
 
+/* dweight [OC, C*K*K] += the weight gradient of a valid, stride-1 convolution of one sample
+ * in [C,H,W] whose output gradient is zero except at Q positions per output channel, as after a
+ * max-pool: a [OC, Q] holds the values, at [OC, Q] their positions in the output plane
+ * (y * OW + x). Sums over the positions in a fixed order. */
+void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
+                                    const float *in, int C, int H, int W, int K, float *dweight);
+
 /* The kernels, one set per instruction set (gemm_kernels.inc). */
 #define CN_DECLARE_GEMM_KERNELS(isa)                                                           \
     void cn_gemm_nn_##isa(int M, int N, int K, const float *A, ptrdiff_t ai, ptrdiff_t ak,    \
@@ -36,7 +44,10 @@ void cn_col2im(float *din, const float *col, int C, int H, int W, int K);
     float cn_fma_burn_##isa(long iters, float seed, double *flops);                          \
     void cn_im2col_##isa(float *col, const float *in, int C, int H, int W, int K);           \
     void cn_im2row_##isa(float *rows, const float *in, int C, int H, int W, int K);          \
-    void cn_col2im_##isa(float *din, const float *col, int C, int H, int W, int K);
+    void cn_col2im_##isa(float *din, const float *col, int C, int H, int W, int K);           \
+    void cn_conv_picked_weight_gradient_##isa(int OC, int Q, const float *a,                \
+                                              const int32_t *at, const float *in, int C,     \
+                                              int H, int W, int K, float *dweight);
 CN_DECLARE_GEMM_KERNELS(generic)
 CN_DECLARE_GEMM_KERNELS(avx2)
 CN_DECLARE_GEMM_KERNELS(avx512)

@@ -22,6 +22,13 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
                         const float *in, const float *weight, int B, int C, int H, int W, int OC,
                         int K, float *col);
 
+/* For a convolution whose output feeds only a max-pool with window = stride = S: dweight +=,
+ * dbias += from the pool's output gradient dpool and its argmax, both [B,OC,OH/S,OW/S]; what
+ * cn_maxpool2d_backward then cn_conv2d_backward (without din) give, summed in another order. */
+void cn_conv2d_pool_weight_backward(float *dweight, float *dbias, const float *dpool,
+                                    const int32_t *argmax, const float *in, int B, int C, int H,
+                                    int W, int OC, int K, int S);
+
 /* Max-pool, window = stride = S, floor: in [B,C,H,W] -> out [B,C,H/S,W/S]; argmax records the
  * index inside the input plane (y*W + x) of the first maximum in scan order, as PyTorch does. */
 void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B, int C, int H,

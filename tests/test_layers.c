@@ -400,6 +400,48 @@ static void test_pool_ties_match_scan_order(void **state)
     }
 }
 
+/* A first layer's weight and bias gradients from the max-pool's gradient and argmax, against
+ * the pool's backward pass then the convolution's, on random data: windows of 2 and 3, sizes the
+ * pool floors, kernels up to 8 (masked rows) and 9 (the float-at-a-time path). Only the order
+ * of the sums differs. */
+static void check_conv_pool_weight(int B, int C, int H, int W, int OC, int K, int S, cn_rng *rng)
+{
+    int OH = H - K + 1, OW = W - K + 1, Q = (OH / S) * (OW / S);
+    size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * C * K * K, ny = (size_t)B * OC * OH * OW;
+    size_t nq = (size_t)B * OC * Q;
+    float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
+    float *b = random_values(rng, (size_t)OC, 0.1f), *y = zeros(ny), *pooled = zeros(nq);
+    float *dpool = random_values(rng, nq, 1.0f), *dy = zeros(ny);
+    float *col = zeros((size_t)C * K * K * OH * OW + CN_IM2ROW_SLACK);
+    float *dw = random_values(rng, nw, 1.0f), *db = random_values(rng, (size_t)OC, 1.0f);
+    float *want_dw = zeros(nw), *want_db = zeros((size_t)OC);
+    int32_t *where = (int32_t *)zeros(nq);
+    memcpy(want_dw, dw, nw * sizeof *dw), memcpy(want_db, db, (size_t)OC * sizeof *db);
+    cn_conv2d_forward(y, x, w, b, B, C, H, W, OC, K, col);
+    cn_maxpool2d_forward(pooled, where, y, B, OC, OH, OW, S);
+    cn_maxpool2d_backward(dy, dpool, where, B, OC, OH, OW, S);
+    cn_conv2d_backward(NULL, want_dw, want_db, dy, x, w, B, C, H, W, OC, K, col);
+    cn_conv2d_pool_weight_backward(dw, db, dpool, where, x, B, C, H, W, OC, K, S);
+    double worst = tu_max_violation(dw, want_dw, nw, 1e-5 * (Q + 1), 1e-5);
+    double worst_b = tu_max_violation(db, want_db, (size_t)OC, 1e-5 * (Q + 1), 1e-5);
+    if (worst > 1 || worst_b > 1)
+        fail_msg("C=%d H=%d W=%d OC=%d K=%d S=%d: off by %.2f (weights), %.2f (bias) tolerances",
+                 C, H, W, OC, K, S, worst, worst_b);
+}
+
+static void test_conv_weight_from_pool_matches_dense(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 13);
+    check_conv_pool_weight(2, 1, 28, 28, 10, 5, 2, &rng); /* conv1 of the seed's model */
+    check_conv_pool_weight(1, 3, 16, 16, 4, 7, 2, &rng);
+    check_conv_pool_weight(3, 2, 13, 12, 3, 3, 2, &rng);
+    check_conv_pool_weight(1, 2, 12, 14, 3, 3, 3, &rng);
+    check_conv_pool_weight(1, 2, 14, 14, 3, 9, 2, &rng);
+    check_conv_pool_weight(2, 1, 9, 9, 2, 1, 2, &rng);
+}
+
 static void test_pool_pytorch(void **state) { (void)state; pool_vs_pytorch("pool"); }
 static void test_pool7_pytorch(void **state) { (void)state; pool_vs_pytorch("pool7"); }
 
@@ -724,7 +766,7 @@ int main(void)
         T(test_conv_pytorch),       T(test_conv1_pytorch),   T(test_conv_fd),
         T(test_conv1_fd),           T(test_pool_pytorch),    T(test_pool7_pytorch),
         T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
-        T(test_pool_ties_match_scan_order),
+        T(test_pool_ties_match_scan_order), T(test_conv_weight_from_pool_matches_dense),
         T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),
         T(test_linear_pytorch),     T(test_linear_fd),       T(test_log_softmax_pytorch),
         T(test_log_softmax_fd),     T(test_nll_pytorch),     T(test_nll_fd),
