@@ -1,6 +1,7 @@
 /* gemm_compare.c — cnnc's GEMM kernels against OpenBLAS (Debian's libopenblas-dev, one thread)
- * on the exact matrix shapes one training sample of the seed's model produces. Prints the time
- * per call and GFLOP/s for each, best of many repetitions. Run by `make bench-gemm`; the result
+ * on the exact matrix shapes one training sample of the seed's model produces, then the patch
+ * copies (im2col, im2row, col2im) of those convolutions, which have no OpenBLAS counterpart.
+ * Prints the time per call and GFLOP/s (or GB/s) for each, best of many repetitions. Run by `make bench-gemm`; the result
  * decides which one cnnc uses and is recorded in bench/README.md. Measures; asserts nothing. */
 #include <cblas.h>
 #include <stdio.h>
@@ -62,6 +63,54 @@ static double time_calls(const shape *s, int use_blas, const float *A, const flo
     return best;
 }
 
+/* The patch copies of one sample: the input [C,H,W] and kernel K of each convolution. */
+typedef struct {
+    const char *what;
+    int which, C, H, W, K; /* which: 0 im2col, 1 im2row, 2 col2im */
+} patch_shape;
+
+static const patch_shape patch_shapes[] = {
+    {"conv1 im2col    in[1x28x28] K5", 0, 1, 28, 28, 5},
+    {"conv2 im2col    in[10x12x12] K5", 0, 10, 12, 12, 5},
+    {"conv2 im2row    in[10x12x12] K5", 1, 10, 12, 12, 5},
+    {"conv2 col2im    col[250x64]", 2, 10, 12, 12, 5},
+};
+
+/* Seconds per call, best of 50 rounds; *bytes gets the patch matrix's size. */
+static double time_patches(const patch_shape *s, float *image, float *col, double *bytes)
+{
+    int P = (s->H - s->K + 1) * (s->W - s->K + 1), reps = 200;
+    *bytes = 4.0 * P * s->C * s->K * s->K;
+    double best = 1e30;
+    for (int round = 0; round < 50; round++) {
+        double start = now_seconds();
+        for (int r = 0; r < reps; r++) {
+            if (s->which == 0) cn_im2col(col, image, s->C, s->H, s->W, s->K);
+            if (s->which == 1) cn_im2row(col, image, s->C, s->H, s->W, s->K);
+            if (s->which == 2) cn_col2im(image, col, s->C, s->H, s->W, s->K);
+        }
+        double took = (now_seconds() - start) / reps;
+        best = took < best ? took : best;
+    }
+    return best;
+}
+
+static int compare_patches(void)
+{
+    printf("%-42s %12s\n", "patch copy (one sample)", "cnnc us");
+    for (size_t i = 0; i < sizeof patch_shapes / sizeof patch_shapes[0]; i++) {
+        const patch_shape *s = &patch_shapes[i];
+        size_t n = (size_t)s->C * s->K * s->K * s->H * s->W;
+        float *image = random_floats((size_t)s->C * s->H * s->W);
+        float *col = random_floats(n + CN_IM2ROW_SLACK);
+        if (!image || !col) return 1;
+        double bytes, took = time_patches(s, image, col, &bytes);
+        printf("%-42s %5.2f (%3.0f GB/s of patches)\n", s->what, took * 1e6, 1e-9 * bytes / took);
+        free(image), free(col);
+    }
+    return 0;
+}
+
 int main(void)
 {
     openblas_set_num_threads(1);
@@ -80,5 +129,5 @@ int main(void)
         free(A), free(B), free(C);
     }
     printf("(microseconds per call, GFLOP/s in parentheses; ratio > 1: cnnc faster)\n");
-    return 0;
+    return compare_patches();
 }

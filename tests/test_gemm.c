@@ -66,16 +66,17 @@ static void test_gemm_all_cases(void **state)
     check_shape(0, 0, 20, 250, 64, &rng);  /* conv2's weight gradient: a masked last tile */
 }
 
-static void test_patches_match_their_definition(void **state)
+/* im2col and im2row hold every patch entry where their definitions put it, and col2im adds
+ * every entry back in (ky, kx) order, exactly. */
+static void check_patches(int C, int H, int W, int K, cn_rng *rng)
 {
-    (void)state;
-    enum { C = 3, H = 11, W = 13, K = 5, OH = H - K + 1, OW = W - K + 1, CKK = C * K * K };
-    float in[C * H * W], col[CKK * OH * OW], back[C * H * W];
-    float rows[OH * OW * CKK + CN_IM2ROW_SLACK];
-    double want[C * H * W] = {0};
-    cn_rng rng;
-    cn_rng_seed(&rng, 8);
-    fill(in, C * H * W, &rng);
+    int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K, P = OH * OW;
+    float *in = malloc((size_t)C * H * W * sizeof *in), *back = malloc((size_t)C * H * W * 4);
+    float *want = calloc((size_t)C * H * W, sizeof *want), *col = malloc((size_t)CKK * P * 4);
+    float *rows = malloc(((size_t)CKK * P + CN_IM2ROW_SLACK) * sizeof *rows);
+    assert_non_null(in), assert_non_null(back), assert_non_null(want);
+    assert_non_null(col), assert_non_null(rows);
+    fill(in, C * H * W, rng);
     cn_im2col(col, in, C, H, W, K);
     cn_im2row(rows, in, C, H, W, K);
     for (int c = 0; c < C; c++)
@@ -85,12 +86,30 @@ static void test_patches_match_their_definition(void **state)
                     for (int ox = 0; ox < OW; ox++) {
                         int j = (c * K + ky) * K + kx, p = oy * OW + ox;
                         float x = in[(c * H + oy + ky) * W + ox + kx];
-                        assert_true(col[j * OH * OW + p] == x);
-                        assert_true(rows[p * CKK + j] == x);
-                        want[(c * H + oy + ky) * W + ox + kx] += col[j * OH * OW + p];
+                        assert_true(col[(size_t)j * P + p] == x);
+                        assert_true(rows[(size_t)p * CKK + j] == x);
+                        col[(size_t)j * P + p] = x * (float)(1 + j % 7); /* unequal terms */
+                        want[(c * H + oy + ky) * W + ox + kx] += col[(size_t)j * P + p];
                     }
     cn_col2im(back, col, C, H, W, K);
-    for (int i = 0; i < C * H * W; i++) assert_float_equal(back[i], want[i], 1e-5);
+    for (int i = 0; i < C * H * W; i++) assert_true(back[i] == want[i]);
+    free(in), free(back), free(want), free(col), free(rows);
+}
+
+static void test_patches_match_their_definition(void **state)
+{
+    (void)state;
+    static const int shapes[][4] = {
+        {10, 12, 12, 5}, /* conv2 of the seed's model */
+        {1, 28, 28, 5},  /* conv1 */
+        {3, 11, 13, 5},  {2, 14, 21, 4}, /* rows wider than a vector of 16 */
+        {2, 20, 19, 3},  /* more rows than col2im keeps in registers */
+        {1, 5, 5, 5},    /* one output position */
+    };
+    cn_rng rng;
+    cn_rng_seed(&rng, 8);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        check_patches(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], &rng);
 }
 
 int main(void)
