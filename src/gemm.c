@@ -124,5 +124,7 @@ void cn_col2im(float *din, const float *col, int C, int H, int W, int K)
 void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
                                     const float *in, int C, int H, int W, int K, float *dweight)
 {
+    assert((int64_t)(H - K + 1) * (W - K + 1) <= (1 << 22) &&
+           "cn_conv_picked_weight_gradient: output planes over 2^22 positions");
     kernels_by_isa[cn_isa_active()].picked(OC, Q, a, at, in, C, H, W, K, dweight);
 }
