@@ -74,6 +74,9 @@ void cn_dataset_free(cn_dataset *ds);
 /* out[i] = (pixels[i] / 255 - 0.1307) / 0.3081 for i < n, computed in float as PyTorch does.
  * out holds n floats (caller owned); out and pixels must not overlap. */
 void cn_normalize(float *out, const uint8_t *pixels, size_t n);
+/* table[p] = what cn_normalize maps pixel value p to: for callers that normalise many small
+ * pieces and would otherwise build the table for each. */
+void cn_pixel_values(float table[256]);
 
 /* ---------------------------------------------------------------- randomness */
 

@@ -25,10 +25,15 @@ const char *const cn_class_names[CN_NUM_CLASSES] = {
 #define PIXEL_MEAN 0.1307f
 #define PIXEL_STD 0.3081f
 
+void cn_pixel_values(float table[256])
+{
+    for (int p = 0; p < 256; p++) table[p] = ((float)p / 255.0f - PIXEL_MEAN) / PIXEL_STD;
+}
+
 void cn_normalize(float *out, const uint8_t *pixels, size_t n)
 {
     float table[256];
-    for (int p = 0; p < 256; p++) table[p] = ((float)p / 255.0f - PIXEL_MEAN) / PIXEL_STD;
+    cn_pixel_values(table);
     for (size_t i = 0; i < n; i++) out[i] = table[pixels[i]];
 }
 

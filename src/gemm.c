@@ -21,18 +21,19 @@ typedef struct {
     void (*col2im)(float *, const float *, int, int, int, int);
     void (*picked)(int, int, const float *, const int32_t *, const float *, int, int, int, int,
                    float *);
+    void (*pool2)(float *, int32_t *, const float *, int, int);
 } gemm_kernels;
 
 static const gemm_kernels kernels_by_isa[] = {
     [CN_ISA_GENERIC] = {cn_gemm_nn_generic, cn_gemm_nt_generic, cn_fma_burn_generic,
                          cn_im2col_generic, cn_im2row_generic, cn_col2im_generic,
-                         cn_conv_picked_weight_gradient_generic},
+                         cn_conv_picked_weight_gradient_generic, cn_maxpool2_plane_generic},
     [CN_ISA_AVX2] = {cn_gemm_nn_avx2, cn_gemm_nt_avx2, cn_fma_burn_avx2,
                          cn_im2col_avx2, cn_im2row_avx2, cn_col2im_avx2,
-                         cn_conv_picked_weight_gradient_avx2},
+                         cn_conv_picked_weight_gradient_avx2, cn_maxpool2_plane_avx2},
     [CN_ISA_AVX512] = {cn_gemm_nn_avx512, cn_gemm_nt_avx512, cn_fma_burn_avx512,
                          cn_im2col_avx512, cn_im2row_avx512, cn_col2im_avx512,
-                         cn_conv_picked_weight_gradient_avx512},
+                         cn_conv_picked_weight_gradient_avx512, cn_maxpool2_plane_avx512},
 };
 static const char *const isa_names[] = {"generic", "avx2", "avx512"};
 _Static_assert(sizeof kernels_by_isa / sizeof kernels_by_isa[0] == CN_ISA_COUNT, "kernels per isa");
@@ -127,4 +128,9 @@ void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t
     assert((int64_t)(H - K + 1) * (W - K + 1) <= (1 << 22) &&
            "cn_conv_picked_weight_gradient: output planes over 2^22 positions");
     kernels_by_isa[cn_isa_active()].picked(OC, Q, a, at, in, C, H, W, K, dweight);
+}
+
+void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W)
+{
+    kernels_by_isa[cn_isa_active()].pool2(y, where, x, H, W);
 }

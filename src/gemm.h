@@ -35,6 +35,11 @@ void cn_col2im(float *din, const float *col, int C, int H, int W, int K);
 void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
                                     const float *in, int C, int H, int W, int K, float *dweight);
 
+/* y [H/2, W/2] = the maxima of the 2x2 windows of the plane x [H, W] (a last odd row or column
+ * is left out), where [H/2, W/2] = the index in x of each: the first maximum in scan order, as
+ * PyTorch picks it. */
+void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W);
+
 /* The kernels, one set per instruction set (gemm_kernels.inc). */
 #define CN_DECLARE_GEMM_KERNELS(isa)                                                           \
     void cn_gemm_nn_##isa(int M, int N, int K, const float *A, ptrdiff_t ai, ptrdiff_t ak,    \
@@ -47,7 +52,8 @@ void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t
     void cn_col2im_##isa(float *din, const float *col, int C, int H, int W, int K);           \
     void cn_conv_picked_weight_gradient_##isa(int OC, int Q, const float *a,                \
                                               const int32_t *at, const float *in, int C,     \
-                                              int H, int W, int K, float *dweight);
+                                              int H, int W, int K, float *dweight);  \
+    void cn_maxpool2_plane_##isa(float *y, int32_t *where, const float *x, int H, int W);
 CN_DECLARE_GEMM_KERNELS(generic)
 CN_DECLARE_GEMM_KERNELS(avx2)
 CN_DECLARE_GEMM_KERNELS(avx512)

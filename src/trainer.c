@@ -166,10 +166,18 @@ static void load_batch(const step_job *job, int i, cn_workspace *w)
 {
     cn_trainer *t = job->t;
     int r = t->first_replica + i, B = t->cfg.batch_size, size = cn_model_input_size(t->m);
+    float value[256]; /* built once a batch: it costs as much as normalising a sample */
+    cn_pixel_values(value);
     for (int k = 0; k < B; k++) {
         size_t at = (size_t)r * B + k;
         size_t sample = job->index ? job->index[at] : at;
-        cn_normalize(w->input + (size_t)k * size, job->images + sample * size, (size_t)size);
+        const uint8_t *pixels = job->images + sample * size;
+        if (k + 1 < B) { /* the next sample is somewhere else in memory: ask for it now */
+            const uint8_t *next = job->images + (job->index ? job->index[at + 1] : at + 1) * size;
+            for (int j = 0; j < size; j += 64) __builtin_prefetch(next + j);
+        }
+        float *x = w->input + (size_t)k * size;
+        for (int j = 0; j < size; j++) x[j] = value[pixels[j]];
         w->labels[k] = job->labels[sample];
     }
 }

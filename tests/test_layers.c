@@ -381,22 +381,27 @@ static void reference_pool(float *y, int32_t *where, const float *x, int W, int 
         }
 }
 
-/* Inputs drawn from three values make ties of every shape in most windows; the window-2 path
- * must pick the same element as the plain rule everywhere. */
+/* Inputs drawn from three values make ties of every shape in most windows; the window-2 kernel
+ * must pick the same element as the plain rule everywhere. Widths of 4 to 33 windows (odd ones
+ * floored) cover whole vectors and tails on every instruction set. */
 static void test_pool_ties_match_scan_order(void **state)
 {
     (void)state;
-    enum { C = 64, H = 9, W = 9, OH = 4, OW = 4 };
-    float x[C * H * W], y[C * OH * OW], want_y[OH * OW];
-    int32_t where[C * OH * OW], want_where[OH * OW];
+    static const int sizes[][2] = {{9, 9}, {24, 24}, {8, 8}, {5, 40}, {3, 67}, {2, 34}};
+    enum { C = 16, MOST = 24 * 24 }; /* the most inputs a plane has */
+    float x[C * MOST], y[C * MOST], want_y[MOST];
+    int32_t where[C * MOST], want_where[MOST];
     cn_rng rng;
     cn_rng_seed(&rng, 9);
-    for (int i = 0; i < C * H * W; i++) x[i] = (float)cn_rng_below(&rng, 3);
-    cn_maxpool2d_forward(y, where, x, 1, C, H, W, 2);
-    for (int c = 0; c < C; c++) {
-        reference_pool(want_y, want_where, x + c * H * W, W, 2, OH, OW);
-        assert_memory_equal(y + c * OH * OW, want_y, sizeof want_y);
-        assert_memory_equal(where + c * OH * OW, want_where, sizeof want_where);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int H = sizes[s][0], W = sizes[s][1], OH = H / 2, OW = W / 2;
+        for (int i = 0; i < C * H * W; i++) x[i] = (float)cn_rng_below(&rng, 3);
+        cn_maxpool2d_forward(y, where, x, 1, C, H, W, 2);
+        for (int c = 0; c < C; c++) {
+            reference_pool(want_y, want_where, x + c * H * W, W, 2, OH, OW);
+            assert_memory_equal(y + c * OH * OW, want_y, (size_t)OH * OW * sizeof *y);
+            assert_memory_equal(where + c * OH * OW, want_where, (size_t)OH * OW * sizeof *where);
+        }
     }
 }
 
