@@ -40,6 +40,25 @@ void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t
  * PyTorch picks it. */
 void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W);
 
+/* ---- bfloat16 products (gemm_bf16.c, AVX512_BF16 only) ----
+ * A cn_bf16_pair holds two bf16 values of consecutive k in one 32-bit word, the lower k in the
+ * low half; an odd count of k is padded with a zero. Products are exact and sums are fp32. */
+typedef uint32_t cn_bf16_pair;
+/* 1 when this CPU has AVX-512 with BF16 (and BW, VL): the only place the functions below run. */
+int cn_bf16_supported(void);
+/* dst [rows, (cols+1)/2]: each row of src [rows, cols] (ld) rounded to bf16, in pairs. */
+void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld);
+/* dst [(rows+1)/2, cols]: row pairs of src [rows, cols] (ld), dst[r/2][c] = (src[r][c],
+ * src[r+1][c]). */
+void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld);
+/* dst [cols, (rows+1)/2]: the transpose of src [rows, cols] (ld) in pairs, dst[c][r/2] =
+ * (src[r][c], src[r+1][c]). */
+void cn_bf16_pack_columns(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld);
+/* C[M,N] += A[M, Kp pairs] * B[Kp pairs, N]: lda and ldb count pairs, ldc floats. Each element
+ * of C is summed over the pairs in order. */
+void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, int lda, const cn_bf16_pair *B,
+                  int ldb, float *C, int ldc);
+
 /* The kernels, one set per instruction set (gemm_kernels.inc). */
 #define CN_DECLARE_GEMM_KERNELS(isa)                                                           \
     void cn_gemm_nn_##isa(int M, int N, int K, const float *A, ptrdiff_t ai, ptrdiff_t ak,    \

@@ -112,12 +112,87 @@ static void test_patches_match_their_definition(void **state)
         check_patches(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], &rng);
 }
 
+/* x rounded to the nearest bfloat16 (ties to even), as a float: x finite. */
+static float bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* The value in the low (half 0) or high (half 1) half of a pair. */
+static float pair_half(cn_bf16_pair p, int half)
+{
+    uint32_t u = half ? p & 0xffff0000u : p << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* The three packings put each rounded value where their definitions say, zeros in the padding;
+ * the product of packed operands matches double-precision sums of the rounded values. */
+static void check_bf16_shape(int M, int N, int K, cn_rng *rng)
+{
+    int Kp = (K + 1) / 2;
+    float *A = malloc((size_t)M * K * 4), *B = malloc((size_t)K * N * 4);
+    float *C = malloc((size_t)M * N * 4), *want = malloc((size_t)M * N * 4);
+    cn_bf16_pair *Ap = malloc((size_t)M * Kp * 4), *Bp = malloc((size_t)Kp * N * 4);
+    cn_bf16_pair *At = malloc((size_t)M * Kp * 4);
+    assert_true(A && B && C && want && Ap && Bp && At);
+    fill(A, (size_t)M * K, rng), fill(B, (size_t)K * N, rng), fill(C, (size_t)M * N, rng);
+    cn_bf16_pack_rows(Ap, A, M, K, K);
+    cn_bf16_pack_row_pairs(Bp, B, K, N, N);
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < 2 * Kp; k++)
+            assert_true(pair_half(Ap[(size_t)i * Kp + k / 2], k % 2) ==
+                        (k < K ? bf16_round(A[(size_t)i * K + k]) : 0.0f));
+    for (int k = 0; k < 2 * Kp; k++)
+        for (int j = 0; j < N; j++)
+            assert_true(pair_half(Bp[(size_t)(k / 2) * N + j], k % 2) ==
+                        (k < K ? bf16_round(B[(size_t)k * N + j]) : 0.0f));
+    /* A^T [K, M] packed by columns is A packed by rows */
+    float *T = malloc((size_t)K * M * 4);
+    assert_non_null(T);
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) T[(size_t)k * M + i] = A[(size_t)i * K + k];
+    cn_bf16_pack_columns(At, T, K, M, M);
+    assert_memory_equal(At, Ap, (size_t)M * Kp * sizeof *Ap);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = C[(size_t)i * N + j];
+            for (int k = 0; k < K; k++)
+                sum += (double)bf16_round(A[(size_t)i * K + k]) * bf16_round(B[(size_t)k * N + j]);
+            want[(size_t)i * N + j] = (float)sum;
+        }
+    cn_gemm_bf16(M, N, Kp, Ap, Kp, Bp, N, C, N);
+    double worst = tu_max_violation(C, want, (size_t)M * N, 1e-5 * (K + 1), 1e-5);
+    if (worst > 1) fail_msg("bf16 %dx%dx%d: off by %.2f tolerances", M, N, K, worst);
+    free(A), free(B), free(C), free(want), free(Ap), free(Bp), free(At), free(T);
+}
+
+static void test_bf16_products(void **state)
+{
+    (void)state;
+    if (!cn_bf16_supported()) skip(); /* this CPU trains in fp32 only */
+    static const int shapes[][3] = {
+        {20, 64, 250}, {20, 250, 64}, {250, 64, 20}, {10, 576, 25}, /* the seed's convolutions */
+        {1, 1, 1},     {7, 33, 3},    {13, 17, 31},  {6, 16, 2},   {5, 47, 9},
+    };
+    cn_rng rng;
+    cn_rng_seed(&rng, 12);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        check_bf16_shape(shapes[i][0], shapes[i][1], shapes[i][2], &rng);
+}
+
 int main(void)
 {
     if (tu_isa_unavailable()) return 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_all_cases),
         cmocka_unit_test(test_patches_match_their_definition),
+        cmocka_unit_test(test_bf16_products),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

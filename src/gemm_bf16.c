@@ -1,0 +1,139 @@
+/* gemm_bf16.c — matrix products with bfloat16 operands and single-precision sums, on AVX512_BF16
+ * (VDPBF16PS: two bf16 products added to an fp32 lane per instruction, twice the multiply-adds
+ * of an fp32 FMA), for `--precision bf16`. Operands are packed in pairs along the summed
+ * dimension: a cn_bf16_pair holds two bf16 values in one 32-bit word, the earlier one in the low
+ * half; an odd count is padded with a zero. Rounding to bf16 is to nearest even, by the CPU's
+ * conversion instructions. Only this one instruction set: other CPUs train in fp32, and
+ * cn_bf16_supported says which. This file alone is compiled with the bf16 target flags. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "gemm.h"
+
+int cn_bf16_supported(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+/* The first n <= 16 lanes. */
+static inline __mmask16 first(int n) { return (__mmask16)((1u << n) - 1); }
+
+/* 16 pairs: the low halves from lo, the high halves from hi (n <= 16 floats each read). */
+static inline __m512i pairs16(const float *lo, const float *hi, int n)
+{
+    __m256i l = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n), lo));
+    __m512i h = _mm512_setzero_si512();
+    if (hi) h = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n), hi)));
+    return _mm512_or_si512(_mm512_cvtepu16_epi32(l), _mm512_slli_epi32(h, 16));
+}
+
+void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld)
+{
+    int pairs = (cols + 1) / 2;
+    for (int r = 0; r < rows; r++) {
+        const float *s = src + (size_t)r * ld;
+        uint16_t *d = (uint16_t *)(dst + (size_t)r * pairs);
+        for (int c = 0; c < cols; c += 16) {
+            int n = cols - c < 16 ? cols - c : 16;
+            __m256i v = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n), s + c));
+            _mm256_mask_storeu_epi16(d + c, first(n), v);
+        }
+        if (cols % 2) d[cols] = 0;
+    }
+}
+
+void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld)
+{
+    for (int r = 0; r < rows; r += 2) {
+        const float *lo = src + (size_t)r * ld, *hi = r + 1 < rows ? lo + ld : NULL;
+        cn_bf16_pair *d = dst + (size_t)(r / 2) * cols;
+        for (int c = 0; c < cols; c += 16) {
+            int n = cols - c < 16 ? cols - c : 16;
+            _mm512_mask_storeu_epi32(d + c, first(n), pairs16(lo + c, hi ? hi + c : NULL, n));
+        }
+    }
+}
+
+void cn_bf16_pack_columns(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld)
+{
+    int pairs = (rows + 1) / 2;
+    for (int r = 0; r < rows; r += 2) {
+        const float *lo = src + (size_t)r * ld, *hi = r + 1 < rows ? lo + ld : NULL;
+        for (int c = 0; c < cols; c += 16) {
+            int n = cols - c < 16 ? cols - c : 16;
+            cn_bf16_pair p[16];
+            _mm512_storeu_si512(p, pairs16(lo + c, hi ? hi + c : NULL, n));
+            for (int i = 0; i < n; i++) dst[(size_t)(c + i) * pairs + r / 2] = p[i];
+        }
+    }
+}
+
+/* C[R, w] += A[R, Kp] * B[Kp, w] for the columns of m0 (the first vector) and m1 (the second;
+ * none when the tile is one vector wide): R = 1..6 rows of two vectors of accumulators. */
+static inline __attribute__((always_inline)) void
+tile(int R, int wide, int Kp, const cn_bf16_pair *A, int lda, const cn_bf16_pair *B, int ldb,
+     float *C, int ldc, __mmask16 m0, __mmask16 m1)
+{
+    __m512 c[6][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        c[r][0] = _mm512_maskz_loadu_ps(m0, C + (size_t)r * ldc);
+        if (wide) c[r][1] = _mm512_maskz_loadu_ps(m1, C + (size_t)r * ldc + 16);
+    }
+    for (int k = 0; k < Kp; k++) {
+        const cn_bf16_pair *b = B + (size_t)k * ldb;
+        __m512bh b0 = (__m512bh)_mm512_maskz_loadu_epi32(m0, b);
+        __m512bh b1 = wide ? (__m512bh)_mm512_maskz_loadu_epi32(m1, b + 16) : b0;
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[(size_t)r * lda + k]);
+            c[r][0] = _mm512_dpbf16_ps(c[r][0], a, b0);
+            if (wide) c[r][1] = _mm512_dpbf16_ps(c[r][1], a, b1);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        _mm512_mask_storeu_ps(C + (size_t)r * ldc, m0, c[r][0]);
+        if (wide) _mm512_mask_storeu_ps(C + (size_t)r * ldc + 16, m1, c[r][1]);
+    }
+}
+
+#define TILE_ROWS 6
+typedef void (*tile_fn)(int, const cn_bf16_pair *, int, const cn_bf16_pair *, int, float *, int,
+                        __mmask16, __mmask16);
+#define DEFINE_TILE(R, WIDE)                                                                   \
+    static void tile_##R##_##WIDE(int Kp, const cn_bf16_pair *A, int lda,                    \
+                                  const cn_bf16_pair *B, int ldb, float *C, int ldc,         \
+                                  __mmask16 m0, __mmask16 m1)                                \
+    {                                                                                         \
+        tile(R, WIDE, Kp, A, lda, B, ldb, C, ldc, m0, m1);                                    \
+    }
+#define DEFINE_TILES(R) DEFINE_TILE(R, 0) DEFINE_TILE(R, 1)
+DEFINE_TILES(1)
+DEFINE_TILES(2)
+DEFINE_TILES(3)
+DEFINE_TILES(4)
+DEFINE_TILES(5)
+DEFINE_TILES(6)
+static const tile_fn tiles[2][TILE_ROWS + 1] = {
+    {NULL, tile_1_0, tile_2_0, tile_3_0, tile_4_0, tile_5_0, tile_6_0},
+    {NULL, tile_1_1, tile_2_1, tile_3_1, tile_4_1, tile_5_1, tile_6_1},
+};
+
+void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, int lda, const cn_bf16_pair *B,
+                  int ldb, float *C, int ldc)
+{
+    int bands = (M + TILE_ROWS - 1) / TILE_ROWS;
+    int rows = bands ? (M + bands - 1) / bands : 0; /* even bands, as the fp32 kernels */
+    for (int i = 0; i < M; i += rows) {
+        int R = M - i < rows ? M - i : rows;
+        for (int j = 0; j < N; j += 32) {
+            int w = N - j < 32 ? N - j : 32;
+            __mmask16 m0 = first(w < 16 ? w : 16), m1 = first(w > 16 ? w - 16 : 0);
+            tiles[w > 16][R](Kp, A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j,
+                             ldc, m0, m1);
+        }
+    }
+}
