@@ -17,6 +17,7 @@
 typedef struct {
     const char *data_dir, *json_path;
     int threads, epochs;
+    cn_precision precision;
 } bench_settings;
 
 typedef struct {
@@ -45,15 +46,16 @@ static int parse(int argc, char **argv, bench_settings *s)
                                              {"epochs", required_argument, NULL, 'e'},
                                              {"data-dir", required_argument, NULL, 'd'},
                                              {"json", required_argument, NULL, 'j'},
+                                             {"precision", required_argument, NULL, 'p'},
                                              {NULL, 0, NULL, 0}};
     *s = (bench_settings){"/usr/share/datasets/fashion-mnist", NULL,
-                          (int)sysconf(_SC_NPROCESSORS_ONLN), 2};
+                          (int)sysconf(_SC_NPROCESSORS_ONLN), 2, CN_PRECISION_FP32};
     for (int c; (c = getopt_long(argc, argv, "", options, NULL)) != -1;) {
         if (c == 't') s->threads = atoi(optarg);
         else if (c == 'e') s->epochs = atoi(optarg);
         else if (c == 'd') s->data_dir = optarg;
         else if (c == 'j') s->json_path = optarg;
-        else return -1;
+        else if (c != 'p' || cn_precision_from_name(optarg, &s->precision)) return -1;
     }
     if (s->threads < 1 || s->epochs < 1 || optind != argc) return -1;
     return 0;
@@ -92,8 +94,8 @@ static int measure(cn_model *m, cn_trainer *t, const cn_dataset *train, const cn
 
 static void print_report(const cn_model *m, const bench_settings *s, const bench_result *r)
 {
-    printf("cnnc: %d threads, %s kernels, 8 replicas x 128, %d timed epochs\n", s->threads,
-           cn_isa_name(cn_isa_active()), s->epochs);
+    printf("cnnc: %d threads, %s kernels, %s products, 8 replicas x 128, %d timed epochs\n",
+           s->threads, cn_isa_name(cn_isa_active()), cn_precision_name(s->precision), s->epochs);
     printf("  training   %9.0f samples/s  (%.2f s per epoch)\n", r->train_rate,
            r->train_seconds / s->epochs);
     printf("  evaluation %9.0f images/s   (%.3f s for the test set)\n", r->eval_rate,
@@ -117,11 +119,12 @@ static int write_json(const cn_model *m, const bench_settings *s, const bench_re
         perror(s->json_path);
         return 1;
     }
-    fprintf(f, "{\"threads\":%d,\"isa\":\"%s\",\"epochs\":%d,\"train_samples_per_second\":%.1f,"
+    fprintf(f, "{\"threads\":%d,\"isa\":\"%s\",\"precision\":\"%s\",\"epochs\":%d,\"train_samples_per_second\":%.1f,"
                "\"eval_images_per_second\":%.1f,\"eval_seconds\":%.4f,\"gflops\":%.2f,"
                "\"peak_gflops\":%.2f,\"flops_per_sample\":%.0f,\"phases_per_epoch\":{\"data\":%.4f,"
                "\"forward\":%.4f,\"backward\":%.4f,\"reduce\":%.4f,\"optimizer\":%.4f},\"layers\":[",
-            s->threads, cn_isa_name(cn_isa_active()), s->epochs, r->train_rate, r->eval_rate,
+            s->threads, cn_isa_name(cn_isa_active()), cn_precision_name(s->precision), s->epochs,
+            r->train_rate, r->eval_rate,
             r->eval_seconds, r->gflops, r->peak, r->flops_per_sample, r->phases.data / s->epochs,
             r->phases.forward / s->epochs, r->phases.backward / s->epochs,
             r->phases.reduce / s->epochs, r->phases.optimizer / s->epochs);
@@ -137,7 +140,8 @@ int main(int argc, char **argv)
 {
     bench_settings s;
     if (parse(argc, argv, &s)) {
-        fprintf(stderr, "usage: bench [--threads N] [--epochs N] [--data-dir DIR] [--json FILE]\n");
+        fprintf(stderr, "usage: bench [--threads N] [--epochs N] [--data-dir DIR] [--json FILE] "
+                        "[--precision fp32|bf16]\n");
         return 2;
     }
     cn_error err;
@@ -148,7 +152,7 @@ int main(int argc, char **argv)
     cn_model *m = cn_model_fashion_mnist(&err);
     if (!m) return fail(&err);
     cn_model_init(m, 1);
-    cn_train_config cfg = {128, 8, s.threads, 0.01f, 0.5f, 1};
+    cn_train_config cfg = {128, 8, s.threads, 0.01f, 0.5f, 1, s.precision};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     bench_result r = {0};
     if (!t || measure(m, t, &train, &test, &s, &r, &err)) return fail(&err);

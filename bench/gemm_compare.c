@@ -119,15 +119,17 @@ static double time_bf16(const shape *s, const float *A, const float *B, float *C
     int Kp = (s->K + 1) / 2, reps = 200;
     cn_bf16_pair *Ap = malloc((size_t)s->M * Kp * 4), *Bp = malloc((size_t)Kp * s->N * 4);
     if (!Ap || !Bp) return 0;
-    if (s->trans_a) /* A is stored [K, M] */
-        cn_bf16_pack_columns(Ap, A, s->K, s->M, s->M);
+    ptrdiff_t ai = Kp, ak = 1;
+    if (s->trans_a) /* A is stored [K, M]: its row pairs, read transposed */
+        cn_bf16_pack_row_pairs(Ap, A, s->K, s->M, s->M), ai = 1, ak = s->M;
     else
         cn_bf16_pack_rows(Ap, A, s->M, s->K, s->K);
     cn_bf16_pack_row_pairs(Bp, B, s->K, s->N, s->N);
     double best = 1e30;
     for (int round = 0; round < 50; round++) {
         double start = now_seconds();
-        for (int r = 0; r < reps; r++) cn_gemm_bf16(s->M, s->N, Kp, Ap, Kp, Bp, s->N, C, s->N);
+        for (int r = 0; r < reps; r++)
+            cn_gemm_bf16(s->M, s->N, Kp, Ap, ai, ak, Bp, s->N, 1, C, s->N);
         double took = (now_seconds() - start) / reps;
         best = took < best ? took : best;
     }

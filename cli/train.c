@@ -27,6 +27,7 @@ enum {
     OPT_LOG_STEPS,
     OPT_METRICS_DEBUG,
     OPT_SEED,
+    OPT_PRECISION,
     OPT_TRAIN_SAMPLES,
     OPT_TEST_SAMPLES,
     OPT_SAVE,
@@ -50,6 +51,7 @@ static const struct option train_options[] = {
     {"log-steps", required_argument, NULL, OPT_LOG_STEPS},
     {"metrics-debug", no_argument, NULL, OPT_METRICS_DEBUG},
     {"seed", required_argument, NULL, OPT_SEED},
+    {"precision", required_argument, NULL, OPT_PRECISION},
     {"train-samples", required_argument, NULL, OPT_TRAIN_SAMPLES},
     {"test-samples", required_argument, NULL, OPT_TEST_SAMPLES},
     {"save", required_argument, NULL, OPT_SAVE},
@@ -91,6 +93,9 @@ void cli_train_help(FILE *out)
             "                       (default: 20)\n"
             "  --metrics-debug      print where each epoch's time went (default: off)\n"
             "  --seed N             initialisation and shuffling, 0..2^64-1 (default: 1)\n"
+            "  --precision P        fp32, or bf16: the convolutions multiply bfloat16 values\n"
+            "                       and sum in fp32 (needs AVX512_BF16); defines the math\n"
+            "                       (default: fp32)\n"
             "  --train-samples N    use only the first N training images, 0 = all\n"
             "                       (default: 0)\n"
             "  --test-samples N     use only the first N test images, 0 = all (default: 0)\n"
@@ -186,6 +191,16 @@ static int parse_path(const char *flag, const char *text, const char **out)
     return 0;
 }
 
+static int parse_precision(const char *text, cn_precision *out)
+{
+    if (cn_precision_from_name(text, out) != 0)
+        return cli_usage_error("train", "--precision: '%s' is not fp32 or bf16", text);
+    if (!cn_precision_supported(*out))
+        return cli_usage_error("train", "--precision %s: this CPU cannot run it (it needs "
+                               "AVX512_BF16); use fp32", text);
+    return 0;
+}
+
 /* The TRAIN_GIVEN_* bit of an option, 0 for the others. */
 static unsigned given_bit(int c)
 {
@@ -195,6 +210,7 @@ static unsigned given_bit(int c)
     case OPT_MOMENTUM: return TRAIN_GIVEN_MOMENTUM;
     case OPT_NUM_CORES: return TRAIN_GIVEN_NUM_CORES;
     case OPT_SEED: return TRAIN_GIVEN_SEED;
+    case OPT_PRECISION: return TRAIN_GIVEN_PRECISION;
     case OPT_TRAIN_SAMPLES: return TRAIN_GIVEN_TRAIN_SAMPLES;
     case OPT_SAVE_EVERY: return TRAIN_GIVEN_SAVE_EVERY;
     case OPT_KEEP: return TRAIN_GIVEN_KEEP;
@@ -221,6 +237,7 @@ static int apply_option(train_settings *s, int c, const char *arg)
         return cli_parse_int("train", "--log-steps", arg, 1, INT_MAX, &s->log_steps);
     case OPT_METRICS_DEBUG: s->metrics_debug = 1; return 0;
     case OPT_SEED: return cli_parse_u64("train", "--seed", arg, &s->seed);
+    case OPT_PRECISION: return parse_precision(arg, &s->precision);
     case OPT_TRAIN_SAMPLES:
         return cli_parse_int("train", "--train-samples", arg, 0, INT_MAX, &s->train_samples);
     case OPT_TEST_SAMPLES:
@@ -307,6 +324,7 @@ static int build_model(const train_settings *s, train_run *run)
         .learning_rate = s->learning_rate,
         .momentum = s->momentum,
         .seed = s->seed,
+        .precision = s->precision,
     };
     run->trainer = cn_trainer_create_distributed(run->model, &run->config,
                                                  cli_dist_comm(run->dist), &err);

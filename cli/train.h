@@ -23,6 +23,7 @@ typedef struct {
     int log_steps;
     int metrics_debug;
     uint64_t seed;
+    cn_precision precision;
     int train_samples;   /* 0: all */
     int test_samples;    /* 0: all */
     const char *save_path;    /* NULL: not saved */
@@ -47,6 +48,7 @@ enum {
     TRAIN_GIVEN_TRAIN_SAMPLES = 1u << 5,
     TRAIN_GIVEN_SAVE_EVERY = 1u << 6,
     TRAIN_GIVEN_KEEP = 1u << 7,
+    TRAIN_GIVEN_PRECISION = 1u << 8,
 };
 
 /* What one training run owns. */

@@ -104,6 +104,19 @@ static int adopt_seed(train_settings *s, uint64_t saved, const char *path)
     return CLI_OK;
 }
 
+static int adopt_precision(train_settings *s, cn_precision saved, const char *path)
+{
+    if ((s->given & TRAIN_GIVEN_PRECISION) && s->precision != saved)
+        return refuse_setting("--precision", cn_precision_name(s->precision),
+                              cn_precision_name(saved), path);
+    if (!cn_precision_supported(saved))
+        return cli_usage_error("train", "%s was trained with --precision %s, which this CPU "
+                               "cannot run (it needs AVX512_BF16)", path,
+                               cn_precision_name(saved));
+    s->precision = saved;
+    return CLI_OK;
+}
+
 /* The math settings of s become the checkpoint's; --train-samples is compared once the data is
  * loaded (0 and a number over the set's size both mean all of it). */
 static int adopt_settings(train_settings *s, const cn_train_state *st, const char *path)
@@ -121,6 +134,8 @@ static int adopt_settings(train_settings *s, const cn_train_state *st, const cha
                          path);
     if (rc == CLI_OK)
         rc = adopt_seed(s, st->seed, path);
+    if (rc == CLI_OK)
+        rc = adopt_precision(s, st->precision, path);
     if (rc == CLI_OK && !(s->given & TRAIN_GIVEN_TRAIN_SAMPLES))
         s->train_samples = st->train_samples;
     return rc;

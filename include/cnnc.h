@@ -245,6 +245,17 @@ int cn_comm_agree(const cn_comm *c, int failed, cn_error *err);
 
 /* ---------------------------------------------------------------- training */
 
+/* The precision of the convolutions' products. FP32: everything in single precision.
+ * BF16: the convolutions multiply bfloat16 operands (weights, patches and output gradients
+ * rounded to nearest even) and sum in fp32, as a TPU does; weights, momentum, gradients and
+ * every other layer stay fp32. Needs a CPU with AVX512_BF16. */
+typedef enum { CN_PRECISION_FP32, CN_PRECISION_BF16, CN_PRECISION_COUNT } cn_precision;
+const char *cn_precision_name(cn_precision p); /* "fp32", "bf16"; "unknown" else */
+/* Sets *p from its name; -1 for any other text. */
+int cn_precision_from_name(const char *name, cn_precision *p);
+/* 1 when this CPU can run it, else 0. */
+int cn_precision_supported(cn_precision p);
+
 typedef struct {
     int batch_size;      /* per replica, 128 */
     int num_replicas;    /* data-parallel replicas ("cores"), 8: defines the math */
@@ -252,6 +263,7 @@ typedef struct {
     float learning_rate; /* per replica, 0.01; the step uses learning_rate * num_replicas */
     float momentum;      /* 0.5 */
     uint64_t seed;       /* 1: initialisation and shuffling */
+    cn_precision precision; /* CN_PRECISION_FP32 (0) unless asked: part of the math */
 } cn_train_config;
 
 /* Wall-clock seconds spent in each phase of training, summed over steps. With several
@@ -267,7 +279,8 @@ typedef struct cn_trainer cn_trainer;
  * outlive the trainer, which updates its parameters and statistics in place; cfg is copied.
  * Momentum starts at zero. Returns a trainer the caller frees with cn_trainer_free, or NULL
  * with a message: a setting out of range (batch 1..65536, replicas 1..1024, threads 1..1024,
- * learning rate > 0, momentum in [0, 1)), out of memory, threads that cannot start. */
+ * learning rate > 0, momentum in [0, 1), a precision this CPU supports), out of memory, threads
+ * that cannot start. */
 cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err);
 /* The same for one rank of several processes (comm borrowed, it must outlive the trainer; NULL
  * or size 1: one process). num_replicas must be a multiple of comm->size: each rank runs its
@@ -405,6 +418,7 @@ typedef struct {
     float momentum;
     int train_samples;          /* training images used */
     uint32_t train_crc32;       /* CRC-32 of those images' pixels followed by their labels */
+    cn_precision precision;     /* of the products; fp32 for files that do not say */
     char isa[16];               /* instruction set of the kernels that wrote it; informational */
 } cn_train_state;
 

@@ -68,6 +68,63 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
     }
 }
 
+/* ---- bf16: the same products on operands packed in pairs (gemm.h) ----
+ * Forward: out = Wp [OC, CKK/2] * colp [CKK/2, P], pairs along (c,ky,kx). Weight gradient:
+ * dweight += dYp [OC, P/2] * rowsp [P/2, CKK], pairs along positions (from im2row at every
+ * size). Input gradient: col = W^T [CKK, OC/2] * dYq [OC/2, P], pairs along output channels,
+ * W^T read from W's row pairs. */
+
+static int halves(int n) { return (n + 1) / 2; }
+
+size_t cn_conv2d_packed_words(int C, int H, int W, int OC, int K)
+{
+    size_t P = (size_t)(H - K + 1) * (W - K + 1), CKK = (size_t)C * K * K;
+    size_t Pp = (size_t)halves((int)P), Kp = (size_t)halves((int)CKK), OCp = (size_t)halves(OC);
+    size_t forward = (size_t)OC * Kp + Kp * P;
+    size_t backward = CKK * OCp + Pp * CKK + (size_t)OC * Pp + OCp * P;
+    return forward > backward ? forward : backward;
+}
+
+void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
+                            int B, int C, int H, int W, int OC, int K, float *col,
+                            cn_bf16_pair *packed)
+{
+    int P = (H - K + 1) * (W - K + 1), CKK = C * K * K, Kp = halves(CKK);
+    cn_bf16_pair *wp = packed, *colp = packed + (size_t)OC * Kp;
+    cn_bf16_pack_rows(wp, weight, OC, CKK, CKK);
+    for (int b = 0; b < B; b++) {
+        float *o = out + (size_t)b * OC * P;
+        cn_im2col(col, in + (size_t)b * C * H * W, C, H, W, K);
+        cn_bf16_pack_row_pairs(colp, col, CKK, P, P);
+        for (int oc = 0; oc < OC; oc++)
+            for (int p = 0; p < P; p++) o[(size_t)oc * P + p] = bias[oc];
+        cn_gemm_bf16(OC, P, Kp, wp, Kp, 1, colp, P, 1, o, P);
+    }
+}
+
+void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
+                             const float *in, const float *weight, int B, int C, int H, int W,
+                             int OC, int K, float *col, cn_bf16_pair *packed)
+{
+    int P = (H - K + 1) * (W - K + 1), CKK = C * K * K, Pp = halves(P), OCp = halves(OC);
+    cn_bf16_pair *wtp = packed, *rowsp = wtp + (size_t)CKK * OCp;
+    cn_bf16_pair *dyp = rowsp + (size_t)Pp * CKK, *dyq = dyp + (size_t)OC * Pp;
+    if (din) cn_bf16_pack_row_pairs(wtp, weight, OC, CKK, CKK); /* read as W^T */
+    for (int b = 0; b < B; b++) {
+        const float *d = dout + (size_t)b * OC * P;
+        for (int oc = 0; oc < OC; oc++) dbias[oc] += sum_floats(d + (size_t)oc * P, P);
+        cn_im2row(col, in + (size_t)b * C * H * W, C, H, W, K);
+        cn_bf16_pack_row_pairs(rowsp, col, P, CKK, CKK);
+        cn_bf16_pack_rows(dyp, d, OC, P, P);
+        cn_gemm_bf16(OC, CKK, Pp, dyp, Pp, 1, rowsp, CKK, 1, dweight, CKK);
+        if (din) {
+            cn_bf16_pack_row_pairs(dyq, d, OC, P, P);
+            cn_gemm_bf16(CKK, P, OCp, wtp, 1, CKK, dyq, P, 0, col, P);
+            cn_col2im(din + (size_t)b * C * H * W, col, C, H, W, K);
+        }
+    }
+}
+
 /* The weight and bias gradients of a convolution whose output feeds only a max-pool (window =
  * stride = S), from the pool's gradient: each window has one nonzero, so the weight gradient
  * reads just the input patches the pool picked (a quarter of them with 2x2 windows), straight

@@ -112,9 +112,24 @@ static size_t col_floats(const cn_model *m)
     return most + CN_IM2ROW_SLACK;
 }
 
-int cn_plan_init(cn_plan *p, const cn_model *m, int batch)
+/* The packed bf16 operands of the largest convolution. */
+static size_t packed_words(const cn_model *m)
 {
-    *p = (cn_plan){.m = m, .batch = batch, .col_floats = col_floats(m)};
+    size_t most = 1;
+    for (int i = 0; i < m->num_layers; i++) {
+        const cn_layer *l = &m->layers[i];
+        if (l->kind != CN_CONV2D) continue;
+        size_t n = cn_conv2d_packed_words(l->in_c, l->in_h, l->in_w, l->out_c, l->kernel);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+int cn_plan_init(cn_plan *p, const cn_model *m, int batch, cn_precision precision)
+{
+    int bf16 = precision == CN_PRECISION_BF16;
+    *p = (cn_plan){.m = m, .batch = batch, .col_floats = col_floats(m), .bf16 = bf16,
+                   .packed_words = bf16 ? packed_words(m) : 0};
     if (m->num_layers < 1 || batch < 1) return -1;
     size_t L = (size_t)m->num_layers;
     p->segments = calloc(L, sizeof *p->segments);
@@ -160,6 +175,8 @@ static float *take(float *base, size_t *at, size_t n)
     return base ? base + start : NULL;
 }
 
+_Static_assert(sizeof(cn_bf16_pair) == sizeof(float), "packed pairs are carved as floats");
+
 /* Walks the buffers in one fixed order; with base NULL it only counts floats. Everything a
  * pass writes is in this one block, the workspace's own, so two threads running two workspaces
  * never write to the same cache line, timers and labels included. (Moving those into the block
@@ -177,6 +194,7 @@ static size_t carve(const cn_plan *p, cn_workspace *w, float *base)
     w->bn_invstd = TAKE((size_t)p->bn_channels);
     w->bn_var = TAKE((size_t)p->bn_channels);
     w->col = TAKE(p->col_floats);
+    w->packed = (cn_bf16_pair *)TAKE(p->packed_words);
     w->dparams = TAKE(m->num_params);
     w->partials = TAKE(p->partial_floats);
     for (int i = 0; i < m->num_layers; i++) {
@@ -266,8 +284,12 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
     int HW = l->out_h * l->out_w, bc = l->bn_channels;
     switch (l->kind) {
     case CN_CONV2D:
-        cn_conv2d_forward(io.y, io.x, prm + l->weight, prm + l->bias, n, l->in_c, l->in_h,
-                          l->in_w, l->out_c, l->kernel, s->col);
+        if (p->bf16)
+            cn_conv2d_forward_bf16(io.y, io.x, prm + l->weight, prm + l->bias, n, l->in_c,
+                                   l->in_h, l->in_w, l->out_c, l->kernel, s->col, s->packed);
+        else
+            cn_conv2d_forward(io.y, io.x, prm + l->weight, prm + l->bias, n, l->in_c, l->in_h,
+                              l->in_w, l->out_c, l->kernel, s->col);
         break;
     case CN_MAXPOOL2D:
         cn_maxpool2d_forward(io.y, io.argmax, io.x, n, l->in_c, l->in_h, l->in_w, l->kernel);
@@ -321,7 +343,10 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
             cn_conv2d_pool_weight_backward(dw, db, pool.dy, pool.argmax, io.x, n, l->in_c,
                                            l->in_h, l->in_w, l->out_c, l->kernel,
                                            m->layers[i + 1].kernel);
-        } else
+        } else if (p->bf16)
+            cn_conv2d_backward_bf16(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c,
+                                    l->in_h, l->in_w, l->out_c, l->kernel, s->col, s->packed);
+        else
             cn_conv2d_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c, l->in_h,
                                l->in_w, l->out_c, l->kernel, s->col);
         break;

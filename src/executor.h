@@ -7,6 +7,7 @@
 #ifndef CN_EXECUTOR_H
 #define CN_EXECUTOR_H
 
+#include "gemm.h"
 #include "model.h"
 
 typedef struct {
@@ -27,6 +28,8 @@ typedef struct {
     unsigned char *keep_grad; /* [L] 1: so is the gradient of that output */
     int *rows;                /* [L] samples its transient buffers hold (its segment's chunk) */
     size_t col_floats;        /* im2col scratch */
+    int bf16;                 /* 1: the convolutions' products in bf16 (CN_PRECISION_BF16) */
+    size_t packed_words;      /* their packed operands, when bf16 */
     size_t partial_floats;    /* per-chunk gradients of the segments with several chunks */
     int bn_channels;          /* all BatchNorm channels */
 } cn_plan;
@@ -39,13 +42,14 @@ typedef struct {
     int32_t **argmax;  /* per layer: max-pool argmax [batch, out size], NULL for the others */
     float *bn_mean, *bn_invstd, *bn_var; /* [bn_channels] batch statistics of the last pass */
     float *col;        /* im2col scratch */
+    cn_bf16_pair *packed; /* [packed_words] bf16 operands of a convolution (bf16 plans) */
     float *dparams;    /* [num_params] gradient of the last backward pass */
     float *partials;   /* [partial_floats] each chunk's share of dparams, summed in chunk order */
     double *layer_forward, *layer_backward; /* per layer: seconds in training passes */
     void *block;
 } cn_workspace;
 
-int cn_plan_init(cn_plan *p, const cn_model *m, int batch);
+int cn_plan_init(cn_plan *p, const cn_model *m, int batch, cn_precision precision);
 void cn_plan_free(cn_plan *p);
 int cn_workspace_init(cn_workspace *w, const cn_plan *p);
 void cn_workspace_free(cn_workspace *w);

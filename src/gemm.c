@@ -134,3 +134,27 @@ void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W)
 {
     kernels_by_isa[cn_isa_active()].pool2(y, where, x, H, W);
 }
+
+static const char *const precision_names[] = {"fp32", "bf16"};
+_Static_assert(sizeof precision_names / sizeof precision_names[0] == CN_PRECISION_COUNT,
+               "a name per precision");
+
+const char *cn_precision_name(cn_precision p)
+{
+    return (unsigned)p < CN_PRECISION_COUNT ? precision_names[p] : "unknown";
+}
+
+int cn_precision_from_name(const char *name, cn_precision *p)
+{
+    for (int i = 0; i < CN_PRECISION_COUNT; i++)
+        if (strcmp(name, precision_names[i]) == 0) {
+            *p = (cn_precision)i;
+            return 0;
+        }
+    return -1;
+}
+
+int cn_precision_supported(cn_precision p)
+{
+    return p == CN_PRECISION_FP32 || (p == CN_PRECISION_BF16 && cn_bf16_supported());
+}

@@ -51,13 +51,12 @@ void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, 
 /* dst [(rows+1)/2, cols]: row pairs of src [rows, cols] (ld), dst[r/2][c] = (src[r][c],
  * src[r+1][c]). */
 void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld);
-/* dst [cols, (rows+1)/2]: the transpose of src [rows, cols] (ld) in pairs, dst[c][r/2] =
- * (src[r][c], src[r+1][c]). */
-void cn_bf16_pack_columns(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld);
-/* C[M,N] += A[M, Kp pairs] * B[Kp pairs, N]: lda and ldb count pairs, ldc floats. Each element
- * of C is summed over the pairs in order. */
-void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, int lda, const cn_bf16_pair *B,
-                  int ldb, float *C, int ldc);
+/* C[M,N] = (accumulate ? C : 0) + A[M, Kp pairs] * B[Kp pairs, N], with A(i,k) at
+ * A[i*ai + k*ak] (a row-packed A has ai = Kp, ak = 1; the row pairs of a matrix packed with
+ * cn_bf16_pack_row_pairs, read as its transpose, ai = 1, ak = its columns); ldb counts pairs,
+ * ldc floats. Each element of C is summed over the pairs in order. */
+void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
+                  const cn_bf16_pair *B, int ldb, int accumulate, float *C, int ldc);
 
 /* The kernels, one set per instruction set (gemm_kernels.inc). */
 #define CN_DECLARE_GEMM_KERNELS(isa)                                                           \

@@ -56,31 +56,18 @@ void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int c
     }
 }
 
-void cn_bf16_pack_columns(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld)
-{
-    int pairs = (rows + 1) / 2;
-    for (int r = 0; r < rows; r += 2) {
-        const float *lo = src + (size_t)r * ld, *hi = r + 1 < rows ? lo + ld : NULL;
-        for (int c = 0; c < cols; c += 16) {
-            int n = cols - c < 16 ? cols - c : 16;
-            cn_bf16_pair p[16];
-            _mm512_storeu_si512(p, pairs16(lo + c, hi ? hi + c : NULL, n));
-            for (int i = 0; i < n; i++) dst[(size_t)(c + i) * pairs + r / 2] = p[i];
-        }
-    }
-}
-
-/* C[R, w] += A[R, Kp] * B[Kp, w] for the columns of m0 (the first vector) and m1 (the second;
- * none when the tile is one vector wide): R = 1..6 rows of two vectors of accumulators. */
+/* C[R, w] (+)= A[R, Kp] * B[Kp, w] for the columns of m0 (the first vector) and m1 (the
+ * second; none when the tile is one vector wide): R = 1..6 rows of two vectors of
+ * accumulators, which start from C or, with masks m0 and m1 turned off for loading, from 0. */
 static inline __attribute__((always_inline)) void
-tile(int R, int wide, int Kp, const cn_bf16_pair *A, int lda, const cn_bf16_pair *B, int ldb,
-     float *C, int ldc, __mmask16 m0, __mmask16 m1)
+tile(int R, int wide, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
+     const cn_bf16_pair *B, int ldb, float *C, int ldc, __mmask16 m0, __mmask16 m1, int add)
 {
     __m512 c[6][2];
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
-        c[r][0] = _mm512_maskz_loadu_ps(m0, C + (size_t)r * ldc);
-        if (wide) c[r][1] = _mm512_maskz_loadu_ps(m1, C + (size_t)r * ldc + 16);
+        c[r][0] = _mm512_maskz_loadu_ps(add ? m0 : 0, C + (size_t)r * ldc);
+        if (wide) c[r][1] = _mm512_maskz_loadu_ps(add ? m1 : 0, C + (size_t)r * ldc + 16);
     }
     for (int k = 0; k < Kp; k++) {
         const cn_bf16_pair *b = B + (size_t)k * ldb;
@@ -88,7 +75,7 @@ tile(int R, int wide, int Kp, const cn_bf16_pair *A, int lda, const cn_bf16_pair
         __m512bh b1 = wide ? (__m512bh)_mm512_maskz_loadu_epi32(m1, b + 16) : b0;
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
-            __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[(size_t)r * lda + k]);
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[r * ai + k * ak]);
             c[r][0] = _mm512_dpbf16_ps(c[r][0], a, b0);
             if (wide) c[r][1] = _mm512_dpbf16_ps(c[r][1], a, b1);
         }
@@ -101,14 +88,14 @@ tile(int R, int wide, int Kp, const cn_bf16_pair *A, int lda, const cn_bf16_pair
 }
 
 #define TILE_ROWS 6
-typedef void (*tile_fn)(int, const cn_bf16_pair *, int, const cn_bf16_pair *, int, float *, int,
-                        __mmask16, __mmask16);
+typedef void (*tile_fn)(int, const cn_bf16_pair *, ptrdiff_t, ptrdiff_t, const cn_bf16_pair *,
+                        int, float *, int, __mmask16, __mmask16, int);
 #define DEFINE_TILE(R, WIDE)                                                                   \
-    static void tile_##R##_##WIDE(int Kp, const cn_bf16_pair *A, int lda,                    \
+    static void tile_##R##_##WIDE(int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,  \
                                   const cn_bf16_pair *B, int ldb, float *C, int ldc,         \
-                                  __mmask16 m0, __mmask16 m1)                                \
+                                  __mmask16 m0, __mmask16 m1, int add)                       \
     {                                                                                         \
-        tile(R, WIDE, Kp, A, lda, B, ldb, C, ldc, m0, m1);                                    \
+        tile(R, WIDE, Kp, A, ai, ak, B, ldb, C, ldc, m0, m1, add);                            \
     }
 #define DEFINE_TILES(R) DEFINE_TILE(R, 0) DEFINE_TILE(R, 1)
 DEFINE_TILES(1)
@@ -122,8 +109,8 @@ static const tile_fn tiles[2][TILE_ROWS + 1] = {
     {NULL, tile_1_1, tile_2_1, tile_3_1, tile_4_1, tile_5_1, tile_6_1},
 };
 
-void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, int lda, const cn_bf16_pair *B,
-                  int ldb, float *C, int ldc)
+void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
+                  const cn_bf16_pair *B, int ldb, int accumulate, float *C, int ldc)
 {
     int bands = (M + TILE_ROWS - 1) / TILE_ROWS;
     int rows = bands ? (M + bands - 1) / bands : 0; /* even bands, as the fp32 kernels */
@@ -132,8 +119,8 @@ void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, int lda, const cn
         for (int j = 0; j < N; j += 32) {
             int w = N - j < 32 ? N - j : 32;
             __mmask16 m0 = first(w < 16 ? w : 16), m1 = first(w > 16 ? w - 16 : 0);
-            tiles[w > 16][R](Kp, A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j,
-                             ldc, m0, m1);
+            tiles[w > 16][R](Kp, A + i * ai, ai, ak, B + j, ldb, C + (size_t)i * ldc + j, ldc,
+                             m0, m1, accumulate);
         }
     }
 }

@@ -22,6 +22,17 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
                         const float *in, const float *weight, int B, int C, int H, int W, int OC,
                         int K, float *col);
 
+/* The same two with bf16 operands and fp32 sums in every product (cn_gemm_bf16; only where
+ * cn_bf16_supported): weights, patches and output gradients are rounded to bf16 as they are
+ * packed; dweight, dbias and din stay fp32. packed: scratch of cn_conv2d_packed_words(...). */
+size_t cn_conv2d_packed_words(int C, int H, int W, int OC, int K);
+void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
+                            int B, int C, int H, int W, int OC, int K, float *col,
+                            cn_bf16_pair *packed);
+void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
+                             const float *in, const float *weight, int B, int C, int H, int W,
+                             int OC, int K, float *col, cn_bf16_pair *packed);
+
 /* For a convolution whose output feeds only a max-pool with window = stride = S: dweight +=,
  * dbias += from the pool's output gradient dpool and its argmax, both [B,OC,OH/S,OW/S]; what
  * cn_maxpool2d_backward then cn_conv2d_backward (without din) give, summed in another order. */

@@ -21,7 +21,7 @@
 #define SAMPLER_VALUE "xoshiro256** Fisher-Yates permutation per (seed, epoch), v1"
 #define MOMENTUM_PREFIX "optimizer."
 #define MOMENTUM_SUFFIX ".momentum_buffer"
-#define NUM_META 16
+#define NUM_META 17
 #define VALUE_CAP 96
 
 /* ---------------------------------------------------------------- state */
@@ -48,6 +48,7 @@ void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn
     s->batch_size = cfg->batch_size;
     s->learning_rate = cfg->learning_rate;
     s->momentum = cfg->momentum;
+    s->precision = cfg->precision;
     s->train_samples = train->count;
     s->train_crc32 = data_crc32(train);
     snprintf(s->isa, sizeof s->isa, "%s", cn_isa_name(cn_isa_active()));
@@ -150,7 +151,7 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     static const char *const keys[NUM_META] = {
         KIND_KEY, "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
         "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
-        "train_samples", "train_data_crc32", "sampler", "isa"};
+        "train_samples", "train_data_crc32", "sampler", "isa", "precision"};
     snprintf(text[0], VALUE_CAP, "%s", KIND_VALUE);
     snprintf(text[1], VALUE_CAP, "%s", CN_VERSION);
     snprintf(text[2], VALUE_CAP, "%d", p->epoch);
@@ -167,6 +168,7 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     snprintf(text[13], VALUE_CAP, "%08" PRIx32, s->train_crc32);
     snprintf(text[14], VALUE_CAP, "%s", SAMPLER_VALUE);
     snprintf(text[15], VALUE_CAP, "%s", s->isa);
+    snprintf(text[16], VALUE_CAP, "%s", cn_precision_name(s->precision));
     for (int i = 0; i < NUM_META; i++) {
         meta[2 * i] = keys[i];
         meta[2 * i + 1] = text[i];
@@ -314,6 +316,11 @@ static int read_settings(const cn_safetensors *f, const char *path, cn_train_sta
     const char *isa = meta_value(f, "isa", path, err);
     if (!isa) return -1;
     snprintf(s->isa, sizeof s->isa, "%s", isa);
+    /* files from before there was a choice say nothing: they are fp32 */
+    const char *precision = cn_safetensors_meta(f, "precision");
+    s->precision = CN_PRECISION_FP32;
+    if (precision && cn_precision_from_name(precision, &s->precision) != 0)
+        return bad_value(path, "precision", precision, "fp32 or bf16", err);
     return 0;
 }
 

@@ -51,6 +51,9 @@ static int check_config(const cn_train_config *c, cn_error *err)
         return cn_fail(err, "learning rate must be a positive number");
     if (!(c->momentum >= 0 && c->momentum < 1))
         return cn_fail(err, "momentum must be in [0, 1)");
+    if (!cn_precision_supported(c->precision))
+        return cn_fail(err, "precision %s: this CPU cannot run it%s", cn_precision_name(c->precision),
+                       c->precision == CN_PRECISION_BF16 ? " (it needs AVX512_BF16)" : "");
     return 0;
 }
 
@@ -91,7 +94,7 @@ static int allocate(cn_trainer *t)
     int end = R;
     if (cn_comm_is_distributed(c)) cn_comm_share(R, c->rank, c->size, &t->first_replica, &end);
     int local = t->local_replicas = end - t->first_replica;
-    if (cn_plan_init(&t->plan, t->m, B)) return -1;
+    if (cn_plan_init(&t->plan, t->m, B, t->cfg.precision)) return -1;
     t->num_workspaces = t->cfg.threads; /* replicas on one thread run one after another */
     t->ws = calloc((size_t)t->num_workspaces, sizeof *t->ws);
     t->part_seconds = calloc((size_t)local, sizeof *t->part_seconds);

@@ -25,7 +25,7 @@ expect_absent() {
 }
 
 train_flags="--data-dir --batch-size --learning-rate --momentum --num-epochs --num-cores
-  --threads --log-steps --metrics-debug --seed --train-samples --test-samples --save
+  --threads --log-steps --metrics-debug --seed --precision --train-samples --test-samples --save
   --result-image --metrics-file --checkpoint-dir --save-every --keep --resume --help"
 eval_flags="--checkpoint --data-dir --test-samples --threads --batch-size --help"
 predict_flags="--checkpoint --idx --index --invert --help"
@@ -89,6 +89,9 @@ done <<EOF
 --seed -1
 --seed abc
 --seed 18446744073709551616
+--precision fp16
+--precision FP32
+--precision ""
 --train-samples -1
 --train-samples 1.5
 --test-samples -1

@@ -75,6 +75,12 @@ expect 2 "--batch-size 32 differs from the checkpoint's 64" train --resume part 
 expect 2 "--learning-rate 0.02 differs from the checkpoint's 0.01" train --resume part --num-epochs 3 --learning-rate 0.02
 expect 2 "--momentum 0.9 differs" train --resume part --num-epochs 3 --momentum 0.9
 expect 2 "--seed 2 differs from the checkpoint's 1" train --resume part --num-epochs 3 --seed 2
+if grep -q avx512_bf16 /proc/cpuinfo; then
+  expect 2 "--precision bf16 differs from the checkpoint's fp32" \
+    train --resume part --num-epochs 3 --precision bf16
+else
+  expect 2 "--precision bf16: this CPU cannot run it" train --resume part --num-epochs 3 --precision bf16
+fi
 expect 2 "--train-samples 2048 uses 2048 training images, the checkpoint's run used 4096" \
   train --resume part --num-epochs 3 --train-samples 2048
 expect 2 "--num-epochs 2: .* has already trained 2 epochs" train --resume part --num-epochs 2

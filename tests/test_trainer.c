@@ -167,13 +167,14 @@ static void test_model_rejects_bad_specs(void **state)
 
 
 /* Trains a fresh seed model and returns a copy of its state (params and running stats). */
-static float *train_copy(const cn_dataset *ds, int replicas, int threads, int batch, int epochs)
+static float *train_copy(const cn_dataset *ds, int replicas, int threads, int batch, int epochs,
+                         cn_precision precision)
 {
     cn_error err;
     cn_model *m = cn_model_fashion_mnist(&err);
     assert_non_null(m);
     cn_model_init(m, 5);
-    cn_train_config cfg = {batch, replicas, threads, 0.01f, 0.5f, 5};
+    cn_train_config cfg = {batch, replicas, threads, 0.01f, 0.5f, 5, precision};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
     for (int e = 1; e <= epochs; e++) {
@@ -193,16 +194,16 @@ static float *train_copy(const cn_dataset *ds, int replicas, int threads, int ba
     return copy;
 }
 
-static void check_thread_invariance(int replicas)
+static void check_thread_invariance(int replicas, cn_precision precision)
 {
     cn_dataset ds = tu_synthetic_set(1200, 11);
-    float *one = train_copy(&ds, replicas, 1, 32, 2);
+    float *one = train_copy(&ds, replicas, 1, 32, 2, precision);
     for (int threads = 2; threads <= 3; threads++) {
-        float *other = train_copy(&ds, replicas, threads, 32, 2);
+        float *other = train_copy(&ds, replicas, threads, 32, 2, precision);
         assert_memory_equal(one, other, (21900 + 60) * sizeof(float));
         free(other);
     }
-    float *fewer = train_copy(&ds, replicas, 1, 16, 1); /* a different run must differ */
+    float *fewer = train_copy(&ds, replicas, 1, 16, 1, precision); /* a different run must differ */
     assert_memory_not_equal(one, fewer, 21900 * sizeof(float));
     free(fewer);
     free(one);
@@ -212,20 +213,42 @@ static void check_thread_invariance(int replicas)
 static void test_weights_bit_identical_across_threads_r8(void **state)
 {
     (void)state;
-    check_thread_invariance(8);
+    check_thread_invariance(8, CN_PRECISION_FP32);
 }
 
 static void test_weights_bit_identical_across_threads_r2(void **state)
 {
     (void)state;
-    check_thread_invariance(2);
+    check_thread_invariance(2, CN_PRECISION_FP32);
 }
 
 /* One replica, several threads: the chunks of its batch are spread over the threads. */
 static void test_weights_bit_identical_across_threads_r1(void **state)
 {
     (void)state;
-    check_thread_invariance(1);
+    check_thread_invariance(1, CN_PRECISION_FP32);
+}
+
+/* bf16 products: still the same bits for every thread count, and weights that differ from
+ * fp32's (the products did change) by little (the math is the same). */
+static void test_bf16_weights_bit_identical_across_threads_and_near_fp32(void **state)
+{
+    (void)state;
+    if (!cn_precision_supported(CN_PRECISION_BF16)) skip(); /* this CPU trains in fp32 only */
+    check_thread_invariance(2, CN_PRECISION_BF16);
+    check_thread_invariance(1, CN_PRECISION_BF16);
+    cn_dataset ds = tu_synthetic_set(1200, 11);
+    float *fp32 = train_copy(&ds, 2, 2, 32, 2, CN_PRECISION_FP32);
+    float *bf16 = train_copy(&ds, 2, 2, 32, 2, CN_PRECISION_BF16);
+    double diff = 0, size = 0;
+    for (int i = 0; i < 21900; i++) {
+        diff = fmax(diff, fabs((double)fp32[i] - bf16[i]));
+        size = fmax(size, fabs((double)fp32[i]));
+    }
+    assert_true(diff > 0);
+    if (diff > 0.02 * size) fail_msg("bf16 weights differ from fp32's by %g (largest %g)", diff, size);
+    free(fp32), free(bf16);
+    cn_dataset_free(&ds);
 }
 
 static void test_running_stats_are_mean_of_replica_updates(void **state)
@@ -244,7 +267,7 @@ static void test_running_stats_are_mean_of_replica_updates(void **state)
     for (int replicas = 1; replicas <= 2; replicas++) {
         cn_model *m = cn_model_fashion_mnist(&err);
         cn_model_init(m, 1);
-        cn_train_config cfg = {4, replicas, 1, 0.01f, 0.5f, 1};
+        cn_train_config cfg = {4, replicas, 1, 0.01f, 0.5f, 1, CN_PRECISION_FP32};
         cn_trainer *t = cn_trainer_create(m, &cfg, &err);
         float loss;
         assert_int_equal(cn_trainer_step(t, images, labels, &loss, NULL, &err), 0);
@@ -269,7 +292,7 @@ static void test_divergence_stops_before_the_weights_break(void **state)
     cn_error err;
     cn_model *m = cn_model_fashion_mnist(&err);
     cn_model_init(m, 1);
-    cn_train_config cfg = {32, 2, 2, 3e37f, 0.5f, 1};
+    cn_train_config cfg = {32, 2, 2, 3e37f, 0.5f, 1, CN_PRECISION_FP32};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
     static float before[21900];
@@ -302,7 +325,7 @@ static void test_another_model_trains_through_the_library(void **state)
     assert_non_null(m);
     assert_int_equal(cn_model_num_params(m), 4 * 9 + 4 + 4 + 4 + 10 * 4 * 13 * 13 + 10);
     cn_model_init(m, 3);
-    cn_train_config cfg = {32, 2, 2, 0.01f, 0.5f, 3};
+    cn_train_config cfg = {32, 2, 2, 0.01f, 0.5f, 3, CN_PRECISION_FP32};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
     cn_dataset train = tu_synthetic_set(2048, 21), test = tu_synthetic_set(500, 22);
@@ -330,7 +353,7 @@ static void test_short_run_on_fashion_mnist_learns(void **state)
     train.count = 12000;
     cn_model *m = cn_model_fashion_mnist(&err);
     cn_model_init(m, 1);
-    cn_train_config cfg = {64, 4, 2, 0.01f, 0.5f, 1};
+    cn_train_config cfg = {64, 4, 2, 0.01f, 0.5f, 1, CN_PRECISION_FP32};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
     float first = 0, mean = 0;
@@ -369,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_weights_bit_identical_across_threads_r8),
         cmocka_unit_test(test_weights_bit_identical_across_threads_r2),
         cmocka_unit_test(test_weights_bit_identical_across_threads_r1),
+        cmocka_unit_test(test_bf16_weights_bit_identical_across_threads_and_near_fp32),
         cmocka_unit_test(test_running_stats_are_mean_of_replica_updates),
         cmocka_unit_test(test_divergence_stops_before_the_weights_break),
         cmocka_unit_test(test_another_model_trains_through_the_library),
