@@ -69,19 +69,23 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
 }
 
 /* ---- bf16: the same products on operands packed in pairs (gemm.h) ----
- * Forward: out = Wp [OC, CKK/2] * colp [CKK/2, P], pairs along (c,ky,kx). Weight gradient:
- * dweight += dYp [OC, P/2] * rowsp [P/2, CKK], pairs along positions (from im2row at every
- * size). Input gradient: col = W^T [CKK, OC/2] * dYq [OC/2, P], pairs along output channels,
- * W^T read from W's row pairs. */
+ * Forward: out = Wp [OC, C/2*K*K] * colp [C/2*K*K, P], pairs of channels (c even, c+1) at each
+ * (ky,kx): the input's channel pairs go through im2col as 32-bit words. Weight gradient:
+ * dweight += dYp [OC, P/2] * rowsp [P/2, CKK], pairs of positions, which for an even output
+ * width are horizontal neighbours: im2row in pairs from the input paired with its right-hand
+ * neighbours (other widths: im2row, then pairs of its rows). Input gradient: col = W^T [CKK,
+ * OC/2] * dYq [OC/2, P], pairs of output channels, W^T read from W's row pairs. */
 
 static int halves(int n) { return (n + 1) / 2; }
 
 size_t cn_conv2d_packed_words(int C, int H, int W, int OC, int K)
 {
-    size_t P = (size_t)(H - K + 1) * (W - K + 1), CKK = (size_t)C * K * K;
-    size_t Pp = (size_t)halves((int)P), Kp = (size_t)halves((int)CKK), OCp = (size_t)halves(OC);
-    size_t forward = (size_t)OC * Kp + Kp * P;
-    size_t backward = CKK * OCp + Pp * CKK + (size_t)OC * Pp + OCp * P;
+    size_t P = (size_t)(H - K + 1) * (W - K + 1), CKK = (size_t)C * K * K, HW = (size_t)H * W;
+    size_t Pp = (size_t)halves((int)P), Cp = (size_t)halves(C), OCp = (size_t)halves(OC);
+    size_t Kp = Cp * K * K;
+    size_t forward = (size_t)OC * Kp + Cp * HW + Kp * P + CN_IM2ROW_SLACK;
+    size_t backward = CKK * OCp + (size_t)C * HW + Pp * CKK + CN_IM2ROW_SLACK + (size_t)OC * Pp +
+                      OCp * P;
     return forward > backward ? forward : backward;
 }
 
@@ -89,16 +93,33 @@ void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, co
                             int B, int C, int H, int W, int OC, int K, float *col,
                             cn_bf16_pair *packed)
 {
-    int P = (H - K + 1) * (W - K + 1), CKK = C * K * K, Kp = halves(CKK);
-    cn_bf16_pair *wp = packed, *colp = packed + (size_t)OC * Kp;
-    cn_bf16_pack_rows(wp, weight, OC, CKK, CKK);
+    (void)col; /* the patches are packed words */
+    int P = (H - K + 1) * (W - K + 1), KK = K * K, Cp = halves(C), Kp = Cp * KK;
+    cn_bf16_pair *wp = packed, *channels = wp + (size_t)OC * Kp;
+    cn_bf16_pair *colp = channels + (size_t)Cp * H * W;
+    for (int oc = 0; oc < OC; oc++) /* [Cp, K*K] per output channel: (c, c+1) at each (ky,kx) */
+        cn_bf16_pack_row_pairs(wp + (size_t)oc * Kp, weight + (size_t)oc * C * KK, C, KK, KK);
     for (int b = 0; b < B; b++) {
         float *o = out + (size_t)b * OC * P;
-        cn_im2col(col, in + (size_t)b * C * H * W, C, H, W, K);
-        cn_bf16_pack_row_pairs(colp, col, CKK, P, P);
+        cn_bf16_pack_row_pairs(channels, in + (size_t)b * C * H * W, C, H * W, H * W);
+        cn_im2col((float *)colp, (const float *)channels, Cp, H, W, K); /* copies, no sums */
         for (int oc = 0; oc < OC; oc++)
             for (int p = 0; p < P; p++) o[(size_t)oc * P + p] = bias[oc];
         cn_gemm_bf16(OC, P, Kp, wp, Kp, 1, colp, P, 1, o, P);
+    }
+}
+
+/* rowsp [P/2, CKK]: the patches of positions 2q and 2q+1 in pairs, for one sample. */
+static void position_pairs(cn_bf16_pair *rowsp, cn_bf16_pair *plane, const float *in, int C,
+                           int H, int W, int K, float *col)
+{
+    int OW = W - K + 1, P = (H - K + 1) * OW, CKK = C * K * K;
+    if (OW % 2 == 0) {
+        cn_bf16_pair_columns(plane, in, C, H, W);
+        cn_bf16_im2row_pairs(rowsp, plane, C, H, W, K);
+    } else {
+        cn_im2row(col, in, C, H, W, K);
+        cn_bf16_pack_row_pairs(rowsp, col, P, CKK, CKK);
     }
 }
 
@@ -107,14 +128,14 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
                              int OC, int K, float *col, cn_bf16_pair *packed)
 {
     int P = (H - K + 1) * (W - K + 1), CKK = C * K * K, Pp = halves(P), OCp = halves(OC);
-    cn_bf16_pair *wtp = packed, *rowsp = wtp + (size_t)CKK * OCp;
-    cn_bf16_pair *dyp = rowsp + (size_t)Pp * CKK, *dyq = dyp + (size_t)OC * Pp;
+    cn_bf16_pair *wtp = packed, *plane = wtp + (size_t)CKK * OCp;
+    cn_bf16_pair *rowsp = plane + (size_t)C * H * W;
+    cn_bf16_pair *dyp = rowsp + (size_t)Pp * CKK + CN_IM2ROW_SLACK, *dyq = dyp + (size_t)OC * Pp;
     if (din) cn_bf16_pack_row_pairs(wtp, weight, OC, CKK, CKK); /* read as W^T */
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P;
         for (int oc = 0; oc < OC; oc++) dbias[oc] += sum_floats(d + (size_t)oc * P, P);
-        cn_im2row(col, in + (size_t)b * C * H * W, C, H, W, K);
-        cn_bf16_pack_row_pairs(rowsp, col, P, CKK, CKK);
+        position_pairs(rowsp, plane, in + (size_t)b * C * H * W, C, H, W, K, col);
         cn_bf16_pack_rows(dyp, d, OC, P, P);
         cn_gemm_bf16(OC, CKK, Pp, dyp, Pp, 1, rowsp, CKK, 1, dweight, CKK);
         if (din) {

@@ -51,6 +51,15 @@ void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, 
 /* dst [(rows+1)/2, cols]: row pairs of src [rows, cols] (ld), dst[r/2][c] = (src[r][c],
  * src[r+1][c]). */
 void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld);
+/* dst [C, H, W]: each value of in [C, H, W] paired with its right-hand neighbour, dst[c][y][x] =
+ * (in[c][y][x], in[c][y][x+1]), the last column's partner 0: the pairs two horizontally
+ * adjacent output positions of a convolution read. */
+void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int W);
+/* rowsp [OH*OW/2, C*K*K] for an even OW = W-K+1: row q holds the patch entries of output
+ * positions 2q and 2q+1 as pairs, read from a cn_bf16_pair_columns plane [C, H, W] (im2row
+ * in pairs). May write CN_IM2ROW_SLACK pairs past the end. */
+void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C, int H, int W,
+                          int K);
 /* C[M,N] = (accumulate ? C : 0) + A[M, Kp pairs] * B[Kp pairs, N], with A(i,k) at
  * A[i*ai + k*ak] (a row-packed A has ai = Kp, ak = 1; the row pairs of a matrix packed with
  * cn_bf16_pack_row_pairs, read as its transpose, ai = 1, ak = its columns); ldb counts pairs,

@@ -56,6 +56,42 @@ void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int c
     }
 }
 
+void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int W)
+{
+    for (int row = 0; row < C * H; row++) {
+        const float *s = in + (size_t)row * W;
+        cn_bf16_pair *d = dst + (size_t)row * W;
+        for (int x = 0; x < W; x += 16) {
+            int n = W - x < 16 ? W - x : 16, right = W - 1 - x < 16 ? W - 1 - x : 16;
+            __m256i l = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n), s + x));
+            __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(right), s + x + 1));
+            __m512i v = _mm512_or_si512(_mm512_cvtepu16_epi32(l),
+                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            _mm512_mask_storeu_epi32(d + x, first(n), v);
+        }
+    }
+}
+
+void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C, int H, int W,
+                          int K)
+{
+    int OW = W - K + 1, P = (H - K + 1) * OW, CKK = C * K * K;
+    for (int p = 0; p < P; p += 2) {
+        int oy = p / OW, ox = p % OW;
+        cn_bf16_pair *row = rowsp + (size_t)(p / 2) * CKK;
+        for (int c = 0; c < C; c++)
+            for (int ky = 0; ky < K; ky++) {
+                const cn_bf16_pair *s = plane + ((size_t)c * H + oy + ky) * W + ox;
+                cn_bf16_pair *d = row + (c * K + ky) * K;
+                if (K <= 8) { /* a whole 8-word store: the next piece overwrites the rest */
+                    _mm256_storeu_si256((__m256i *)d, _mm256_maskz_loadu_epi32((__mmask8)((1u << K) - 1), s));
+                    continue;
+                }
+                memcpy(d, s, (size_t)K * sizeof *d);
+            }
+    }
+}
+
 /* C[R, w] (+)= A[R, Kp] * B[Kp, w] for the columns of m0 (the first vector) and m1 (the
  * second; none when the tile is one vector wide): R = 1..6 rows of two vectors of
  * accumulators, which start from C or, with masks m0 and m1 turned off for loading, from 0. */

@@ -112,16 +112,6 @@ static void test_patches_match_their_definition(void **state)
         check_patches(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], &rng);
 }
 
-/* x rounded to the nearest bfloat16 (ties to even), as a float: x finite. */
-static float bf16_round(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* The value in the low (half 0) or high (half 1) half of a pair. */
 static float pair_half(cn_bf16_pair p, int half)
 {
@@ -147,16 +137,16 @@ static void check_bf16_shape(int M, int N, int K, cn_rng *rng)
     for (int i = 0; i < M; i++)
         for (int k = 0; k < 2 * Kp; k++)
             assert_true(pair_half(Ap[(size_t)i * Kp + k / 2], k % 2) ==
-                        (k < K ? bf16_round(A[(size_t)i * K + k]) : 0.0f));
+                        (k < K ? tu_bf16_round(A[(size_t)i * K + k]) : 0.0f));
     for (int k = 0; k < 2 * Kp; k++)
         for (int j = 0; j < N; j++)
             assert_true(pair_half(Bp[(size_t)(k / 2) * N + j], k % 2) ==
-                        (k < K ? bf16_round(B[(size_t)k * N + j]) : 0.0f));
+                        (k < K ? tu_bf16_round(B[(size_t)k * N + j]) : 0.0f));
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double sum = C[(size_t)i * N + j];
             for (int k = 0; k < K; k++)
-                sum += (double)bf16_round(A[(size_t)i * K + k]) * bf16_round(B[(size_t)k * N + j]);
+                sum += (double)tu_bf16_round(A[(size_t)i * K + k]) * tu_bf16_round(B[(size_t)k * N + j]);
             want[(size_t)i * N + j] = (float)sum;
         }
     cn_gemm_bf16(M, N, Kp, Ap, Kp, 1, Bp, N, 1, C, N);
@@ -173,7 +163,7 @@ static void check_bf16_shape(int M, int N, int K, cn_rng *rng)
         for (int j = 0; j < N; j++) {
             double sum = 0;
             for (int k = 0; k < K; k++)
-                sum += (double)bf16_round(A[(size_t)i * K + k]) * bf16_round(B[(size_t)k * N + j]);
+                sum += (double)tu_bf16_round(A[(size_t)i * K + k]) * tu_bf16_round(B[(size_t)k * N + j]);
             want[(size_t)i * N + j] = (float)sum;
         }
     cn_gemm_bf16(M, N, Kp, Tp, 1, M, Bp, N, 0, C, N);

@@ -405,6 +405,56 @@ static void test_pool_ties_match_scan_order(void **state)
     }
 }
 
+/* The bf16 convolution against the fp32 one fed the same values rounded to bf16: only the order
+ * of the sums may differ, so every packing layout must put each value where the product wants
+ * it. Even and odd output widths, channel counts and output channel counts. */
+static float *rounded_copy(const float *x, size_t n)
+{
+    float *r = zeros(n);
+    for (size_t i = 0; i < n; i++) r[i] = tu_bf16_round(x[i]);
+    return r;
+}
+
+static void check_conv_bf16(int B, int C, int H, int W, int OC, int K, cn_rng *rng)
+{
+    int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
+    size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * CKK, ny = (size_t)B * OC * P;
+    float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
+    float *b = random_values(rng, (size_t)OC, 0.1f), *dy = random_values(rng, ny, 1.0f);
+    float *xr = rounded_copy(x, nx), *wr = rounded_copy(w, nw), *dyr = rounded_copy(dy, ny);
+    float *col = zeros((size_t)CKK * P + CN_IM2ROW_SLACK);
+    cn_bf16_pair *packed = tracked(cn_conv2d_packed_words(C, H, W, OC, K) * sizeof *packed);
+    float *y = zeros(ny), *want_y = zeros(ny), *dx = zeros(nx), *want_dx = zeros(nx);
+    float *dw = zeros(nw), *want_dw = zeros(nw), *db = zeros((size_t)OC);
+    float *want_db = zeros((size_t)OC), *ignored = zeros(nw);
+    cn_conv2d_forward(want_y, xr, wr, b, B, C, H, W, OC, K, col);
+    cn_conv2d_backward(want_dx, want_dw, ignored, dyr, xr, wr, B, C, H, W, OC, K, col);
+    cn_conv2d_backward(NULL, ignored, want_db, dy, x, w, B, C, H, W, OC, K, col); /* fp32 bias */
+    cn_conv2d_forward_bf16(y, x, w, b, B, C, H, W, OC, K, col, packed);
+    cn_conv2d_backward_bf16(dx, dw, db, dy, x, w, B, C, H, W, OC, K, col, packed);
+    double worst[4] = {tu_max_violation(y, want_y, ny, 1e-5 * CKK, 1e-5),
+                       tu_max_violation(dw, want_dw, nw, 1e-5 * B * P, 1e-5),
+                       tu_max_violation(dx, want_dx, nx, 1e-5 * OC * K * K, 1e-5),
+                       tu_max_violation(db, want_db, (size_t)OC, 1e-5 * B * P, 1e-5)};
+    for (int i = 0; i < 4; i++)
+        if (worst[i] > 1)
+            fail_msg("bf16 conv B%d C%d %dx%d OC%d K%d: %s off by %.1f tolerances", B, C, H, W, OC,
+                     K, (const char *[]){"y", "dweight", "din", "dbias"}[i], worst[i]);
+}
+
+static void test_conv_bf16_matches_fp32_on_rounded_values(void **state)
+{
+    (void)state;
+    if (!cn_bf16_supported()) skip(); /* this CPU trains in fp32 only */
+    cn_rng rng;
+    cn_rng_seed(&rng, 13);
+    check_conv_bf16(2, 10, 12, 12, 20, 5, &rng); /* conv2 of the seed's model: even width */
+    check_conv_bf16(2, 1, 28, 28, 10, 5, &rng);  /* conv1: one channel */
+    check_conv_bf16(3, 3, 9, 10, 5, 3, &rng);    /* odd channels, odd output channels, width 8 */
+    check_conv_bf16(1, 4, 11, 11, 6, 4, &rng);   /* odd output width */
+    check_conv_bf16(1, 2, 5, 5, 3, 5, &rng);     /* one position */
+}
+
 /* A first layer's weight and bias gradients from the max-pool's gradient and argmax, against
  * the pool's backward pass then the convolution's, on random data: windows of 2 and 3, sizes the
  * pool floors, kernels up to 8 (masked rows) and 9 (the float-at-a-time path). Only the order
@@ -772,6 +822,7 @@ int main(void)
         T(test_conv1_fd),           T(test_pool_pytorch),    T(test_pool7_pytorch),
         T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
         T(test_pool_ties_match_scan_order), T(test_conv_weight_from_pool_matches_dense),
+        T(test_conv_bf16_matches_fp32_on_rounded_values),
         T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),
         T(test_linear_pytorch),     T(test_linear_fd),       T(test_log_softmax_pytorch),
         T(test_log_softmax_fd),     T(test_nll_pytorch),     T(test_nll_fd),

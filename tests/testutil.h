@@ -164,6 +164,16 @@ static inline uint32_t tu_pixel(cairo_surface_t *s, int x, int y)
     return ((const uint32_t *)(const void *)row)[x] & 0xFFFFFFu;
 }
 
+/* x rounded to the nearest bfloat16 (ties to even), as a float; x finite. */
+static inline float tu_bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 /* Largest |a-b| / (atol + rtol*|b|) over n values; <= 1 means within tolerance. */
 static inline double tu_max_violation(const float *a, const float *b, size_t n, double atol,
                                       double rtol)
