@@ -69,24 +69,49 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
 }
 
 /* ---- bf16: the same products on operands packed in pairs (gemm.h) ----
- * Forward: out = Wp [OC, C/2*K*K] * colp [C/2*K*K, P], pairs of channels (c even, c+1) at each
- * (ky,kx): the input's channel pairs go through im2col as 32-bit words. Weight gradient:
- * dweight += dYp [OC, P/2] * rowsp [P/2, CKK], pairs of positions, which for an even output
- * width are horizontal neighbours: im2row in pairs from the input paired with its right-hand
- * neighbours (other widths: im2row, then pairs of its rows). Input gradient: col = W^T [CKK,
- * OC/2] * dYq [OC/2, P], pairs of output channels, W^T read from W's row pairs. */
+ * Forward: out = Wp [OC, Kp] * colp [Kp, P], with pairs of channels (c even, c+1) at each
+ * (ky,kx) -- the input's channel pairs go through im2col as 32-bit words -- or, where that
+ * makes fewer pairs (one channel, say), pairs of kernel columns (kx even, kx+1) of each
+ * (c,ky), an odd K's last column with a zero weight -- from the input paired with its
+ * right-hand neighbours. Weight gradient: dweight += dYp [OC, P/2] * rowsp [P/2, CKK], pairs
+ * of positions, which for an even output width are horizontal neighbours: im2row in pairs from
+ * that same paired input (other widths: im2row, then pairs of its rows). Input gradient: col =
+ * W^T [CKK, OC/2] * dYq [OC/2, P], pairs of output channels, W^T read from W's row pairs. */
 
 static int halves(int n) { return (n + 1) / 2; }
+
+/* 1: the forward product pairs kernel columns, 0: channels. */
+static int pairs_columns(int C, int K) { return C * K * halves(K) < halves(C) * K * K; }
+
+static int forward_pairs(int C, int K)
+{
+    return pairs_columns(C, K) ? C * K * halves(K) : halves(C) * K * K;
+}
 
 size_t cn_conv2d_packed_words(int C, int H, int W, int OC, int K)
 {
     size_t P = (size_t)(H - K + 1) * (W - K + 1), CKK = (size_t)C * K * K, HW = (size_t)H * W;
-    size_t Pp = (size_t)halves((int)P), Cp = (size_t)halves(C), OCp = (size_t)halves(OC);
-    size_t Kp = Cp * K * K;
-    size_t forward = (size_t)OC * Kp + Cp * HW + Kp * P + CN_IM2ROW_SLACK;
+    size_t Pp = (size_t)halves((int)P), OCp = (size_t)halves(OC), Kp = (size_t)forward_pairs(C, K);
+    size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK;
     size_t backward = CKK * OCp + (size_t)C * HW + Pp * CKK + CN_IM2ROW_SLACK + (size_t)OC * Pp +
                       OCp * P;
     return forward > backward ? forward : backward;
+}
+
+/* wp [OC, Kp]: the weights in the forward product's pairs. */
+static void pack_forward_weights(cn_bf16_pair *wp, const float *weight, int C, int OC, int K)
+{
+    int KK = K * K, Kp = forward_pairs(C, K);
+    for (int oc = 0; oc < OC; oc++) {
+        const float *w = weight + (size_t)oc * C * KK;
+        if (!pairs_columns(C, K)) { /* [C/2, K*K]: (c, c+1) at each (ky,kx) */
+            cn_bf16_pack_row_pairs(wp + (size_t)oc * Kp, w, C, KK, KK);
+            continue;
+        }
+        for (int r = 0; r < C * K; r++) /* [C*K, (K+1)/2]: (kx, kx+1) of each (c,ky) */
+            cn_bf16_pack_rows(wp + (size_t)oc * Kp + (size_t)r * halves(K), w + (size_t)r * K, 1,
+                              K, K);
+    }
 }
 
 void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
@@ -94,15 +119,20 @@ void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, co
                             cn_bf16_pair *packed)
 {
     (void)col; /* the patches are packed words */
-    int P = (H - K + 1) * (W - K + 1), KK = K * K, Cp = halves(C), Kp = Cp * KK;
-    cn_bf16_pair *wp = packed, *channels = wp + (size_t)OC * Kp;
-    cn_bf16_pair *colp = channels + (size_t)Cp * H * W;
-    for (int oc = 0; oc < OC; oc++) /* [Cp, K*K] per output channel: (c, c+1) at each (ky,kx) */
-        cn_bf16_pack_row_pairs(wp + (size_t)oc * Kp, weight + (size_t)oc * C * KK, C, KK, KK);
+    int P = (H - K + 1) * (W - K + 1), Kp = forward_pairs(C, K);
+    cn_bf16_pair *wp = packed, *plane = wp + (size_t)OC * Kp;
+    cn_bf16_pair *colp = plane + (size_t)C * H * W;
+    pack_forward_weights(wp, weight, C, OC, K);
     for (int b = 0; b < B; b++) {
+        const float *x = in + (size_t)b * C * H * W;
         float *o = out + (size_t)b * OC * P;
-        cn_bf16_pack_row_pairs(channels, in + (size_t)b * C * H * W, C, H * W, H * W);
-        cn_im2col((float *)colp, (const float *)channels, Cp, H, W, K); /* copies, no sums */
+        if (pairs_columns(C, K)) {
+            cn_bf16_pair_columns(plane, x, C, H, W);
+            cn_bf16_im2col_pairs(colp, plane, C, H, W, K);
+        } else {
+            cn_bf16_pack_row_pairs(plane, x, C, H * W, H * W);
+            cn_im2col((float *)colp, (const float *)plane, halves(C), H, W, K); /* copies */
+        }
         for (int oc = 0; oc < OC; oc++)
             for (int p = 0; p < P; p++) o[(size_t)oc * P + p] = bias[oc];
         cn_gemm_bf16(OC, P, Kp, wp, Kp, 1, colp, P, 1, o, P);

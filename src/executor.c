@@ -274,13 +274,6 @@ static layer_io io_at(const cn_plan *p, const cn_workspace *w, const cn_workspac
     return io;
 }
 
-/* bf16 products for convolutions of two or more input channels: they pair channels, and a
- * single channel would pair with zeros, as much work as fp32 plus the packing. */
-static int conv_in_bf16(const cn_plan *p, const cn_layer *l)
-{
-    return p->bf16 && l->in_c >= 2;
-}
-
 static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
                           int n, int training)
 {
@@ -291,7 +284,7 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
     int HW = l->out_h * l->out_w, bc = l->bn_channels;
     switch (l->kind) {
     case CN_CONV2D:
-        if (conv_in_bf16(p, l))
+        if (p->bf16)
             cn_conv2d_forward_bf16(io.y, io.x, prm + l->weight, prm + l->bias, n, l->in_c,
                                    l->in_h, l->in_w, l->out_c, l->kernel, s->col, s->packed);
         else
@@ -350,7 +343,7 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
             cn_conv2d_pool_weight_backward(dw, db, pool.dy, pool.argmax, io.x, n, l->in_c,
                                            l->in_h, l->in_w, l->out_c, l->kernel,
                                            m->layers[i + 1].kernel);
-        } else if (conv_in_bf16(p, l))
+        } else if (p->bf16)
             cn_conv2d_backward_bf16(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c,
                                     l->in_h, l->in_w, l->out_c, l->kernel, s->col, s->packed);
         else

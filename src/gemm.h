@@ -55,6 +55,11 @@ void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int c
  * (in[c][y][x], in[c][y][x+1]), the last column's partner 0: the pairs two horizontally
  * adjacent output positions of a convolution read. */
 void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int W);
+/* colp [C*K*((K+1)/2), OH*OW]: im2col in pairs of kernel columns (kx, kx+1) for even kx, read
+ * from a cn_bf16_pair_columns plane [C, H, W]; the partner of an odd K's last column is the
+ * input's next value or 0, to be multiplied by a zero weight. */
+void cn_bf16_im2col_pairs(cn_bf16_pair *colp, const cn_bf16_pair *plane, int C, int H, int W,
+                          int K);
 /* rowsp [OH*OW/2, C*K*K] for an even OW = W-K+1: row q holds the patch entries of output
  * positions 2q and 2q+1 as pairs, read from a cn_bf16_pair_columns plane [C, H, W] (im2row
  * in pairs). May write CN_IM2ROW_SLACK pairs past the end. */

@@ -72,6 +72,24 @@ void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int 
     }
 }
 
+void cn_bf16_im2col_pairs(cn_bf16_pair *colp, const cn_bf16_pair *plane, int C, int H, int W,
+                          int K)
+{
+    int OH = H - K + 1, OW = W - K + 1, KH = (K + 1) / 2;
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < K; ky++)
+            for (int h = 0; h < KH; h++) {
+                cn_bf16_pair *row = colp + ((size_t)(c * K + ky) * KH + h) * OH * OW;
+                const cn_bf16_pair *from = plane + ((size_t)c * H + ky) * W + 2 * h;
+                for (int oy = 0; oy < OH; oy++)
+                    for (int x = 0; x < OW; x += 16) {
+                        __mmask16 m = first(OW - x < 16 ? OW - x : 16);
+                        _mm512_mask_storeu_epi32(row + oy * OW + x, m,
+                                                 _mm512_maskz_loadu_epi32(m, from + oy * W + x));
+                    }
+            }
+}
+
 void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C, int H, int W,
                           int K)
 {
