@@ -449,7 +449,8 @@ static void test_conv_bf16_matches_fp32_on_rounded_values(void **state)
     cn_rng rng;
     cn_rng_seed(&rng, 13);
     check_conv_bf16(2, 10, 12, 12, 20, 5, &rng); /* conv2 of the seed's model: even width */
-    check_conv_bf16(2, 1, 28, 28, 10, 5, &rng);  /* conv1: one channel */
+    check_conv_bf16(2, 1, 28, 28, 10, 5, &rng);  /* conv1: pairs of kernel columns */
+    check_conv_bf16(2, 3, 9, 10, 4, 5, &rng);    /* three channels: kernel columns too */
     check_conv_bf16(3, 3, 9, 10, 5, 3, &rng);    /* odd channels, odd output channels, width 8 */
     check_conv_bf16(1, 4, 11, 11, 6, 4, &rng);   /* odd output width */
     check_conv_bf16(1, 2, 5, 5, 3, 5, &rng);     /* one position */
