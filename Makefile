@@ -55,6 +55,7 @@ TRAIN_ARGS ?=
 BENCH_THREADS ?= $(shell nproc)
 BENCH_EPOCHS ?= 1
 BENCH_ROUNDS ?= 3
+BENCH_PRECISION ?= fp32
 
 .PHONY: all deps deps-test deps-bench deps-fuzz train test test-sanitize fuzz check bench bench-run \
         bench-gemm bench-mpi clean install uninstall
@@ -122,7 +123,7 @@ bench: deps-bench
 	@$(MAKE) --no-print-directory bench-run
 
 bench-run: all $(BUILD)/bench
-	@bench/run.sh $(BUILD) $(BENCH_THREADS) $(BENCH_EPOCHS) $(BENCH_ROUNDS)
+	@bench/run.sh $(BUILD) $(BENCH_THREADS) $(BENCH_EPOCHS) $(BENCH_ROUNDS) $(BENCH_PRECISION)
 
 # cnnc's GEMM against OpenBLAS on the model's shapes (needs libopenblas-dev).
 bench-gemm: deps-bench

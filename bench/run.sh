@@ -7,12 +7,14 @@
 # of the per-round ratios (and the ratio of each side's best round); every round's figures go to
 # build/bench.json with cnnc's per-layer breakdown and GFLOP/s against the measured peak. The
 # claim is the ratio.
-# Usage: bench/run.sh BUILD_DIR [THREADS] [EPOCHS] [ROUNDS]
+# Usage: bench/run.sh BUILD_DIR [THREADS] [EPOCHS] [ROUNDS] [PRECISION]   (cnnc's --precision:
+# fp32, the default, or bf16; PyTorch always runs fp32)
 set -eu
 build=${1:-build}
 threads=${2:-$(nproc)}
 epochs=${3:-1}
 rounds=${4:-3}
+precision=${5:-fp32}
 data=/usr/share/datasets/fashion-mnist
 reference=${PYTORCH_REFERENCE:-$(dirname "$0")/pytorch_reference.py}
 out="$build/bench.json"
@@ -23,7 +25,7 @@ round=1
 while [ "$round" -le "$rounds" ]; do
   echo "== round $round of $rounds"
   "$build/bench" --threads "$threads" --epochs "$epochs" --data-dir "$data" \
-    --json "$build/bench-cnnc-$round.json" > "$build/bench-cnnc-$round.txt"
+    --precision "$precision" --json "$build/bench-cnnc-$round.json" > "$build/bench-cnnc-$round.txt"
   head -n 3 "$build/bench-cnnc-$round.txt" | tail -n 2
   if [ "$have_torch" -eq 1 ]; then
     # one warm-up epoch more, as build/bench does; only the epochs after it are counted

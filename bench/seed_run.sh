@@ -2,20 +2,22 @@
 # seed_run.sh — the seed's whole job, cnnc and then PyTorch (bench/pytorch_reference.py,
 # Debian's python3-torch) on the same machine in one run: 50 epochs, 8 replicas x 128, and a
 # test pass after every epoch. Prints each side's training time, wall time and final accuracy.
-# Usage: bench/seed_run.sh [EPOCHS] [THREADS]   (defaults: 50, online CPUs)
+# Usage: bench/seed_run.sh [EPOCHS] [THREADS] [PRECISION]   (defaults: 50, online CPUs, fp32;
+# PRECISION is cnnc's --precision, PyTorch runs fp32; PYTORCH_REFERENCE=none skips PyTorch)
 # It measures; it asserts nothing. Needs `make` done and, for the PyTorch side, python3-torch.
 set -eu
 cd "$(dirname "$0")/.."
 epochs=${1:-50}
 threads=${2:-$(nproc)}
+precision=${3:-fp32}
 data=/usr/share/datasets/fashion-mnist
 reference=${PYTORCH_REFERENCE:-bench/pytorch_reference.py}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-echo "== cnnc: $epochs epochs, 8 x 128, $threads threads ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+echo "== cnnc: $epochs epochs, 8 x 128, $threads threads, $precision ($(date -u '+%Y-%m-%d %H:%M UTC'))"
 start=$(date +%s.%N)
-build/cnnc train --num-epochs "$epochs" --threads "$threads" --data-dir "$data" \
+build/cnnc train --num-epochs "$epochs" --threads "$threads" --data-dir "$data" --precision "$precision" \
   --result-image "$out/test_result.png" --plot "$out/curves.png" --metrics-file "$out/m.jsonl" \
   > "$out/cnnc.log"
 end=$(date +%s.%N)
