@@ -3,8 +3,9 @@
  * channel-major patch matrix (im2col); the weight gradient uses the position-major one (im2row)
  * when there are few output positions, so that it too is a plain product rather than many short
  * dot products; the input gradient goes back through col2im. The patch copies are vector
- * kernels chosen with the GEMM's (gemm.h). No padding, stride or dilation: the models here do
- * not use them. */
+ * kernels chosen with the GEMM's (gemm.h). The _bf16 variants (--precision bf16) do the same
+ * products on bf16 operands packed in pairs (cn_gemm_bf16). No padding, stride or dilation: the
+ * models here do not use them. */
 #include "gemm.h"
 #include "layers.h"
 
@@ -115,10 +116,8 @@ static void pack_forward_weights(cn_bf16_pair *wp, const float *weight, int C, i
 }
 
 void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
-                            int B, int C, int H, int W, int OC, int K, float *col,
-                            cn_bf16_pair *packed)
+                            int B, int C, int H, int W, int OC, int K, cn_bf16_pair *packed)
 {
-    (void)col; /* the patches are packed words */
     int P = (H - K + 1) * (W - K + 1), Kp = forward_pairs(C, K);
     cn_bf16_pair *wp = packed, *plane = wp + (size_t)OC * Kp;
     cn_bf16_pair *colp = plane + (size_t)C * H * W;

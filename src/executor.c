@@ -286,7 +286,7 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
     case CN_CONV2D:
         if (p->bf16)
             cn_conv2d_forward_bf16(io.y, io.x, prm + l->weight, prm + l->bias, n, l->in_c,
-                                   l->in_h, l->in_w, l->out_c, l->kernel, s->col, s->packed);
+                                   l->in_h, l->in_w, l->out_c, l->kernel, s->packed);
         else
             cn_conv2d_forward(io.y, io.x, prm + l->weight, prm + l->bias, n, l->in_c, l->in_h,
                               l->in_w, l->out_c, l->kernel, s->col);

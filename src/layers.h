@@ -24,11 +24,11 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
 
 /* The same two with bf16 operands and fp32 sums in every product (cn_gemm_bf16; only where
  * cn_bf16_supported): weights, patches and output gradients are rounded to bf16 as they are
- * packed; dweight, dbias and din stay fp32. packed: scratch of cn_conv2d_packed_words(...). */
+ * packed; out, dweight, dbias and din stay fp32. packed: scratch of cn_conv2d_packed_words(...)
+ * words; backward also uses col (as above). */
 size_t cn_conv2d_packed_words(int C, int H, int W, int OC, int K);
 void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
-                            int B, int C, int H, int W, int OC, int K, float *col,
-                            cn_bf16_pair *packed);
+                            int B, int C, int H, int W, int OC, int K, cn_bf16_pair *packed);
 void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
                              const float *in, const float *weight, int B, int C, int H, int W,
                              int OC, int K, float *col, cn_bf16_pair *packed);

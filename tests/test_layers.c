@@ -430,7 +430,7 @@ static void check_conv_bf16(int B, int C, int H, int W, int OC, int K, cn_rng *r
     cn_conv2d_forward(want_y, xr, wr, b, B, C, H, W, OC, K, col);
     cn_conv2d_backward(want_dx, want_dw, ignored, dyr, xr, wr, B, C, H, W, OC, K, col);
     cn_conv2d_backward(NULL, ignored, want_db, dy, x, w, B, C, H, W, OC, K, col); /* fp32 bias */
-    cn_conv2d_forward_bf16(y, x, w, b, B, C, H, W, OC, K, col, packed);
+    cn_conv2d_forward_bf16(y, x, w, b, B, C, H, W, OC, K, packed);
     cn_conv2d_backward_bf16(dx, dw, db, dy, x, w, B, C, H, W, OC, K, col, packed);
     double worst[4] = {tu_max_violation(y, want_y, ny, 1e-5 * CKK, 1e-5),
                        tu_max_violation(dw, want_dw, nw, 1e-5 * B * P, 1e-5),
