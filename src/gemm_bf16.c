@@ -20,13 +20,18 @@ int cn_bf16_supported(void)
 /* The first n <= 16 lanes. */
 static inline __mmask16 first(int n) { return (__mmask16)((1u << n) - 1); }
 
-/* 16 pairs: the low halves from lo, the high halves from hi (n <= 16 floats each read). */
-static inline __m512i pairs16(const float *lo, const float *hi, int n)
+/* The first n <= 16 floats at p rounded to bf16, each in the low half of a 32-bit lane. */
+static inline __m512i bf16_lanes(const float *p, int n)
 {
-    __m256i l = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n), lo));
-    __m512i h = _mm512_setzero_si512();
-    if (hi) h = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n), hi)));
-    return _mm512_or_si512(_mm512_cvtepu16_epi32(l), _mm512_slli_epi32(h, 16));
+    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n), p)));
+}
+
+/* 16 pairs: the low halves from the first n floats at lo, the high halves from the first m at
+ * hi (0 for the lanes past m). */
+static inline __m512i pairs16(const float *lo, int n, const float *hi, int m)
+{
+    __m512i h = m > 0 ? bf16_lanes(hi, m) : _mm512_setzero_si512();
+    return _mm512_or_si512(bf16_lanes(lo, n), _mm512_slli_epi32(h, 16));
 }
 
 void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld)
@@ -47,11 +52,12 @@ void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, 
 void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld)
 {
     for (int r = 0; r < rows; r += 2) {
-        const float *lo = src + (size_t)r * ld, *hi = r + 1 < rows ? lo + ld : NULL;
+        int last = r + 1 == rows; /* an odd last row pairs with zeros */
+        const float *lo = src + (size_t)r * ld, *hi = last ? lo : lo + ld;
         cn_bf16_pair *d = dst + (size_t)(r / 2) * cols;
         for (int c = 0; c < cols; c += 16) {
             int n = cols - c < 16 ? cols - c : 16;
-            _mm512_mask_storeu_epi32(d + c, first(n), pairs16(lo + c, hi ? hi + c : NULL, n));
+            _mm512_mask_storeu_epi32(d + c, first(n), pairs16(lo + c, n, hi + c, last ? 0 : n));
         }
     }
 }
@@ -61,13 +67,9 @@ void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int 
     for (int row = 0; row < C * H; row++) {
         const float *s = in + (size_t)row * W;
         cn_bf16_pair *d = dst + (size_t)row * W;
-        for (int x = 0; x < W; x += 16) {
+        for (int x = 0; x < W; x += 16) { /* the right-hand neighbours stop at the row's end */
             int n = W - x < 16 ? W - x : 16, right = W - 1 - x < 16 ? W - 1 - x : 16;
-            __m256i l = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n), s + x));
-            __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(right), s + x + 1));
-            __m512i v = _mm512_or_si512(_mm512_cvtepu16_epi32(l),
-                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-            _mm512_mask_storeu_epi32(d + x, first(n), v);
+            _mm512_mask_storeu_epi32(d + x, first(n), pairs16(s + x, n, s + x + 1, right));
         }
     }
 }
@@ -102,7 +104,8 @@ void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C,
                 const cn_bf16_pair *s = plane + ((size_t)c * H + oy + ky) * W + ox;
                 cn_bf16_pair *d = row + (c * K + ky) * K;
                 if (K <= 8) { /* a whole 8-word store: the next piece overwrites the rest */
-                    _mm256_storeu_si256((__m256i *)d, _mm256_maskz_loadu_epi32((__mmask8)((1u << K) - 1), s));
+                    __m256i piece = _mm256_maskz_loadu_epi32((__mmask8)((1u << K) - 1), s);
+                    _mm256_storeu_si256((__m256i *)d, piece);
                     continue;
                 }
                 memcpy(d, s, (size_t)K * sizeof *d);

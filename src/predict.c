@@ -14,7 +14,8 @@ int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs
     int batch = n < PREDICT_BATCH ? n : PREDICT_BATCH;
     cn_plan plan;
     cn_workspace w = {0};
-    if (cn_plan_init(&plan, m, batch, CN_PRECISION_FP32) != 0 || cn_workspace_init(&w, &plan) != 0) {
+    if (cn_plan_init(&plan, m, batch, CN_PRECISION_FP32) != 0 ||
+        cn_workspace_init(&w, &plan) != 0) {
         cn_plan_free(&plan);
         return cn_fail(err, "out of memory for predicting a batch of %d images", batch);
     }

@@ -52,7 +52,8 @@ static int check_config(const cn_train_config *c, cn_error *err)
     if (!(c->momentum >= 0 && c->momentum < 1))
         return cn_fail(err, "momentum must be in [0, 1)");
     if (!cn_precision_supported(c->precision))
-        return cn_fail(err, "precision %s: this CPU cannot run it%s", cn_precision_name(c->precision),
+        return cn_fail(err, "precision %s: this CPU cannot run it%s",
+                       cn_precision_name(c->precision),
                        c->precision == CN_PRECISION_BF16 ? " (it needs AVX512_BF16)" : "");
     return 0;
 }

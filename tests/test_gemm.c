@@ -121,6 +121,20 @@ static float pair_half(cn_bf16_pair p, int half)
     return x;
 }
 
+/* want = (C or 0) + A B over the values rounded to bf16, in double. */
+static void bf16_reference(int M, int N, int K, const float *A, const float *B, const float *C,
+                           float *want)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = C ? C[(size_t)i * N + j] : 0.0;
+            for (int k = 0; k < K; k++)
+                sum += (double)tu_bf16_round(A[(size_t)i * K + k]) *
+                       tu_bf16_round(B[(size_t)k * N + j]);
+            want[(size_t)i * N + j] = (float)sum;
+        }
+}
+
 /* Both packings put each rounded value where their definitions say, zeros in the padding; the
  * product of packed operands, A read either way, matches double-precision sums of the rounded
  * values. */
@@ -142,13 +156,7 @@ static void check_bf16_shape(int M, int N, int K, cn_rng *rng)
         for (int j = 0; j < N; j++)
             assert_true(pair_half(Bp[(size_t)(k / 2) * N + j], k % 2) ==
                         (k < K ? tu_bf16_round(B[(size_t)k * N + j]) : 0.0f));
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double sum = C[(size_t)i * N + j];
-            for (int k = 0; k < K; k++)
-                sum += (double)tu_bf16_round(A[(size_t)i * K + k]) * tu_bf16_round(B[(size_t)k * N + j]);
-            want[(size_t)i * N + j] = (float)sum;
-        }
+    bf16_reference(M, N, K, A, B, C, want);
     cn_gemm_bf16(M, N, Kp, Ap, Kp, 1, Bp, N, 1, C, N);
     double worst = tu_max_violation(C, want, (size_t)M * N, 1e-5 * (K + 1), 1e-5);
     if (worst > 1) fail_msg("bf16 %dx%dx%d: off by %.2f tolerances", M, N, K, worst);
@@ -159,13 +167,7 @@ static void check_bf16_shape(int M, int N, int K, cn_rng *rng)
     for (int i = 0; i < M; i++)
         for (int k = 0; k < K; k++) T[(size_t)k * M + i] = A[(size_t)i * K + k];
     cn_bf16_pack_row_pairs(Tp, T, K, M, M);
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double sum = 0;
-            for (int k = 0; k < K; k++)
-                sum += (double)tu_bf16_round(A[(size_t)i * K + k]) * tu_bf16_round(B[(size_t)k * N + j]);
-            want[(size_t)i * N + j] = (float)sum;
-        }
+    bf16_reference(M, N, K, A, B, NULL, want);
     cn_gemm_bf16(M, N, Kp, Tp, 1, M, Bp, N, 0, C, N);
     worst = tu_max_violation(C, want, (size_t)M * N, 1e-5 * (K + 1), 1e-5);
     if (worst > 1) fail_msg("bf16 A^T %dx%dx%d: off by %.2f tolerances", M, N, K, worst);
