@@ -246,10 +246,10 @@ int cn_comm_agree(const cn_comm *c, int failed, cn_error *err);
 /* ---------------------------------------------------------------- training */
 
 /* The precision of the convolutions' products. FP32: everything in single precision.
- * BF16: the convolutions of two or more input channels multiply bfloat16 operands (weights,
- * patches and output gradients rounded to nearest even) and sum in fp32, as a TPU does;
- * weights, momentum, gradients, one-channel convolutions (whose channels cannot pair) and
- * every other layer stay fp32. Needs a CPU with AVX512_BF16. */
+ * BF16: the convolutions multiply bfloat16 operands (weights, patches and output gradients
+ * rounded to nearest even) and sum in fp32, as a TPU does; weights, momentum, gradients, a
+ * first convolution's weight gradient taken from its max-pool's picks, and every other layer
+ * stay fp32. Needs a CPU with AVX512_BF16. */
 typedef enum { CN_PRECISION_FP32, CN_PRECISION_BF16, CN_PRECISION_COUNT } cn_precision;
 const char *cn_precision_name(cn_precision p); /* "fp32", "bf16"; "unknown" else */
 /* Sets *p from its name; -1 for any other text. */

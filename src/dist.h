@@ -1,7 +1,8 @@
 /* dist.h — what the trainer needs to run its replicas in several processes: the exchange of
  * every replica's step results (gradient, loss, BatchNorm batch statistics), after which each
  * rank holds all of them in replica order (a single process keeps its results there too),
- * and the gathering of an array whose parts the ranks computed (evaluation). Built on cn_comm's one collective. No MPI here, and no arithmetic on
+ * and the gathering of an array whose parts the ranks computed (evaluation). Built on cn_comm's
+ * one collective. No MPI here, and no arithmetic on
  * the results: the trainer sums them, in the same order as for one process. */
 #ifndef CN_DIST_H
 #define CN_DIST_H
