@@ -112,6 +112,62 @@ static int compare_patches(void)
     return 0;
 }
 
+/* The gradients of a convolution from its max-pool's picks (2x2 windows), one sample: the
+ * picks are those of random outputs, a third of their gradients zero (as after a ReLU). */
+typedef struct {
+    const char *what;
+    int which, C, H, W, OC, K; /* which: 0 from the input, 1 from rows, 2 input's rows, 3 row2im */
+} pick_shape;
+
+static const pick_shape pick_shapes[] = {
+    {"conv1 dW from the input  picks[10x144]", 0, 1, 28, 28, 10, 5},
+    {"conv2 dW from rows       picks[20x16]", 1, 10, 12, 12, 20, 5},
+    {"conv2 input rows         picks[20x16]", 2, 10, 12, 12, 20, 5},
+    {"conv2 row2im             rows[64x250]", 3, 10, 12, 12, 20, 5},
+};
+
+static void time_pick_call(const pick_shape *s, int Q, const float *a, const int32_t *at,
+                           float *in, const float *w, float *rows, int32_t *scratch, float *dw)
+{
+    int OH = s->H - s->K + 1, OW = s->W - s->K + 1, L = s->C * s->K * s->K;
+    switch (s->which) {
+    case 0: cn_conv_picked_weight_gradient(s->OC, Q, a, at, in, s->C, s->H, s->W, s->K, dw); break;
+    case 1: cn_picked_rows_weight_gradient(s->OC, Q, a, at, rows, L, dw); break;
+    case 2: cn_picked_rows_input_gradient(s->OC, Q, a, at, w, L, OH * OW, rows, scratch); break;
+    default: cn_row2im(in, rows, s->C, s->H, s->W, s->K);
+    }
+}
+
+static int compare_picks(void)
+{
+    printf("%-42s %12s\n", "gradients from pool picks (one sample)", "cnnc us");
+    for (size_t i = 0; i < sizeof pick_shapes / sizeof pick_shapes[0]; i++) {
+        const pick_shape *s = &pick_shapes[i];
+        int OH = s->H - s->K + 1, OW = s->W - s->K + 1, Q = (OH / 2) * (OW / 2);
+        size_t L = (size_t)s->C * s->K * s->K, picks = (size_t)s->OC * Q;
+        float *in = random_floats((size_t)s->C * s->H * s->W), *w = random_floats(s->OC * L);
+        float *out = random_floats((size_t)s->OC * OH * OW), *a = random_floats(picks);
+        float *rows = random_floats((size_t)OH * OW * L + CN_IM2ROW_SLACK), *dw = random_floats(s->OC * L);
+        int32_t *at = malloc(picks * sizeof *at);
+        int32_t *scratch = malloc(CN_PICK_SCRATCH_INTS(OH * OW, picks) * sizeof *scratch);
+        if (!in || !w || !out || !a || !rows || !dw || !at || !scratch) return 1;
+        for (int oc = 0; oc < s->OC; oc++)
+            cn_maxpool2_plane(a + (size_t)oc * Q, at + (size_t)oc * Q, out + (size_t)oc * OH * OW,
+                              OH, OW);
+        for (size_t j = 0; j < picks; j++) a[j] = j % 3 ? (float)rand() / (float)RAND_MAX : 0.0f;
+        double best = 1e30;
+        for (int round = 0; round < 50; round++) {
+            double start = now_seconds();
+            for (int r = 0; r < 200; r++) time_pick_call(s, Q, a, at, in, w, rows, scratch, dw);
+            double took = (now_seconds() - start) / 200;
+            best = took < best ? took : best;
+        }
+        printf("%-42s %5.2f\n", s->what, best * 1e6);
+        free(in), free(w), free(out), free(a), free(rows), free(dw), free(at), free(scratch);
+    }
+    return 0;
+}
+
 /* Seconds per call of the bf16 product of the same shape (operands packed once, outside the
  * timing), best of 50 rounds; 0 when the CPU has no AVX512_BF16. */
 static double time_bf16(const shape *s, const float *A, const float *B, float *C)
@@ -163,5 +219,5 @@ int main(void)
     printf("(microseconds per call, GFLOP/s in parentheses; ratio > 1: cnnc faster; bf16: the\n"
            " AVX512_BF16 product of the same shape with operands packed beforehand, for the\n"
            " products --precision bf16 computes so: '-' for the others)\n");
-    return compare_patches();
+    return compare_patches() || compare_picks();
 }

@@ -180,20 +180,42 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
     }
 }
 
-/* The weight and bias gradients of a convolution whose output feeds only a max-pool (window =
- * stride = S), from the pool's gradient: each window has one nonzero, so the weight gradient
- * reads just the input patches the pool picked (a quarter of them with 2x2 windows), straight
- * from the input, and neither the pool's backward pass nor a patch matrix is needed. For a
- * first layer, which has no input gradient. */
-void cn_conv2d_pool_weight_backward(float *dweight, float *dbias, const float *dpool,
-                                    const int32_t *argmax, const float *in, int B, int C, int H,
-                                    int W, int OC, int K, int S)
+/* The gradients of a convolution whose output feeds only a max-pool (window = stride = S),
+ * from the pool's gradient: each window has one nonzero, so only the picked positions (a
+ * quarter of them with 2x2 windows) enter the products, and the pool's backward pass is not
+ * needed. Without din (a first layer) the weight gradient reads the picked patches straight
+ * from the input; with din, from the patch matrix (im2row in col), which then holds the input
+ * gradient's patch rows for row2im; the picks sorted by position go after it. */
+static size_t patch_floats(int C, int H, int W, int K)
 {
-    int Q = ((H - K + 1) / S) * ((W - K + 1) / S);
+    return (size_t)C * K * K * (H - K + 1) * (W - K + 1) + CN_IM2ROW_SLACK;
+}
+
+_Static_assert(sizeof(int32_t) == sizeof(float), "the picks' scratch is counted in floats");
+
+size_t cn_conv2d_pool_col_floats(int C, int H, int W, int OC, int K, int S)
+{
+    int OH = H - K + 1, OW = W - K + 1, Q = (OH / S) * (OW / S);
+    return patch_floats(C, H, W, K) + CN_PICK_SCRATCH_INTS(OH * OW, OC * Q);
+}
+
+void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const float *dpool,
+                             const int32_t *argmax, const float *in, const float *weight, int B,
+                             int C, int H, int W, int OC, int K, int S, float *col)
+{
+    int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K, Q = (OH / S) * (OW / S);
+    int32_t *picks = (int32_t *)(col + patch_floats(C, H, W, K));
     for (int b = 0; b < B; b++) {
-        const float *d = dpool + (size_t)b * OC * Q;
+        const float *d = dpool + (size_t)b * OC * Q, *x = in + (size_t)b * C * H * W;
+        const int32_t *at = argmax + (size_t)b * OC * Q;
         for (int oc = 0; oc < OC; oc++) dbias[oc] += sum_floats(d + (size_t)oc * Q, Q);
-        cn_conv_picked_weight_gradient(OC, Q, d, argmax + (size_t)b * OC * Q,
-                                       in + (size_t)b * C * H * W, C, H, W, K, dweight);
+        if (!din) {
+            cn_conv_picked_weight_gradient(OC, Q, d, at, x, C, H, W, K, dweight);
+            continue;
+        }
+        cn_im2row(col, x, C, H, W, K);
+        cn_picked_rows_weight_gradient(OC, Q, d, at, col, CKK, dweight);
+        cn_picked_rows_input_gradient(OC, Q, d, at, weight, CKK, OH * OW, col, picks);
+        cn_row2im(din + (size_t)b * C * H * W, col, C, H, W, K);
     }
 }

@@ -100,16 +100,23 @@ static void plan_segments(cn_plan *p)
     }
 }
 
-/* The patch scratch of the largest convolution, plus what im2row may write past its end. */
+static int conv_reads_pool(const cn_model *m, int i);
+
+/* The patch scratch of the largest convolution, plus what im2row may write past its end (and,
+ * before a max-pool, the picks' scratch). */
 static size_t col_floats(const cn_model *m)
 {
     size_t most = 1;
     for (int i = 0; i < m->num_layers; i++) {
         const cn_layer *l = &m->layers[i];
-        size_t n = (size_t)l->in_c * l->kernel * l->kernel * l->out_h * l->out_w;
-        if (l->kind == CN_CONV2D && n > most) most = n;
+        if (l->kind != CN_CONV2D) continue;
+        size_t n = (size_t)l->in_c * l->kernel * l->kernel * l->out_h * l->out_w + CN_IM2ROW_SLACK;
+        if (conv_reads_pool(m, i))
+            n = cn_conv2d_pool_col_floats(l->in_c, l->in_h, l->in_w, l->out_c, l->kernel,
+                                          m->layers[i + 1].kernel);
+        most = n > most ? n : most;
     }
-    return most + CN_IM2ROW_SLACK;
+    return most;
 }
 
 /* The packed bf16 operands of the largest convolution. */
@@ -318,12 +325,12 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
     }
 }
 
-/* A first-layer convolution followed by a max-pool takes its weight gradient from the pool's
- * gradient and argmax (cn_conv2d_pool_weight_backward), and the pool's own backward pass, whose
- * result only that convolution would read, is skipped. */
+/* A convolution followed by a max-pool takes its gradients from the pool's gradient and argmax
+ * (cn_conv2d_pool_backward), and the pool's own backward pass, whose result only that
+ * convolution would read, is skipped. */
 static int conv_reads_pool(const cn_model *m, int i)
 {
-    return i == 0 && kind_at(m, 0) == CN_CONV2D && kind_at(m, 1) == CN_MAXPOOL2D;
+    return kind_at(m, i) == CN_CONV2D && kind_at(m, i + 1) == CN_MAXPOOL2D;
 }
 
 /* dp + l->weight - shift is where this pass adds the gradient of layer i's weight. */
@@ -340,9 +347,9 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
     case CN_CONV2D:
         if (conv_reads_pool(m, i)) {
             layer_io pool = io_at(p, w, s, i + 1, first);
-            cn_conv2d_pool_weight_backward(dw, db, pool.dy, pool.argmax, io.x, n, l->in_c,
-                                           l->in_h, l->in_w, l->out_c, l->kernel,
-                                           m->layers[i + 1].kernel);
+            cn_conv2d_pool_backward(io.dx, dw, db, pool.dy, pool.argmax, io.x, prm + l->weight,
+                                    n, l->in_c, l->in_h, l->in_w, l->out_c, l->kernel,
+                                    m->layers[i + 1].kernel, s->col);
         } else if (p->bf16)
             cn_conv2d_backward_bf16(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c,
                                     l->in_h, l->in_w, l->out_c, l->kernel, s->col, s->packed);

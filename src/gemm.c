@@ -22,18 +22,22 @@ typedef struct {
     void (*picked)(int, int, const float *, const int32_t *, const float *, int, int, int, int,
                    float *);
     void (*pool2)(float *, int32_t *, const float *, int, int);
+    void (*picked_rows)(int, int, const float *, const int32_t *, const float *, int, float *);
+    void (*picked_input)(int, int, const float *, const int32_t *, const float *, int, int,
+                         float *, int32_t *);
+    void (*row2im)(float *, const float *, int, int, int, int);
 } gemm_kernels;
 
+#define KERNELS_OF(isa)                                                                        \
+    {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_im2col_##isa, cn_im2row_##isa,  \
+     cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_plane_##isa,          \
+     cn_picked_rows_weight_gradient_##isa, cn_picked_rows_input_gradient_##isa,               \
+     cn_row2im_##isa}
+
 static const gemm_kernels kernels_by_isa[] = {
-    [CN_ISA_GENERIC] = {cn_gemm_nn_generic, cn_gemm_nt_generic, cn_fma_burn_generic,
-                         cn_im2col_generic, cn_im2row_generic, cn_col2im_generic,
-                         cn_conv_picked_weight_gradient_generic, cn_maxpool2_plane_generic},
-    [CN_ISA_AVX2] = {cn_gemm_nn_avx2, cn_gemm_nt_avx2, cn_fma_burn_avx2,
-                         cn_im2col_avx2, cn_im2row_avx2, cn_col2im_avx2,
-                         cn_conv_picked_weight_gradient_avx2, cn_maxpool2_plane_avx2},
-    [CN_ISA_AVX512] = {cn_gemm_nn_avx512, cn_gemm_nt_avx512, cn_fma_burn_avx512,
-                         cn_im2col_avx512, cn_im2row_avx512, cn_col2im_avx512,
-                         cn_conv_picked_weight_gradient_avx512, cn_maxpool2_plane_avx512},
+    [CN_ISA_GENERIC] = KERNELS_OF(generic),
+    [CN_ISA_AVX2] = KERNELS_OF(avx2),
+    [CN_ISA_AVX512] = KERNELS_OF(avx512),
 };
 static const char *const isa_names[] = {"generic", "avx2", "avx512"};
 _Static_assert(sizeof kernels_by_isa / sizeof kernels_by_isa[0] == CN_ISA_COUNT, "kernels per isa");
@@ -133,6 +137,24 @@ void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t
 void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W)
 {
     kernels_by_isa[cn_isa_active()].pool2(y, where, x, H, W);
+}
+
+void cn_picked_rows_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
+                                    const float *rows, int L, float *dweight)
+{
+    kernels_by_isa[cn_isa_active()].picked_rows(OC, Q, a, at, rows, L, dweight);
+}
+
+void cn_picked_rows_input_gradient(int OC, int Q, const float *a, const int32_t *at,
+                                   const float *weight, int L, int P, float *drows,
+                                   int32_t *scratch)
+{
+    kernels_by_isa[cn_isa_active()].picked_input(OC, Q, a, at, weight, L, P, drows, scratch);
+}
+
+void cn_row2im(float *din, const float *rows, int C, int H, int W, int K)
+{
+    kernels_by_isa[cn_isa_active()].row2im(din, rows, C, H, W, K);
 }
 
 static const char *const precision_names[] = {"fp32", "bf16"};

@@ -35,6 +35,21 @@ void cn_col2im(float *din, const float *col, int C, int H, int W, int K);
 void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
                                     const float *in, int C, int H, int W, int K, float *dweight);
 
+/* The same picks as rows of a patch matrix rows [P, L] (im2row, L = C*K*K): dweight [OC, L] +=
+ * sum over q of a[oc, q] * rows[at[oc, q], 0..L), each row in pick order. */
+void cn_picked_rows_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
+                                    const float *rows, int L, float *dweight);
+/* ... and the patch-matrix gradient of the input: drows [P, L] = zeros, then a[oc, q] *
+ * weight[oc, 0..L) added to row at[oc, q] for each pick, output channels in order. scratch:
+ * CN_PICK_SCRATCH_INTS(P, OC * Q) ints. */
+#define CN_PICK_SCRATCH_INTS(P, picks) ((size_t)(P) + 1 + 2 * (size_t)(picks))
+void cn_picked_rows_input_gradient(int OC, int Q, const float *a, const int32_t *at,
+                                   const float *weight, int L, int P, float *drows,
+                                   int32_t *scratch);
+/* The adjoint of im2row: din [C, H, W] = the patch rows [OH*OW, C*K*K] summed back onto the
+ * input, each element's terms in (ky, ox) order (the same bits on every instruction set). */
+void cn_row2im(float *din, const float *rows, int C, int H, int W, int K);
+
 /* y [H/2, W/2] = the maxima of the 2x2 windows of the plane x [H, W] (a last odd row or column
  * is left out), where [H/2, W/2] = the index in x of each: the first maximum in scan order, as
  * PyTorch picks it. */
@@ -85,7 +100,14 @@ void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptr
     void cn_conv_picked_weight_gradient_##isa(int OC, int Q, const float *a,                \
                                               const int32_t *at, const float *in, int C,     \
                                               int H, int W, int K, float *dweight);  \
-    void cn_maxpool2_plane_##isa(float *y, int32_t *where, const float *x, int H, int W);
+    void cn_maxpool2_plane_##isa(float *y, int32_t *where, const float *x, int H, int W);  \
+    void cn_picked_rows_weight_gradient_##isa(int OC, int Q, const float *a,                 \
+                                              const int32_t *at, const float *rows, int L,   \
+                                              float *dweight);                               \
+    void cn_picked_rows_input_gradient_##isa(int OC, int Q, const float *a,                  \
+                                             const int32_t *at, const float *weight, int L,  \
+                                             int P, float *drows, int32_t *scratch);         \
+    void cn_row2im_##isa(float *din, const float *rows, int C, int H, int W, int K);
 CN_DECLARE_GEMM_KERNELS(generic)
 CN_DECLARE_GEMM_KERNELS(avx2)
 CN_DECLARE_GEMM_KERNELS(avx512)

@@ -34,11 +34,13 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
                              int OC, int K, float *col, cn_bf16_pair *packed);
 
 /* For a convolution whose output feeds only a max-pool with window = stride = S: dweight +=,
- * dbias += from the pool's output gradient dpool and its argmax, both [B,OC,OH/S,OW/S]; what
- * cn_maxpool2d_backward then cn_conv2d_backward (without din) give, summed in another order. */
-void cn_conv2d_pool_weight_backward(float *dweight, float *dbias, const float *dpool,
-                                    const int32_t *argmax, const float *in, int B, int C, int H,
-                                    int W, int OC, int K, int S);
+ * dbias +=, din = (skipped if NULL) from the pool's output gradient dpool and its argmax, both
+ * [B,OC,OH/S,OW/S]; what cn_maxpool2d_backward then cn_conv2d_backward give, summed in another
+ * order. col: scratch of cn_conv2d_pool_col_floats(...) floats. */
+size_t cn_conv2d_pool_col_floats(int C, int H, int W, int OC, int K, int S);
+void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const float *dpool,
+                             const int32_t *argmax, const float *in, const float *weight, int B,
+                             int C, int H, int W, int OC, int K, int S, float *col);
 
 /* Max-pool, window = stride = S, floor: in [B,C,H,W] -> out [B,C,H/S,W/S]; argmax records the
  * index inside the input plane (y*W + x) of the first maximum in scan order, as PyTorch does. */

@@ -30,7 +30,7 @@ static cn_safetensors *fixture;
 
 /* ---------------------------------------------------------------- allocations and fixture */
 
-#define MAX_ALLOCS 128
+#define MAX_ALLOCS 256
 static void *allocs[MAX_ALLOCS];
 static int num_allocs;
 
@@ -458,11 +458,12 @@ static void test_conv_bf16_matches_fp32_on_rounded_values(void **state)
     check_conv_bf16(1, 2, 5, 5, 3, 5, &rng);     /* one position */
 }
 
-/* A first layer's weight and bias gradients from the max-pool's gradient and argmax, against
- * the pool's backward pass then the convolution's, on random data: windows of 2 and 3, sizes the
- * pool floors, kernels up to 8 (masked rows) and 9 (the float-at-a-time path). Only the order
- * of the sums differs. */
-static void check_conv_pool_weight(int B, int C, int H, int W, int OC, int K, int S, cn_rng *rng)
+/* A convolution's gradients from the max-pool's gradient and argmax, against the pool's
+ * backward pass then the convolution's, on random data, with an input gradient and without
+ * (a first layer): windows of 2 and 3, sizes the pool floors, kernels up to 8 (masked rows) and
+ * 9 (the float-at-a-time path), rows of patches past one vector of registers. Only the order of
+ * the sums differs; picks with a zero gradient (as after a ReLU) are in every case. */
+static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn_rng *rng)
 {
     int OH = H - K + 1, OW = W - K + 1, Q = (OH / S) * (OW / S);
     size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * C * K * K, ny = (size_t)B * OC * OH * OW;
@@ -470,34 +471,46 @@ static void check_conv_pool_weight(int B, int C, int H, int W, int OC, int K, in
     float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
     float *b = random_values(rng, (size_t)OC, 0.1f), *y = zeros(ny), *pooled = zeros(nq);
     float *dpool = random_values(rng, nq, 1.0f), *dy = zeros(ny);
-    float *col = zeros((size_t)C * K * K * OH * OW + CN_IM2ROW_SLACK);
+    float *col = zeros(cn_conv2d_pool_col_floats(C, H, W, OC, K, S));
     float *dw = random_values(rng, nw, 1.0f), *db = random_values(rng, (size_t)OC, 1.0f);
-    float *want_dw = zeros(nw), *want_db = zeros((size_t)OC);
+    float *want_dw = zeros(nw), *want_db = zeros((size_t)OC), *dx = zeros(nx);
+    float *want_dx = zeros(nx), *dw_first = zeros(nw), *db_first = zeros((size_t)OC);
     int32_t *where = (int32_t *)zeros(nq);
+    for (size_t i = 0; i < nq; i += 3) dpool[i] = 0.0f;
     memcpy(want_dw, dw, nw * sizeof *dw), memcpy(want_db, db, (size_t)OC * sizeof *db);
+    memcpy(dw_first, dw, nw * sizeof *dw), memcpy(db_first, db, (size_t)OC * sizeof *db);
     cn_conv2d_forward(y, x, w, b, B, C, H, W, OC, K, col);
     cn_maxpool2d_forward(pooled, where, y, B, OC, OH, OW, S);
     cn_maxpool2d_backward(dy, dpool, where, B, OC, OH, OW, S);
-    cn_conv2d_backward(NULL, want_dw, want_db, dy, x, w, B, C, H, W, OC, K, col);
-    cn_conv2d_pool_weight_backward(dw, db, dpool, where, x, B, C, H, W, OC, K, S);
-    double worst = tu_max_violation(dw, want_dw, nw, 1e-5 * (Q + 1), 1e-5);
-    double worst_b = tu_max_violation(db, want_db, (size_t)OC, 1e-5 * (Q + 1), 1e-5);
-    if (worst > 1 || worst_b > 1)
-        fail_msg("C=%d H=%d W=%d OC=%d K=%d S=%d: off by %.2f (weights), %.2f (bias) tolerances",
-                 C, H, W, OC, K, S, worst, worst_b);
+    cn_conv2d_backward(want_dx, want_dw, want_db, dy, x, w, B, C, H, W, OC, K, col);
+    cn_conv2d_pool_backward(dx, dw, db, dpool, where, x, w, B, C, H, W, OC, K, S, col);
+    cn_conv2d_pool_backward(NULL, dw_first, db_first, dpool, where, x, w, B, C, H, W, OC, K, S,
+                            col);
+    double tol = 1e-5 * (Q + 1);
+    double worst = tu_max_violation(dw, want_dw, nw, tol, 1e-5);
+    double worst_b = tu_max_violation(db, want_db, (size_t)OC, tol, 1e-5);
+    double worst_x = tu_max_violation(dx, want_dx, nx, 1e-5 * (OC * K * K + 1), 1e-5);
+    double worst_first = tu_max_violation(dw_first, want_dw, nw, tol, 1e-5);
+    if (worst > 1 || worst_b > 1 || worst_x > 1 || worst_first > 1)
+        fail_msg("C=%d H=%d W=%d OC=%d K=%d S=%d: off by %.2f (weights), %.2f (bias), %.2f "
+                 "(input), %.2f (weights without input) tolerances",
+                 C, H, W, OC, K, S, worst, worst_b, worst_x, worst_first);
 }
 
-static void test_conv_weight_from_pool_matches_dense(void **state)
+static void test_conv_from_pool_matches_dense(void **state)
 {
     (void)state;
     cn_rng rng;
     cn_rng_seed(&rng, 13);
-    check_conv_pool_weight(2, 1, 28, 28, 10, 5, 2, &rng); /* conv1 of the seed's model */
-    check_conv_pool_weight(1, 3, 16, 16, 4, 7, 2, &rng);
-    check_conv_pool_weight(3, 2, 13, 12, 3, 3, 2, &rng);
-    check_conv_pool_weight(1, 2, 12, 14, 3, 3, 3, &rng);
-    check_conv_pool_weight(1, 2, 14, 14, 3, 9, 2, &rng);
-    check_conv_pool_weight(2, 1, 9, 9, 2, 1, 2, &rng);
+    check_conv_pool(2, 1, 28, 28, 10, 5, 2, &rng);  /* conv1 of the seed's model */
+    check_conv_pool(2, 10, 12, 12, 20, 5, 2, &rng); /* conv2 */
+    check_conv_pool(1, 3, 16, 16, 4, 7, 2, &rng);
+    check_conv_pool(3, 2, 13, 12, 3, 3, 2, &rng);
+    check_conv_pool(1, 2, 12, 14, 3, 3, 3, &rng);
+    check_conv_pool(1, 2, 14, 14, 3, 9, 2, &rng);
+    check_conv_pool(2, 1, 9, 9, 2, 1, 2, &rng);
+    check_conv_pool(1, 12, 20, 21, 2, 5, 2, &rng); /* rows of 300: two pieces; H > 16 */
+    check_conv_pool(1, 1, 6, 40, 2, 3, 2, &rng);   /* input rows wider than a vector */
 }
 
 static void test_pool_pytorch(void **state) { (void)state; pool_vs_pytorch("pool"); }
@@ -824,7 +837,7 @@ int main(void)
         T(test_conv_pytorch),       T(test_conv1_pytorch),   T(test_conv_fd),
         T(test_conv1_fd),           T(test_pool_pytorch),    T(test_pool7_pytorch),
         T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
-        T(test_pool_ties_match_scan_order), T(test_conv_weight_from_pool_matches_dense),
+        T(test_pool_ties_match_scan_order), T(test_conv_from_pool_matches_dense),
         T(test_conv_bf16_matches_fp32_on_rounded_values),
         T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),
         T(test_linear_pytorch),     T(test_linear_fd),       T(test_log_softmax_pytorch),
