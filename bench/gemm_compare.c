@@ -87,7 +87,7 @@ static double time_patches(const patch_shape *s, float *image, float *col, doubl
         double start = now_seconds();
         for (int r = 0; r < reps; r++) {
             if (s->which == 0) cn_im2col(col, image, s->C, s->H, s->W, s->K);
-            if (s->which == 1) cn_im2row(col, image, s->C, s->H, s->W, s->K);
+            if (s->which == 1) cn_im2row(col, s->C * s->K * s->K, image, s->C, s->H, s->W, s->K);
             if (s->which == 2) cn_col2im(image, col, s->C, s->H, s->W, s->K);
         }
         double took = (now_seconds() - start) / reps;
@@ -126,16 +126,27 @@ static const pick_shape pick_shapes[] = {
     {"conv2 row2im             rows[64x250]", 3, 10, 12, 12, 20, 5},
 };
 
+/* Rows of L floats padded to an odd number of whole cache lines, as conv2d.c lays them out. */
+static int padded(int L) { return ((L + 15) / 16 | 1) * 16; }
+
 static void time_pick_call(const pick_shape *s, int Q, const float *a, const int32_t *at,
                            float *in, const float *w, float *rows, int32_t *scratch, float *dw)
 {
-    int OH = s->H - s->K + 1, OW = s->W - s->K + 1, L = s->C * s->K * s->K;
+    int OH = s->H - s->K + 1, OW = s->W - s->K + 1, L = s->C * s->K * s->K, ld = padded(L);
     switch (s->which) {
     case 0: cn_conv_picked_weight_gradient(s->OC, Q, a, at, in, s->C, s->H, s->W, s->K, dw); break;
-    case 1: cn_picked_rows_weight_gradient(s->OC, Q, a, at, rows, L, dw); break;
-    case 2: cn_picked_rows_input_gradient(s->OC, Q, a, at, w, L, OH * OW, rows, scratch); break;
-    default: cn_row2im(in, rows, s->C, s->H, s->W, s->K);
+    case 1: cn_picked_rows_weight_gradient(s->OC, Q, a, at, rows, L, ld, dw); break;
+    case 2: cn_picked_rows_input_gradient(s->OC, Q, a, at, w, L, ld, OH * OW, rows, scratch); break;
+    default: cn_row2im(in, rows, ld, s->C, s->H, s->W, s->K);
     }
+}
+
+/* n random floats on a cache line of their own. */
+static float *random_aligned(size_t n)
+{
+    float *p = aligned_alloc(64, (n + 15) / 16 * 16 * sizeof *p);
+    for (size_t i = 0; p && i < n; i++) p[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+    return p;
 }
 
 static int compare_picks(void)
@@ -144,10 +155,12 @@ static int compare_picks(void)
     for (size_t i = 0; i < sizeof pick_shapes / sizeof pick_shapes[0]; i++) {
         const pick_shape *s = &pick_shapes[i];
         int OH = s->H - s->K + 1, OW = s->W - s->K + 1, Q = (OH / 2) * (OW / 2);
-        size_t L = (size_t)s->C * s->K * s->K, picks = (size_t)s->OC * Q;
-        float *in = random_floats((size_t)s->C * s->H * s->W), *w = random_floats(s->OC * L);
+        size_t L = (size_t)s->C * s->K * s->K, ld = (size_t)padded((int)L);
+        size_t picks = (size_t)s->OC * Q;
+        float *in = random_floats((size_t)s->C * s->H * s->W), *w = random_aligned(s->OC * ld);
         float *out = random_floats((size_t)s->OC * OH * OW), *a = random_floats(picks);
-        float *rows = random_floats((size_t)OH * OW * L + CN_IM2ROW_SLACK), *dw = random_floats(s->OC * L);
+        float *rows = random_aligned((size_t)OH * OW * ld + CN_IM2ROW_SLACK);
+        float *dw = random_floats(s->OC * L);
         int32_t *at = malloc(picks * sizeof *at);
         int32_t *scratch = malloc(CN_PICK_SCRATCH_INTS(OH * OW, picks) * sizeof *scratch);
         if (!in || !w || !out || !a || !rows || !dw || !at || !scratch) return 1;

@@ -6,6 +6,8 @@
  * kernels chosen with the GEMM's (gemm.h). The _bf16 variants (--precision bf16) do the same
  * products on bf16 operands packed in pairs (cn_gemm_bf16). No padding, stride or dilation: the
  * models here do not use them. */
+#include <string.h>
+
 #include "gemm.h"
 #include "layers.h"
 
@@ -51,7 +53,7 @@ static void weight_gradient(float *dweight, const float *dout_b, const float *in
 {
     int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
     if (P < CN_CONV_ROW_GRADIENT_POSITIONS) {
-        cn_im2row(col, in_b, C, H, W, K);
+        cn_im2row(col, CKK, in_b, C, H, W, K);
         cn_sgemm(0, 0, OC, CKK, P, dout_b, P, col, CKK, 1, dweight, CKK);
     } else {
         cn_im2col(col, in_b, C, H, W, K);
@@ -152,7 +154,7 @@ static void position_pairs(cn_bf16_pair *rowsp, cn_bf16_pair *plane, const float
         cn_bf16_pair_columns(plane, in, C, H, W);
         cn_bf16_im2row_pairs(rowsp, plane, C, H, W, K);
     } else {
-        cn_im2row(col, in, C, H, W, K);
+        cn_im2row(col, CKK, in, C, H, W, K);
         cn_bf16_pack_row_pairs(rowsp, col, P, CKK, CKK);
     }
 }
@@ -184,11 +186,21 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
  * from the pool's gradient: each window has one nonzero, so only the picked positions (a
  * quarter of them with 2x2 windows) enter the products, and the pool's backward pass is not
  * needed. Without din (a first layer) the weight gradient reads the picked patches straight
- * from the input; with din, from the patch matrix (im2row in col), which then holds the input
- * gradient's patch rows for row2im; the picks sorted by position go after it. */
-static size_t patch_floats(int C, int H, int W, int K)
+ * from the input. With din, col holds, each part on a cache line of its own: the patch matrix
+ * (im2row), its rows padded to whole lines, which then becomes the input gradient's patch rows
+ * for row2im; the weights in rows padded alike; the picks sorted by position. */
+#define CN_LINE_FLOATS 16 /* floats in a cache line */
+
+static size_t whole_lines(size_t floats)
 {
-    return (size_t)C * K * K * (H - K + 1) * (W - K + 1) + CN_IM2ROW_SLACK;
+    return (floats + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
+}
+
+/* The row stride of the padded rows: whole lines, an odd number of them, so that a column of
+ * rows (row2im reads them so) spreads over the cache's sets instead of a few of them. */
+static int row_stride(int floats)
+{
+    return (int)((whole_lines((size_t)floats) / CN_LINE_FLOATS | 1) * CN_LINE_FLOATS);
 }
 
 _Static_assert(sizeof(int32_t) == sizeof(float), "the picks' scratch is counted in floats");
@@ -196,7 +208,9 @@ _Static_assert(sizeof(int32_t) == sizeof(float), "the picks' scratch is counted 
 size_t cn_conv2d_pool_col_floats(int C, int H, int W, int OC, int K, int S)
 {
     int OH = H - K + 1, OW = W - K + 1, Q = (OH / S) * (OW / S);
-    return patch_floats(C, H, W, K) + CN_PICK_SCRATCH_INTS(OH * OW, OC * Q);
+    size_t ld = (size_t)row_stride(C * K * K);
+    return whole_lines((size_t)OH * OW * ld + CN_IM2ROW_SLACK) + (size_t)OC * ld +
+           CN_PICK_SCRATCH_INTS(OH * OW, OC * Q);
 }
 
 void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const float *dpool,
@@ -204,7 +218,12 @@ void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const flo
                              int C, int H, int W, int OC, int K, int S, float *col)
 {
     int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K, Q = (OH / S) * (OW / S);
-    int32_t *picks = (int32_t *)(col + patch_floats(C, H, W, K));
+    int ld = row_stride(CKK);
+    float *rows = col, *padded = rows + whole_lines((size_t)OH * OW * ld + CN_IM2ROW_SLACK);
+    int32_t *picks = (int32_t *)(padded + (size_t)OC * ld);
+    if (din)
+        for (int oc = 0; oc < OC; oc++)
+            memcpy(padded + (size_t)oc * ld, weight + (size_t)oc * CKK, CKK * sizeof *padded);
     for (int b = 0; b < B; b++) {
         const float *d = dpool + (size_t)b * OC * Q, *x = in + (size_t)b * C * H * W;
         const int32_t *at = argmax + (size_t)b * OC * Q;
@@ -213,9 +232,9 @@ void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const flo
             cn_conv_picked_weight_gradient(OC, Q, d, at, x, C, H, W, K, dweight);
             continue;
         }
-        cn_im2row(col, x, C, H, W, K);
-        cn_picked_rows_weight_gradient(OC, Q, d, at, col, CKK, dweight);
-        cn_picked_rows_input_gradient(OC, Q, d, at, weight, CKK, OH * OW, col, picks);
-        cn_row2im(din + (size_t)b * C * H * W, col, C, H, W, K);
+        cn_im2row(rows, ld, x, C, H, W, K);
+        cn_picked_rows_weight_gradient(OC, Q, d, at, rows, CKK, ld, dweight);
+        cn_picked_rows_input_gradient(OC, Q, d, at, padded, CKK, ld, OH * OW, rows, picks);
+        cn_row2im(din + (size_t)b * C * H * W, rows, ld, C, H, W, K);
     }
 }

@@ -17,15 +17,16 @@ typedef struct {
     void (*nt)(int, int, int, const float *, int, const float *, int, float *, int);
     float (*burn)(long, float, double *);
     void (*im2col)(float *, const float *, int, int, int, int);
-    void (*im2row)(float *, const float *, int, int, int, int);
+    void (*im2row)(float *, int, const float *, int, int, int, int);
     void (*col2im)(float *, const float *, int, int, int, int);
     void (*picked)(int, int, const float *, const int32_t *, const float *, int, int, int, int,
                    float *);
     void (*pool2)(float *, int32_t *, const float *, int, int);
-    void (*picked_rows)(int, int, const float *, const int32_t *, const float *, int, float *);
-    void (*picked_input)(int, int, const float *, const int32_t *, const float *, int, int,
+    void (*picked_rows)(int, int, const float *, const int32_t *, const float *, int, int,
+                        float *);
+    void (*picked_input)(int, int, const float *, const int32_t *, const float *, int, int, int,
                          float *, int32_t *);
-    void (*row2im)(float *, const float *, int, int, int, int);
+    void (*row2im)(float *, const float *, int, int, int, int, int);
 } gemm_kernels;
 
 #define KERNELS_OF(isa)                                                                        \
@@ -116,9 +117,9 @@ void cn_im2col(float *col, const float *in, int C, int H, int W, int K)
     kernels_by_isa[cn_isa_active()].im2col(col, in, C, H, W, K);
 }
 
-void cn_im2row(float *rows, const float *in, int C, int H, int W, int K)
+void cn_im2row(float *rows, int ld, const float *in, int C, int H, int W, int K)
 {
-    kernels_by_isa[cn_isa_active()].im2row(rows, in, C, H, W, K);
+    kernels_by_isa[cn_isa_active()].im2row(rows, ld, in, C, H, W, K);
 }
 
 void cn_col2im(float *din, const float *col, int C, int H, int W, int K)
@@ -140,21 +141,21 @@ void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W)
 }
 
 void cn_picked_rows_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
-                                    const float *rows, int L, float *dweight)
+                                    const float *rows, int L, int ld, float *dweight)
 {
-    kernels_by_isa[cn_isa_active()].picked_rows(OC, Q, a, at, rows, L, dweight);
+    kernels_by_isa[cn_isa_active()].picked_rows(OC, Q, a, at, rows, L, ld, dweight);
 }
 
 void cn_picked_rows_input_gradient(int OC, int Q, const float *a, const int32_t *at,
-                                   const float *weight, int L, int P, float *drows,
+                                   const float *weight, int L, int ld, int P, float *drows,
                                    int32_t *scratch)
 {
-    kernels_by_isa[cn_isa_active()].picked_input(OC, Q, a, at, weight, L, P, drows, scratch);
+    kernels_by_isa[cn_isa_active()].picked_input(OC, Q, a, at, weight, L, ld, P, drows, scratch);
 }
 
-void cn_row2im(float *din, const float *rows, int C, int H, int W, int K)
+void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K)
 {
-    kernels_by_isa[cn_isa_active()].row2im(din, rows, C, H, W, K);
+    kernels_by_isa[cn_isa_active()].row2im(din, rows, ld, C, H, W, K);
 }
 
 static const char *const precision_names[] = {"fp32", "bf16"};

@@ -66,19 +66,38 @@ static void test_gemm_all_cases(void **state)
     check_shape(0, 0, 20, 250, 64, &rng);  /* conv2's weight gradient: a masked last tile */
 }
 
-/* im2col and im2row hold every patch entry where their definitions put it, and col2im adds
- * every entry back in (ky, kx) order, exactly. */
+/* row2im's definition: every patch row entry added back, each element's terms in (ky, ox)
+ * order; the rows are those of im2row with stride ld. */
+static void row2im_reference(float *want, const float *rows, int ld, int C, int H, int W, int K)
+{
+    int OH = H - K + 1, OW = W - K + 1;
+    memset(want, 0, (size_t)C * H * W * sizeof *want);
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < K; ky++)
+            for (int oy = 0; oy < OH; oy++)
+                for (int ox = 0; ox < OW; ox++)
+                    for (int kx = 0; kx < K; kx++)
+                        want[(c * H + oy + ky) * W + ox + kx] +=
+                            rows[(size_t)(oy * OW + ox) * ld + (c * K + ky) * K + kx];
+}
+
+/* im2col and im2row (rows packed, and padded with NaNs between them) hold every patch entry
+ * where their definitions put it; col2im adds every entry back in (ky, kx) order and row2im in
+ * (ky, ox) order, exactly, never reading the padding. */
 static void check_patches(int C, int H, int W, int K, cn_rng *rng)
 {
-    int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K, P = OH * OW;
-    float *in = malloc((size_t)C * H * W * sizeof *in), *back = malloc((size_t)C * H * W * 4);
-    float *want = calloc((size_t)C * H * W, sizeof *want), *col = malloc((size_t)CKK * P * 4);
+    int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K, P = OH * OW, ld = CKK + 3;
+    size_t HW = (size_t)C * H * W;
+    float *in = malloc(HW * sizeof *in), *back = malloc(HW * 4), *want = calloc(HW, 4);
+    float *col = malloc((size_t)CKK * P * 4);
     float *rows = malloc(((size_t)CKK * P + CN_IM2ROW_SLACK) * sizeof *rows);
+    float *padded = malloc(((size_t)ld * P + CN_IM2ROW_SLACK) * sizeof *padded);
     assert_non_null(in), assert_non_null(back), assert_non_null(want);
-    assert_non_null(col), assert_non_null(rows);
+    assert_non_null(col), assert_non_null(rows), assert_non_null(padded);
     fill(in, C * H * W, rng);
     cn_im2col(col, in, C, H, W, K);
-    cn_im2row(rows, in, C, H, W, K);
+    cn_im2row(rows, CKK, in, C, H, W, K);
+    cn_im2row(padded, ld, in, C, H, W, K);
     for (int c = 0; c < C; c++)
         for (int ky = 0; ky < K; ky++)
             for (int kx = 0; kx < K; kx++)
@@ -88,12 +107,19 @@ static void check_patches(int C, int H, int W, int K, cn_rng *rng)
                         float x = in[(c * H + oy + ky) * W + ox + kx];
                         assert_true(col[(size_t)j * P + p] == x);
                         assert_true(rows[(size_t)p * CKK + j] == x);
+                        assert_true(padded[(size_t)p * ld + j] == x);
                         col[(size_t)j * P + p] = x * (float)(1 + j % 7); /* unequal terms */
+                        padded[(size_t)p * ld + j] = x * (float)(1 + (j + p) % 5);
                         want[(c * H + oy + ky) * W + ox + kx] += col[(size_t)j * P + p];
                     }
     cn_col2im(back, col, C, H, W, K);
-    for (int i = 0; i < C * H * W; i++) assert_true(back[i] == want[i]);
-    free(in), free(back), free(want), free(col), free(rows);
+    for (size_t i = 0; i < HW; i++) assert_true(back[i] == want[i]);
+    for (int p = 0; p < P; p++)
+        for (int j = CKK; j < ld; j++) padded[(size_t)p * ld + j] = NAN;
+    row2im_reference(want, padded, ld, C, H, W, K);
+    cn_row2im(back, padded, ld, C, H, W, K);
+    for (size_t i = 0; i < HW; i++) assert_true(back[i] == want[i]);
+    free(in), free(back), free(want), free(col), free(rows), free(padded);
 }
 
 static void test_patches_match_their_definition(void **state)
