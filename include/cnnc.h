@@ -158,6 +158,11 @@ const char *cn_model_layer_name(const cn_model *m, int layer);
  * linear layers (2 per multiply-add; the first layer computes no input gradient), into
  * *forward and *backward. */
 void cn_model_flops(const cn_model *m, double *forward, double *backward);
+/* The same count for the arithmetic cnnc's kernels do: a convolution that feeds a max-pool with
+ * S x S windows takes its gradients from the one position in S*S the pool picked, so its
+ * backward pass counts 1/S^2 of the dense one (picks whose gradient is zero, skipped too, are
+ * still counted: the figure does not depend on the data). */
+void cn_model_flops_computed(const cn_model *m, double *forward, double *backward);
 
 typedef enum { CN_F32, CN_I64 } cn_dtype;
 

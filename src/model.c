@@ -219,6 +219,21 @@ void cn_model_flops(const cn_model *m, double *forward, double *backward)
     }
 }
 
+void cn_model_flops_computed(const cn_model *m, double *forward, double *backward)
+{
+    *forward = *backward = 0;
+    for (int i = 0; i < m->num_layers; i++) {
+        double f, b;
+        layer_macs(&m->layers[i], i == 0, &f, &b);
+        int S = i + 1 < m->num_layers && m->layers[i].kind == CN_CONV2D &&
+                        m->layers[i + 1].kind == CN_MAXPOOL2D
+                    ? m->layers[i + 1].kernel
+                    : 1;
+        *forward += 2 * f;
+        *backward += 2 * b / ((double)S * S);
+    }
+}
+
 /* Appends one tensor description when there is room; always counts it. */
 static void add_ref(cn_tensor_ref *out, int max, int *n, const cn_layer *l, const char *suffix,
                     cn_dtype dtype, void *data, int ndim, const int64_t *shape)

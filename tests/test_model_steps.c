@@ -3,6 +3,7 @@
  * model_steps.safetensors, written by tools/gen_fixtures.py): each step's loss and the final
  * state_dict (weights, BatchNorm running statistics, num_batches_tracked). Then the same run
  * with 2 threads must give bit-identical results.
+ * Also the model's flop counts, against a count by hand.
  * It does not test single layers (test_layers.c) or the trainer's epoch loop and evaluation.
  *
  * Tolerances (|got - want| <= atol + rtol * |want|, elementwise):
@@ -190,6 +191,26 @@ static void test_threads_do_not_change_results(void **state)
     cn_model_free(two.model);
 }
 
+/* The seed's arithmetic, counted by hand: multiply-adds of conv1 (250 x 576), conv2 (5000 x
+ * 64), fc1 (16000) and fc2 (500); backward twice the forward except for the first layer (no
+ * input gradient); the computed count takes the two pool-fed convolutions' backward passes at a
+ * quarter (2x2 windows). */
+static void test_flop_counts(void **state)
+{
+    (void)state;
+    cn_error err;
+    cn_model *m = cn_model_fashion_mnist(&err);
+    assert_non_null(m);
+    double conv1 = 250.0 * 576, conv2 = 5000.0 * 64, fc = 16000.0 + 500, fwd, bwd;
+    cn_model_flops(m, &fwd, &bwd);
+    assert_true(fwd == 2 * (conv1 + conv2 + fc));
+    assert_true(bwd == 2 * (conv1 + 2 * conv2 + 2 * fc));
+    cn_model_flops_computed(m, &fwd, &bwd);
+    assert_true(fwd == 2 * (conv1 + conv2 + fc));
+    assert_true(bwd == 2 * (conv1 / 4 + 2 * conv2 / 4 + 2 * fc));
+    cn_model_free(m);
+}
+
 static int load_fixture(void **state)
 {
     (void)state;
@@ -210,6 +231,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_steps_match_pytorch),
         cmocka_unit_test(test_threads_do_not_change_results),
+        cmocka_unit_test(test_flop_counts),
     };
     return cmocka_run_group_tests(tests, load_fixture, free_fixture);
 }
