@@ -42,8 +42,7 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
     for (int b = 0; b < B; b++) {
         float *o = out + (size_t)b * OC * P;
         cn_im2col(col, in + (size_t)b * C * H * W, C, H, W, K);
-        fill_bias(o, bias, OC, P);
-        cn_sgemm(0, 0, OC, P, CKK, weight, CKK, col, P, 1, o, P);
+        cn_sgemm_rows_from(OC, P, CKK, weight, CKK, col, P, bias, o, P);
     }
 }
 

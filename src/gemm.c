@@ -12,8 +12,8 @@
 #include "gemm.h"
 
 typedef struct {
-    void (*nn)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, const float *, int, float *,
-               int);
+    void (*nn)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, const float *, int,
+               const float *, float *, int);
     void (*nt)(int, int, int, const float *, int, const float *, int, float *, int);
     float (*burn)(long, float, double *);
     void (*im2col)(float *, const float *, int, int, int, int);
@@ -102,9 +102,15 @@ void cn_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int
     if (trans_b)
         k->nt(M, N, K, A, lda, B, ldb, C, ldc);
     else if (trans_a)
-        k->nn(M, N, K, A, 1, lda, B, ldb, C, ldc);
+        k->nn(M, N, K, A, 1, lda, B, ldb, NULL, C, ldc);
     else
-        k->nn(M, N, K, A, lda, 1, B, ldb, C, ldc);
+        k->nn(M, N, K, A, lda, 1, B, ldb, NULL, C, ldc);
+}
+
+void cn_sgemm_rows_from(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                        const float *start, float *C, int ldc)
+{
+    kernels_by_isa[cn_isa_active()].nn(M, N, K, A, lda, 1, B, ldb, start, C, ldc);
 }
 
 float cn_fma_burn(long iters, float seed, double *flops)

@@ -14,6 +14,12 @@
 void cn_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
               const float *B, int ldb, int accumulate, float *C, int ldc);
 
+/* C[M,N] = start[i] in each row i + A[M,K] * B[K,N] (no transposes): the sums start from one
+ * value per row (a bias), with the same bits as filling C with it and accumulating, without the
+ * pass that fills C. */
+void cn_sgemm_rows_from(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                        const float *start, float *C, int ldc);
+
 /* iters rounds of independent vector multiply-adds with the kernels in use: the arithmetic peak
  * of one core. Adds the flops done to *flops; returns a value to keep. */
 float cn_fma_burn(long iters, float seed, double *flops);
@@ -93,7 +99,7 @@ void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptr
 /* The kernels, one set per instruction set (gemm_kernels.inc). */
 #define CN_DECLARE_GEMM_KERNELS(isa)                                                           \
     void cn_gemm_nn_##isa(int M, int N, int K, const float *A, ptrdiff_t ai, ptrdiff_t ak,    \
-                          const float *B, int ldb, float *C, int ldc);                        \
+                          const float *B, int ldb, const float *init, float *C, int ldc);     \
     void cn_gemm_nt_##isa(int M, int N, int K, const float *A, int lda, const float *Bt,      \
                           int ldb, float *C, int ldc);                                 \
     float cn_fma_burn_##isa(long iters, float seed, double *flops);                          \

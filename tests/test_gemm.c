@@ -1,4 +1,4 @@
-/* test_gemm.c — cn_sgemm and the patch kernels (im2col, im2row, col2im) of the instruction set in
+/* test_gemm.c — cn_sgemm (and cn_sgemm_rows_from) and the patch kernels (im2col, im2row, col2im) of the instruction set in
  * use (tests/run.sh runs this once per CNNC_ISA) against plain double-precision loops, over
  * shapes that reach every tile, band, dot-product block and tail the kernels have. */
 #include "testutil.h"
@@ -43,6 +43,16 @@ static void check_shape(int ta, int tb, int M, int N, int K, cn_rng *rng)
     reference(ta, tb, M, N, K, A, B, 0, want); /* and overwriting */
     cn_sgemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 0, C, N);
     assert_true(tu_max_violation(C, want, nc, 1e-5 * (K + 1), 1e-5) <= 1);
+    if (!ta && !tb) { /* sums from one value per row: the bits of filling C and accumulating */
+        float *start = malloc((size_t)M * sizeof *start);
+        assert_non_null(start);
+        fill(start, (size_t)M, rng);
+        for (size_t i = 0; i < nc; i++) want[i] = start[i / (size_t)N];
+        cn_sgemm(0, 0, M, N, K, A, K, B, N, 1, want, N);
+        cn_sgemm_rows_from(M, N, K, A, K, B, N, start, C, N);
+        assert_memory_equal(C, want, nc * sizeof *C);
+        free(start);
+    }
     free(A), free(B), free(C), free(want);
 }
 
