@@ -154,7 +154,7 @@ sig_job="train --num-cores 4 --batch-size 32 --train-samples 16384 --test-sample
 "$cnnc" $sig_job --threads 2 --save straight.st >/dev/null 2>&1 || fail "the unstopped run failed"
 
 # stop_with_signal WHOM JOB: starts JOB as 2 processes with a checkpoint folder, waits for its
-# first steps, sends SIGTERM to mpirun (WHOM=mpirun) or to rank 1's process (WHOM=rank), and
+# first progress line after step 0, sends SIGTERM to mpirun (WHOM=mpirun) or to rank 1's process (WHOM=rank), and
 # expects every rank gone within 20 s, a checkpoint of where they stopped, and no model saved.
 # (mpirun passes SIGTERM on about a second later, after a SIGCONT, and sends SIGKILL a second
 # after that: the job must outlast that second.)
@@ -165,7 +165,7 @@ stop_with_signal() {
     >"$tmp/out" 2>"$tmp/err" &
   mpirun_pid=$!
   tries=0
-  until grep -q "step 1/" "$tmp/out" || [ "$tries" -ge 300 ]; do
+  until grep -Eq "step [1-9][0-9]*/" "$tmp/out" || [ "$tries" -ge 300 ]; do
     sleep 0.1
     tries=$((tries + 1))
   done
@@ -209,7 +209,10 @@ stop_with_signal() {
     fail "signal to $whom: no checkpoint in ck-$whom"
   [ -e signal.st ] && fail "signal to $whom: a model was saved by a stopped run"
 }
-stop_with_signal mpirun "train --num-cores 4 --batch-size 32 --log-steps 1 --result-image none
+# (A progress line every 20 steps: mpirun stops reading the ranks' output while it passes the
+# signal on, and a line every step would fill its pseudo-terminal and block rank 0 before it
+# could stop.)
+stop_with_signal mpirun "train --num-cores 4 --batch-size 32 --log-steps 20 --result-image none
   --plot none"
 stop_with_signal rank "$sig_job"
 cp ck-rank/checkpoint-epoch-*.safetensors stopped.safetensors # the one where they stopped
