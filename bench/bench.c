@@ -127,11 +127,13 @@ static int write_json(const cn_model *m, const bench_settings *s, const bench_re
         perror(s->json_path);
         return 1;
     }
-    fprintf(f, "{\"threads\":%d,\"isa\":\"%s\",\"precision\":\"%s\",\"epochs\":%d,\"train_samples_per_second\":%.1f,"
-               "\"eval_images_per_second\":%.1f,\"eval_seconds\":%.4f,\"gflops\":%.2f,"
+    fprintf(f, "{\"threads\":%d,\"isa\":\"%s\",\"precision\":\"%s\",\"epochs\":%d,"
+               "\"train_samples_per_second\":%.1f,\"eval_images_per_second\":%.1f,"
+               "\"eval_seconds\":%.4f,\"gflops\":%.2f,"
                "\"peak_gflops\":%.2f,\"flops_per_sample\":%.0f,\"computed_flops_per_sample\":%.0f,"
                "\"computed_gflops\":%.2f,\"phases_per_epoch\":{\"data\":%.4f,"
-               "\"forward\":%.4f,\"backward\":%.4f,\"reduce\":%.4f,\"optimizer\":%.4f},\"layers\":[",
+               "\"forward\":%.4f,\"backward\":%.4f,\"reduce\":%.4f,\"optimizer\":%.4f},"
+               "\"layers\":[",
             s->threads, cn_isa_name(cn_isa_active()), cn_precision_name(s->precision), s->epochs,
             r->train_rate, r->eval_rate,
             r->eval_seconds, r->gflops, r->peak, r->flops_per_sample, r->computed_per_sample,

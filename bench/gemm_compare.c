@@ -1,8 +1,9 @@
 /* gemm_compare.c — cnnc's GEMM kernels against OpenBLAS (Debian's libopenblas-dev, one thread)
  * on the exact matrix shapes one training sample of the seed's model produces, then the patch
- * copies (im2col, im2row, col2im) of those convolutions, which have no OpenBLAS counterpart.
- * Prints the time per call and GFLOP/s (or GB/s) for each, best of many repetitions. Run by `make bench-gemm`; the result
- * decides which one cnnc uses and is recorded in bench/README.md. Measures; asserts nothing. */
+ * copies (im2col, im2row, col2im) of those convolutions and the gradients taken from a
+ * max-pool's picks, which have no OpenBLAS counterpart. Prints the time per call and GFLOP/s
+ * (or GB/s) for each, best of many repetitions. Run by `make bench-gemm`; the result decides
+ * which one cnnc uses and is recorded in bench/README.md. Measures; asserts nothing. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>

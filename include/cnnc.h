@@ -98,7 +98,10 @@ uint32_t cn_rng_below(cn_rng *rng, uint32_t bound); /* [0, bound), unbiased; bou
  * disjoint and the last n mod R samples of the permutation are left out for that epoch. */
 void cn_sampler_permutation(uint32_t *perm, uint32_t n, uint64_t seed, int epoch);
 /* Samples per replica: floor(n / replicas); replicas > 0. */
-static inline uint32_t cn_sampler_shard_size(uint32_t n, int replicas) { return n / (uint32_t)replicas; }
+static inline uint32_t cn_sampler_shard_size(uint32_t n, int replicas)
+{
+    return n / (uint32_t)replicas;
+}
 
 /* ---------------------------------------------------------------- models */
 
@@ -252,9 +255,9 @@ int cn_comm_agree(const cn_comm *c, int failed, cn_error *err);
 
 /* The precision of the convolutions' products. FP32: everything in single precision.
  * BF16: the convolutions multiply bfloat16 operands (weights, patches and output gradients
- * rounded to nearest even) and sum in fp32, as a TPU does; weights, momentum, gradients, a
- * first convolution's weight gradient taken from its max-pool's picks, and every other layer
- * stay fp32. Needs a CPU with AVX512_BF16. */
+ * rounded to nearest even) and sum in fp32, as a TPU does; weights, momentum, gradients, the
+ * backward pass of a convolution that feeds a max-pool (taken from the pool's picks), and every
+ * other layer stay fp32. Needs a CPU with AVX512_BF16. */
 typedef enum { CN_PRECISION_FP32, CN_PRECISION_BF16, CN_PRECISION_COUNT } cn_precision;
 const char *cn_precision_name(cn_precision p); /* "fp32", "bf16"; "unknown" else */
 /* Sets *p from its name; -1 for any other text. */

@@ -154,8 +154,9 @@ sig_job="train --num-cores 4 --batch-size 32 --train-samples 16384 --test-sample
 "$cnnc" $sig_job --threads 2 --save straight.st >/dev/null 2>&1 || fail "the unstopped run failed"
 
 # stop_with_signal WHOM JOB: starts JOB as 2 processes with a checkpoint folder, waits for its
-# first progress line after step 0, sends SIGTERM to mpirun (WHOM=mpirun) or to rank 1's process (WHOM=rank), and
-# expects every rank gone within 20 s, a checkpoint of where they stopped, and no model saved.
+# first progress line after step 0, sends SIGTERM to mpirun (WHOM=mpirun) or to rank 1's
+# process (WHOM=rank), and expects every rank gone within 20 s, a checkpoint of where they
+# stopped, and no model saved.
 # (mpirun passes SIGTERM on about a second later, after a SIGCONT, and sends SIGKILL a second
 # after that: the job must outlast that second.)
 stop_with_signal() {

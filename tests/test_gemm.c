@@ -1,6 +1,7 @@
-/* test_gemm.c — cn_sgemm (and cn_sgemm_rows_from) and the patch kernels (im2col, im2row, col2im) of the instruction set in
- * use (tests/run.sh runs this once per CNNC_ISA) against plain double-precision loops, over
- * shapes that reach every tile, band, dot-product block and tail the kernels have. */
+/* test_gemm.c — cn_sgemm (and cn_sgemm_rows_from) and the patch kernels (im2col, im2row,
+ * col2im, row2im) of the instruction set in use (tests/run.sh runs this once per CNNC_ISA)
+ * against plain double-precision loops, over shapes that reach every tile, band, dot-product
+ * block and tail the kernels have. */
 #include "testutil.h"
 
 #include "gemm.h"
