@@ -188,8 +188,6 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
  * from the input. With din, col holds, each part on a cache line of its own: the patch matrix
  * (im2row), its rows padded to whole lines, which then becomes the input gradient's patch rows
  * for row2im; the weights in rows padded alike; the picks sorted by position. */
-#define CN_LINE_FLOATS 16 /* floats in a cache line */
-
 static size_t whole_lines(size_t floats)
 {
     return (floats + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;

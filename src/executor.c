@@ -17,7 +17,7 @@
 
 static int kind_at(const cn_model *m, int i)
 {
-    return i < m->num_layers ? (int)m->layers[i].kind : -1;
+    return i >= 0 && i < m->num_layers ? (int)m->layers[i].kind : -1;
 }
 
 /* The layer that reads layer i's output, looking through flatten views (num_layers if none). */
@@ -172,7 +172,6 @@ static size_t layer_rows(const cn_plan *p, int i, int kept)
 
 /* Buffers start on a cache line of their own (CN_LINE_FLOATS floats): whole-vector loads do not
  * straddle two lines. */
-#define CN_LINE_FLOATS 16
 
 /* n floats at the next line boundary from *at; NULL while only counting (base NULL). */
 static float *take(float *base, size_t *at, size_t n)

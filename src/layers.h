@@ -11,6 +11,10 @@
 
 #include "gemm.h" /* CN_IM2ROW_SLACK */
 
+/* Floats in a cache line: the workspace starts its buffers on one, and padded patch rows are
+ * whole lines. */
+#define CN_LINE_FLOATS 16
+
 /* Conv2d, valid padding, stride 1; OH = H-K+1, OW = W-K+1.
  * in [B,C,H,W], weight [OC,C,K,K], bias [OC] -> out [B,OC,OH,OW]
  * col: scratch of C*K*K*OH*OW + CN_IM2ROW_SLACK floats (the patches of one sample). */
