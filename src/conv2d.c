@@ -28,13 +28,6 @@ static float sum_floats(const float *x, int n)
     return lane[0];
 }
 
-/* o [OC, P] = bias[oc] in every row: where the product's sums start. */
-static void fill_bias(float *o, const float *bias, int OC, int P)
-{
-    for (int oc = 0; oc < OC; oc++)
-        for (int p = 0; p < P; p++) o[(size_t)oc * P + p] = bias[oc];
-}
-
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
                        int B, int C, int H, int W, int OC, int K, float *col)
 {
@@ -139,8 +132,7 @@ void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, co
             cn_bf16_pack_row_pairs(plane, x, C, H * W, H * W);
             cn_im2col((float *)colp, (const float *)plane, halves(C), H, W, K); /* copies */
         }
-        fill_bias(o, bias, OC, P);
-        cn_gemm_bf16(OC, P, Kp, wp, Kp, 1, colp, P, 1, o, P);
+        cn_gemm_bf16_rows_from(OC, P, Kp, wp, Kp, 1, colp, P, bias, o, P);
     }
 }
 

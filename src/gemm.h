@@ -95,6 +95,10 @@ void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C,
  * ldc floats. Each element of C is summed over the pairs in order. */
 void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
                   const cn_bf16_pair *B, int ldb, int accumulate, float *C, int ldc);
+/* The same with the sums of row i starting from start[i] (a bias), as cn_sgemm_rows_from. */
+void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai,
+                            ptrdiff_t ak, const cn_bf16_pair *B, int ldb, const float *start,
+                            float *C, int ldc);
 
 /* The kernels, one set per instruction set (gemm_kernels.inc). */
 #define CN_DECLARE_GEMM_KERNELS(isa)                                                           \

@@ -115,14 +115,20 @@ void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C,
 
 /* C[R, w] (+)= A[R, Kp] * B[Kp, w] for the columns of m0 (the first vector) and m1 (the
  * second; none when the tile is one vector wide): R = 1..6 rows of two vectors of
- * accumulators, which start from C or, with masks m0 and m1 turned off for loading, from 0. */
+ * accumulators, which start from start[r] when start is given, else from C or, with masks m0
+ * and m1 turned off for loading, from 0. */
 static inline __attribute__((always_inline)) void
 tile(int R, int wide, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
-     const cn_bf16_pair *B, int ldb, float *C, int ldc, __mmask16 m0, __mmask16 m1, int add)
+     const cn_bf16_pair *B, int ldb, const float *start, float *C, int ldc, __mmask16 m0,
+     __mmask16 m1, int add)
 {
     __m512 c[6][2];
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
+        if (start) {
+            c[r][0] = c[r][1] = _mm512_set1_ps(start[r]);
+            continue;
+        }
         c[r][0] = _mm512_maskz_loadu_ps(add ? m0 : 0, C + (size_t)r * ldc);
         if (wide) c[r][1] = _mm512_maskz_loadu_ps(add ? m1 : 0, C + (size_t)r * ldc + 16);
     }
@@ -146,13 +152,13 @@ tile(int R, int wide, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
 
 #define TILE_ROWS 6
 typedef void (*tile_fn)(int, const cn_bf16_pair *, ptrdiff_t, ptrdiff_t, const cn_bf16_pair *,
-                        int, float *, int, __mmask16, __mmask16, int);
+                        int, const float *, float *, int, __mmask16, __mmask16, int);
 #define DEFINE_TILE(R, WIDE)                                                                   \
     static void tile_##R##_##WIDE(int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,  \
-                                  const cn_bf16_pair *B, int ldb, float *C, int ldc,         \
-                                  __mmask16 m0, __mmask16 m1, int add)                       \
+                                  const cn_bf16_pair *B, int ldb, const float *start,        \
+                                  float *C, int ldc, __mmask16 m0, __mmask16 m1, int add)    \
     {                                                                                         \
-        tile(R, WIDE, Kp, A, ai, ak, B, ldb, C, ldc, m0, m1, add);                            \
+        tile(R, WIDE, Kp, A, ai, ak, B, ldb, start, C, ldc, m0, m1, add);                     \
     }
 #define DEFINE_TILES(R) DEFINE_TILE(R, 0) DEFINE_TILE(R, 1)
 DEFINE_TILES(1)
@@ -166,8 +172,9 @@ static const tile_fn tiles[2][TILE_ROWS + 1] = {
     {NULL, tile_1_1, tile_2_1, tile_3_1, tile_4_1, tile_5_1, tile_6_1},
 };
 
-void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
-                  const cn_bf16_pair *B, int ldb, int accumulate, float *C, int ldc)
+static void gemm(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
+                 const cn_bf16_pair *B, int ldb, const float *start, int accumulate, float *C,
+                 int ldc)
 {
     int bands = (M + TILE_ROWS - 1) / TILE_ROWS;
     int rows = bands ? (M + bands - 1) / bands : 0; /* even bands, as the fp32 kernels */
@@ -176,8 +183,21 @@ void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptr
         for (int j = 0; j < N; j += 32) {
             int w = N - j < 32 ? N - j : 32;
             __mmask16 m0 = first(w < 16 ? w : 16), m1 = first(w > 16 ? w - 16 : 0);
-            tiles[w > 16][R](Kp, A + i * ai, ai, ak, B + j, ldb, C + (size_t)i * ldc + j, ldc,
-                             m0, m1, accumulate);
+            tiles[w > 16][R](Kp, A + i * ai, ai, ak, B + j, ldb, start ? start + i : NULL,
+                             C + (size_t)i * ldc + j, ldc, m0, m1, accumulate);
         }
     }
+}
+
+void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
+                  const cn_bf16_pair *B, int ldb, int accumulate, float *C, int ldc)
+{
+    gemm(M, N, Kp, A, ai, ak, B, ldb, NULL, accumulate, C, ldc);
+}
+
+void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai,
+                            ptrdiff_t ak, const cn_bf16_pair *B, int ldb, const float *start,
+                            float *C, int ldc)
+{
+    gemm(M, N, Kp, A, ai, ak, B, ldb, start, 0, C, ldc);
 }

@@ -208,6 +208,13 @@ static void check_bf16_shape(int M, int N, int K, cn_rng *rng)
     cn_gemm_bf16(M, N, Kp, Tp, 1, M, Bp, N, 0, C, N);
     worst = tu_max_violation(C, want, (size_t)M * N, 1e-5 * (K + 1), 1e-5);
     if (worst > 1) fail_msg("bf16 A^T %dx%dx%d: off by %.2f tolerances", M, N, K, worst);
+    /* sums from one value per row: the bits of filling C with it and accumulating */
+    float *start = T; /* M values */
+    fill(start, (size_t)M, rng);
+    for (size_t i = 0; i < (size_t)M * N; i++) want[i] = start[i / (size_t)N];
+    cn_gemm_bf16(M, N, Kp, Ap, Kp, 1, Bp, N, 1, want, N);
+    cn_gemm_bf16_rows_from(M, N, Kp, Ap, Kp, 1, Bp, N, start, C, N);
+    assert_memory_equal(C, want, (size_t)M * N * sizeof *C);
     free(A), free(B), free(C), free(want), free(Ap), free(Bp), free(T), free(Tp);
 }
 
