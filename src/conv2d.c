@@ -2,10 +2,11 @@
  * at a time so the patch buffer stays in cache. Forward multiplies the weights by the
  * channel-major patch matrix (im2col); the weight gradient uses the position-major one (im2row)
  * when there are few output positions, so that it too is a plain product rather than many short
- * dot products; the input gradient goes back through col2im. The patch copies are vector
- * kernels chosen with the GEMM's (gemm.h). The _bf16 variants (--precision bf16) do the same
- * products on bf16 operands packed in pairs (cn_gemm_bf16). No padding, stride or dilation: the
- * models here do not use them. */
+ * dot products; the input gradient goes back through col2im. A convolution that feeds a
+ * max-pool takes its backward pass from the pool's picks instead (cn_conv2d_pool_backward, at
+ * the end). The patch copies are vector kernels chosen with the GEMM's (gemm.h). The _bf16
+ * variants (--precision bf16) do the same products on bf16 operands packed in pairs
+ * (cn_gemm_bf16). No padding, stride or dilation: the models here do not use them. */
 #include <string.h>
 
 #include "gemm.h"

@@ -1,7 +1,8 @@
 /* gemm.h — the single-precision matrix product that the conv and linear layers are built on,
- * and the choice of instruction set behind it. Row-major; no threads inside (the trainer
- * parallelises across replicas); deterministic: the order of the sums depends only on the
- * shapes and on the instruction set. */
+ * the other vector kernels of the convolutions and pools (patch copies, 2x2 max-pooling,
+ * gradients from a max-pool's picks, bf16 products), and the choice of instruction set behind
+ * them. Row-major; no threads inside (the trainer parallelises across replicas); deterministic:
+ * the order of the sums depends only on the shapes and on the instruction set. */
 #ifndef CN_GEMM_H
 #define CN_GEMM_H
 
