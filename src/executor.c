@@ -100,8 +100,6 @@ static void plan_segments(cn_plan *p)
     }
 }
 
-static int conv_reads_pool(const cn_model *m, int i);
-
 /* The patch scratch of the largest convolution, plus what im2row may write past its end (and,
  * before a max-pool, the picks' scratch). */
 static size_t col_floats(const cn_model *m)
@@ -111,9 +109,9 @@ static size_t col_floats(const cn_model *m)
         const cn_layer *l = &m->layers[i];
         if (l->kind != CN_CONV2D) continue;
         size_t n = (size_t)l->in_c * l->kernel * l->kernel * l->out_h * l->out_w + CN_IM2ROW_SLACK;
-        if (conv_reads_pool(m, i))
+        if (cn_model_pool_after(m, i))
             n = cn_conv2d_pool_col_floats(l->in_c, l->in_h, l->in_w, l->out_c, l->kernel,
-                                          m->layers[i + 1].kernel);
+                                          cn_model_pool_after(m, i));
         most = n > most ? n : most;
     }
     return most;
@@ -324,14 +322,6 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
     }
 }
 
-/* A convolution followed by a max-pool takes its gradients from the pool's gradient and argmax
- * (cn_conv2d_pool_backward), and the pool's own backward pass, whose result only that
- * convolution would read, is skipped. */
-static int conv_reads_pool(const cn_model *m, int i)
-{
-    return kind_at(m, i) == CN_CONV2D && kind_at(m, i + 1) == CN_MAXPOOL2D;
-}
-
 /* dp + l->weight - shift is where this pass adds the gradient of layer i's weight. */
 static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
                            int n, float *dp, size_t shift)
@@ -344,11 +334,11 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
     int HW = l->out_h * l->out_w, bc = l->bn_channels;
     switch (l->kind) {
     case CN_CONV2D:
-        if (conv_reads_pool(m, i)) {
+        if (cn_model_pool_after(m, i)) { /* gradients from the pool's picks */
             layer_io pool = io_at(p, w, s, i + 1, first);
             cn_conv2d_pool_backward(io.dx, dw, db, pool.dy, pool.argmax, io.x, prm + l->weight,
                                     n, l->in_c, l->in_h, l->in_w, l->out_c, l->kernel,
-                                    m->layers[i + 1].kernel, s->col);
+                                    cn_model_pool_after(m, i), s->col);
         } else if (p->bf16)
             cn_conv2d_backward_bf16(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c,
                                     l->in_h, l->in_w, l->out_c, l->kernel, s->col, s->packed);
@@ -364,7 +354,7 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
                                 prm + l->weight, n, l->out_c, HW);
         break;
     case CN_MAXPOOL2D:
-        if (io.dx && !conv_reads_pool(m, i - 1))
+        if (io.dx && !cn_model_pool_after(m, i - 1)) /* else the convolution read the picks */
             cn_maxpool2d_backward(io.dx, io.dy, io.argmax, n, l->in_c, l->in_h, l->in_w, l->kernel);
         break;
     case CN_RELU:

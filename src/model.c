@@ -225,10 +225,7 @@ void cn_model_flops_computed(const cn_model *m, double *forward, double *backwar
     for (int i = 0; i < m->num_layers; i++) {
         double f, b;
         layer_macs(&m->layers[i], i == 0, &f, &b);
-        int S = i + 1 < m->num_layers && m->layers[i].kind == CN_CONV2D &&
-                        m->layers[i + 1].kind == CN_MAXPOOL2D
-                    ? m->layers[i + 1].kernel
-                    : 1;
+        int S = cn_model_pool_after(m, i) ? cn_model_pool_after(m, i) : 1;
         *forward += 2 * f;
         *backward += 2 * b / ((double)S * S);
     }

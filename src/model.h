@@ -12,7 +12,7 @@
 
 typedef struct {
     cn_layer_kind kind;
-    char name[64];           /* at most 39 characters, so "NAME.num_batches_tracked" fits a cn_tensor_ref */
+    char name[64]; /* at most 39 characters: "NAME.num_batches_tracked" fits a cn_tensor_ref */
     int in_c, in_h, in_w;    /* per-sample input shape */
     int out_c, out_h, out_w; /* per-sample output shape */
     int kernel;
@@ -40,6 +40,16 @@ static inline int cn_layer_out_size(const cn_layer *l) { return l->out_c * l->ou
 static inline int cn_layer_has_params(const cn_layer *l)
 {
     return l->kind == CN_CONV2D || l->kind == CN_LINEAR || l->kind == CN_BATCHNORM2D;
+}
+
+/* The window of the max-pool that layer i feeds when layer i is a convolution followed by one,
+ * else 0: such a convolution takes its gradients from the pool's picks (the executor runs it
+ * so, and cn_model_flops_computed counts it so). */
+static inline int cn_model_pool_after(const cn_model *m, int i)
+{
+    int pooled = i >= 0 && i + 1 < m->num_layers && m->layers[i].kind == CN_CONV2D &&
+                 m->layers[i + 1].kind == CN_MAXPOOL2D;
+    return pooled ? m->layers[i + 1].kernel : 0;
 }
 
 #endif /* CN_MODEL_H */
