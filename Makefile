@@ -11,8 +11,9 @@ WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmis
 PKGS     := zlib cairo jansson
 CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
 # Every object is position-independent, so that one set serves the static and the shared
-# library. Training speed is unchanged with these flags (README, "Install").
-PIC_FLAGS := -fPIC -fno-semantic-interposition
+# library. Training speed is unchanged with these flags (README, "Install"). Symbols are hidden
+# unless the public header marks them CN_API, so the shared library exports exactly cnnc.h.
+PIC_FLAGS := -fPIC -fno-semantic-interposition -fvisibility=hidden
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDLIBS   := $(PKG_LIBS) -lpthread -lm
@@ -100,7 +101,19 @@ $(BUILD)/examples/%: examples/%.c include/cnnc.h $(BUILD)/libcnnc.a
 
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libcnnc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -Itests -o $@ $< $(BUILD)/libcnnc.a $(TEST_LIBS) $(LDLIBS)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -Itests -o $@ $< $(TEST_OBJ) $(BUILD)/libcnnc.a $(TEST_LIBS) $(LDLIBS)
+
+# Test builds only: safetensors.c with its stall hook (-DCNNC_TEST_HOOKS), which the shipped
+# library and command never carry; a cnnc with it for the command-line checks, and the
+# safetensors test linked against it.
+HOOKS_OBJ := $(BUILD)/tests/hooks/safetensors.o
+$(HOOKS_OBJ): src/safetensors.c include/cnnc.h
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(PIC_FLAGS) -DCNNC_TEST_HOOKS $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
+$(BUILD)/tests/cnnc-test-hooks: $(HOOKS_OBJ) $(CLI_OBJ) $(BUILD)/libcnnc.a
+	$(CC) $(CFLAGS) -o $@ $(HOOKS_OBJ) $(CLI_OBJ) $(BUILD)/libcnnc.a $(LDLIBS) $(MPI_LIBS)
+$(BUILD)/tests/test_safetensors: TEST_OBJ := $(HOOKS_OBJ)
+$(BUILD)/tests/test_safetensors: $(HOOKS_OBJ)
 
 deps:
 	@tools/deps.sh train
@@ -168,7 +181,7 @@ deps-fuzz:
 test-sanitize: deps-test
 	@tests/sanitize/run.sh
 
-check: all $(TEST_BIN) $(EXAMPLE_BIN) $(BUILD)/$(SHLIB) $(FUZZ_BIN)
+check: all $(TEST_BIN) $(EXAMPLE_BIN) $(BUILD)/$(SHLIB) $(FUZZ_BIN) $(BUILD)/tests/cnnc-test-hooks
 	@tests/run.sh $(BUILD)
 
 # The run-time linker's cache learns about a new library in a standard folder from ldconfig.

@@ -25,7 +25,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CN_VERSION "0.1.0"
+
+/* Marks what the shared library exports: the library is built with hidden visibility, so the
+ * functions and data declared here, and nothing else, are its interface. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CN_API __attribute__((visibility("default")))
+#else
+#define CN_API
+#endif
 
 /* ---------------------------------------------------------------- errors */
 
@@ -35,14 +47,14 @@ typedef struct {
 
 /* Writes the formatted message into err (when non-NULL; cut at 1023 bytes) and returns -1, so
  * that failing paths read `return cn_fail(err, "%s: truncated", path);`. Never fails. */
-int cn_fail(cn_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+CN_API int cn_fail(cn_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---------------------------------------------------------------- data */
 
 #define CN_NUM_CLASSES 10
 /* Fashion-MNIST class names, indexed by label: "T-shirt/top", "Trouser", ..., "Ankle boot".
  * Constant strings; never freed. */
-extern const char *const cn_class_names[CN_NUM_CLASSES];
+CN_API extern const char *const cn_class_names[CN_NUM_CLASSES];
 
 /* Images and labels of one split. Filled by cn_dataset_load; a caller may lower count to use
  * only the first samples (cn_dataset_free still frees everything). */
@@ -59,7 +71,7 @@ typedef struct {
  * and never allocates more than the file justifies. On success *data is malloc'd (the caller
  * frees it with free) and dims[0..want_ndim) holds the dimensions; on failure *data is not
  * set. Errors: missing or unreadable file, bad gzip stream, bad header, wrong size. */
-int cn_idx_read(const char *path, int want_ndim, uint8_t **data, int dims[3], cn_error *err);
+CN_API int cn_idx_read(const char *path, int want_ndim, uint8_t **data, int dims[3], cn_error *err);
 
 /* Loads split "train" or "t10k" from dir: DIR/SPLIT-images-idx3-ubyte(.gz) and
  * DIR/SPLIT-labels-idx1-ubyte(.gz). Checks 28x28 images, equal non-zero counts and labels
@@ -67,16 +79,16 @@ int cn_idx_read(const char *path, int want_ndim, uint8_t **data, int dims[3], cn
  * empty (all zero), so cn_dataset_free on it is harmless. Errors: as cn_idx_read, plus a
  * missing folder or file (the message says how to install the dataset), mismatched counts,
  * labels above 9. */
-int cn_dataset_load(cn_dataset *ds, const char *dir, const char *split, cn_error *err);
+CN_API int cn_dataset_load(cn_dataset *ds, const char *dir, const char *split, cn_error *err);
 /* Frees ds's arrays and zeroes it; ds may be NULL or already empty. */
-void cn_dataset_free(cn_dataset *ds);
+CN_API void cn_dataset_free(cn_dataset *ds);
 
 /* out[i] = (pixels[i] / 255 - 0.1307) / 0.3081 for i < n, computed in float as PyTorch does.
  * out holds n floats (caller owned); out and pixels must not overlap. */
-void cn_normalize(float *out, const uint8_t *pixels, size_t n);
+CN_API void cn_normalize(float *out, const uint8_t *pixels, size_t n);
 /* table[p] = what cn_normalize maps pixel value p to: for callers that normalise many small
  * pieces and would otherwise build the table for each. */
-void cn_pixel_values(float table[256]);
+CN_API void cn_pixel_values(float table[256]);
 
 /* ---------------------------------------------------------------- randomness */
 
@@ -87,16 +99,16 @@ typedef struct {
 } cn_rng;
 
 /* Sets the state from seed (through splitmix64, so any seed, 0 included, is fine). */
-void cn_rng_seed(cn_rng *rng, uint64_t seed);
-uint64_t cn_rng_next(cn_rng *rng);                  /* 64 random bits; advances the state */
-float cn_rng_uniform(cn_rng *rng);                 /* [0, 1), 24 random bits */
-uint32_t cn_rng_below(cn_rng *rng, uint32_t bound); /* [0, bound), unbiased; bound > 0 */
+CN_API void cn_rng_seed(cn_rng *rng, uint64_t seed);
+CN_API uint64_t cn_rng_next(cn_rng *rng);                  /* 64 random bits; advances the state */
+CN_API float cn_rng_uniform(cn_rng *rng);                 /* [0, 1), 24 random bits */
+CN_API uint32_t cn_rng_below(cn_rng *rng, uint32_t bound); /* [0, bound), unbiased; bound > 0 */
 
 /* Distributed sampler. A fresh permutation of 0..n-1 for every (seed, epoch), written to perm
  * (n entries, caller owned); the same (n, seed, epoch) always gives the same order. Replica r
  * of R takes perm[r], perm[r + R], perm[r + 2R], ... — floor(n / R) samples, so the shards are
  * disjoint and the last n mod R samples of the permutation are left out for that epoch. */
-void cn_sampler_permutation(uint32_t *perm, uint32_t n, uint64_t seed, int epoch);
+CN_API void cn_sampler_permutation(uint32_t *perm, uint32_t n, uint64_t seed, int epoch);
 /* Samples per replica: floor(n / replicas); replicas > 0. */
 static inline uint32_t cn_sampler_shard_size(uint32_t n, int replicas)
 {
@@ -131,41 +143,41 @@ typedef struct cn_model cn_model;
  * CN_LOG_SOFTMAX. Parameters are zero until cn_model_init. Returns a model the caller frees
  * with cn_model_free, or NULL with the message in err: a spec that does not fit its input
  * (naming the layer's index and kind), a missing or too long name, out of memory. */
-cn_model *cn_model_create(int channels, int height, int width, const cn_layer_spec *layers,
+CN_API cn_model *cn_model_create(int channels, int height, int width, const cn_layer_spec *layers,
                           int num_layers, cn_error *err);
 /* The seed's Fashion-MNIST CNN, built with cn_model_create from this list of specs:
  * conv1(1->10, k5) -> max_pool 2 -> relu -> bn1 -> conv2(10->20, k5) -> max_pool 2 -> relu ->
  * bn2 -> flatten -> fc1(320->50) -> relu -> fc2(50->10) -> log_softmax; 21,900 parameters.
  * NULL only when out of memory. */
-cn_model *cn_model_fashion_mnist(cn_error *err);
+CN_API cn_model *cn_model_fashion_mnist(cn_error *err);
 /* Frees the model and its buffers; m may be NULL. Free trainers built on it first. */
-void cn_model_free(cn_model *m);
+CN_API void cn_model_free(cn_model *m);
 
 /* PyTorch's default initialisation, drawn from cn_rng seeded with seed: conv/linear weights
  * and biases uniform in +-1/sqrt(fan_in); batchnorm weight 1, bias 0, running mean 0, running
  * var 1, num_batches_tracked 0. Overwrites every tensor. */
-void cn_model_init(cn_model *m, uint64_t seed);
+CN_API void cn_model_init(cn_model *m, uint64_t seed);
 
 /* All trainable parameters in one buffer of cn_model_num_params floats, in PyTorch's
  * parameters() order; the pointer belongs to the model (valid until cn_model_free) and may be
  * read or written between training steps. Gradients and momentum use the same layout. */
-size_t cn_model_num_params(const cn_model *m);
-float *cn_model_params(cn_model *m);
-int cn_model_input_size(const cn_model *m);   /* channels * height * width */
-int cn_model_num_outputs(const cn_model *m);  /* classes: the last layer's features */
-int cn_model_num_layers(const cn_model *m);
+CN_API size_t cn_model_num_params(const cn_model *m);
+CN_API float *cn_model_params(cn_model *m);
+CN_API int cn_model_input_size(const cn_model *m);   /* channels * height * width */
+CN_API int cn_model_num_outputs(const cn_model *m);  /* classes: the last layer's features */
+CN_API int cn_model_num_layers(const cn_model *m);
 /* The layer's name: its spec's name, or kind and index ("relu2") for unnamed layers; "" for an
  * index out of range. The string belongs to the model. */
-const char *cn_model_layer_name(const cn_model *m, int layer);
+CN_API const char *cn_model_layer_name(const cn_model *m, int layer);
 /* Floating-point operations of one sample's forward and backward pass through the conv and
  * linear layers (2 per multiply-add; the first layer computes no input gradient), into
  * *forward and *backward. */
-void cn_model_flops(const cn_model *m, double *forward, double *backward);
+CN_API void cn_model_flops(const cn_model *m, double *forward, double *backward);
 /* The same count for the arithmetic cnnc's kernels do: a convolution that feeds a max-pool with
  * S x S windows takes its gradients from the one position in S*S the pool picked, so its
  * backward pass counts 1/S^2 of the dense one (picks whose gradient is zero, skipped too, are
  * still counted: the figure does not depend on the data). */
-void cn_model_flops_computed(const cn_model *m, double *forward, double *backward);
+CN_API void cn_model_flops_computed(const cn_model *m, double *forward, double *backward);
 
 typedef enum { CN_F32, CN_I64 } cn_dtype;
 
@@ -183,28 +195,28 @@ typedef struct {
 /* Lists the state_dict tensors in PyTorch's order into out[0..max); returns how many the model
  * has (at most max are written; call with out NULL and max 0 to count). Writing through a
  * reference's data changes the model. */
-int cn_model_tensors(cn_model *m, cn_tensor_ref *out, int max);
+CN_API int cn_model_tensors(cn_model *m, cn_tensor_ref *out, int max);
 
 /* ---------------------------------------------------------------- instruction sets */
 
 /* The vector instruction sets the compute kernels are built for, chosen at run time. */
 typedef enum { CN_ISA_GENERIC, CN_ISA_AVX2, CN_ISA_AVX512, CN_ISA_COUNT } cn_isa;
 
-const char *cn_isa_name(cn_isa isa);        /* "generic", "avx2", "avx512"; "unknown" else */
-int cn_isa_supported(cn_isa isa);           /* 1 when this CPU can run it, else 0 */
+CN_API const char *cn_isa_name(cn_isa isa);        /* "generic", "avx2", "avx512"; "unknown" else */
+CN_API int cn_isa_supported(cn_isa isa);           /* 1 when this CPU can run it, else 0 */
 /* Sets *isa to the best supported set, or the one the environment variable CNNC_ISA names;
  * -1 with a message when CNNC_ISA is unknown or unsupported (*isa then holds the best set).
  * Callers that want to refuse such a setting check this before any work. */
-int cn_isa_from_env(cn_isa *isa, cn_error *err);
+CN_API int cn_isa_from_env(cn_isa *isa, cn_error *err);
 /* The set in use by this process: decided on first use from cn_isa_from_env (falling back to
  * the best supported one when CNNC_ISA is invalid) and fixed from then on. */
-cn_isa cn_isa_active(void);
+CN_API cn_isa cn_isa_active(void);
 
 /* Measures the single-precision arithmetic peak of `threads` (1..1024) threads with the kernels
  * in use (independent vector multiply-adds, no memory traffic, the best of five rounds: about
  * half a second); *gflops in GFLOP/s. Starts and stops its own thread pool. Errors: a thread
  * count out of range, threads that cannot start, out of memory. */
-int cn_peak_gflops(int threads, double *gflops, cn_error *err);
+CN_API int cn_peak_gflops(int threads, double *gflops, cn_error *err);
 
 /* ---------------------------------------------------------------- threads */
 
@@ -215,15 +227,15 @@ typedef void (*cn_task_fn)(void *ctx, int task, int thread);
 /* A persistent pool: threads-1 workers plus the calling thread (threads >= 1). The caller
  * frees it with cn_pool_free. NULL with a message when a thread cannot start or memory runs
  * out. */
-cn_pool *cn_pool_create(int threads, cn_error *err);
+CN_API cn_pool *cn_pool_create(int threads, cn_error *err);
 /* Runs fn(ctx, i, thread) for tasks i = 0..num_tasks-1 and returns when all are done. Task i
  * always runs on thread i % threads, so per-thread scratch is safe and placement is
  * reproducible. ctx is passed through untouched. Call from the thread that created the pool,
  * never from inside a task. */
-void cn_pool_run(cn_pool *pool, int num_tasks, cn_task_fn fn, void *ctx);
-int cn_pool_threads(const cn_pool *pool);
+CN_API void cn_pool_run(cn_pool *pool, int num_tasks, cn_task_fn fn, void *ctx);
+CN_API int cn_pool_threads(const cn_pool *pool);
 /* Stops and joins the workers and frees the pool; pool may be NULL. */
-void cn_pool_free(cn_pool *pool);
+CN_API void cn_pool_free(cn_pool *pool);
 
 /* ---------------------------------------------------------------- processes */
 
@@ -244,12 +256,12 @@ typedef struct {
 
 /* The items [*begin, *end) of 0..total-1 that rank owns: contiguous, in rank order, sizes
  * differing by at most one. */
-void cn_comm_share(int total, int rank, int size, int *begin, int *end);
+CN_API void cn_comm_share(int total, int rank, int size, int *begin, int *end);
 
 /* Every rank says whether it failed (*err holding why). Returns 0 on every rank when none
  * did; otherwise -1 on every rank with the same message in *err, "rank K: ..." from the lowest
  * failing rank. c may be NULL (one process): returns -failed. */
-int cn_comm_agree(const cn_comm *c, int failed, cn_error *err);
+CN_API int cn_comm_agree(const cn_comm *c, int failed, cn_error *err);
 
 /* ---------------------------------------------------------------- training */
 
@@ -259,11 +271,11 @@ int cn_comm_agree(const cn_comm *c, int failed, cn_error *err);
  * backward pass of a convolution that feeds a max-pool (taken from the pool's picks), and every
  * other layer stay fp32. Needs a CPU with AVX512_BF16. */
 typedef enum { CN_PRECISION_FP32, CN_PRECISION_BF16, CN_PRECISION_COUNT } cn_precision;
-const char *cn_precision_name(cn_precision p); /* "fp32", "bf16"; "unknown" else */
+CN_API const char *cn_precision_name(cn_precision p); /* "fp32", "bf16"; "unknown" else */
 /* Sets *p from its name; -1 for any other text. */
-int cn_precision_from_name(const char *name, cn_precision *p);
+CN_API int cn_precision_from_name(const char *name, cn_precision *p);
 /* 1 when this CPU can run it, else 0. */
-int cn_precision_supported(cn_precision p);
+CN_API int cn_precision_supported(cn_precision p);
 
 typedef struct {
     int batch_size;      /* per replica, 128 */
@@ -290,20 +302,20 @@ typedef struct cn_trainer cn_trainer;
  * with a message: a setting out of range (batch 1..65536, replicas 1..1024, threads 1..1024,
  * learning rate > 0, momentum in [0, 1), a precision this CPU supports), out of memory, threads
  * that cannot start. */
-cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err);
+CN_API cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err);
 /* The same for one rank of several processes (comm borrowed, it must outlive the trainer; NULL
  * or size 1: one process). num_replicas must be a multiple of comm->size: each rank runs its
  * cn_comm_share of the replicas, gathers every replica's results each step and applies the same
  * update, so the weights are bit-identical to one process's; evaluation is split across the
  * ranks. Every rank drives its trainer with the same calls and data; creating one makes no
  * collective call. */
-cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cfg,
+CN_API cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cfg,
                                           const cn_comm *comm, cn_error *err);
 /* Stops the trainer's pool and frees its buffers (not the model); t may be NULL. */
-void cn_trainer_free(cn_trainer *t);
+CN_API void cn_trainer_free(cn_trainer *t);
 
 /* Steps in one epoch of data: floor(floor(count / R) / batch_size). */
-int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train);
+CN_API int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train);
 
 /* One optimiser step on num_replicas * batch_size samples given as raw pixels [R*B, 28, 28]
  * and labels [R*B] (each below the model's outputs): replica r takes samples r*B .. r*B+B-1.
@@ -311,14 +323,14 @@ int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train);
  * mean of the replicas' updates. *loss gets the global loss (mean over all R*B samples); phase
  * times are added to *times (may be NULL). Errors: a non-finite loss, gradient or new weight
  * ("training diverged"); the step then does not land and the model keeps its weights. */
-int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels, float *loss,
+CN_API int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels, float *loss,
                     cn_phase_times *times, cn_error *err);
 
 /* Thread-seconds spent in each layer's forward and backward during training steps since the
  * trainer was created or last reset, summed over replicas, into forward[0..max) and
  * backward[0..max); returns the number of layers (at most max entries are written). */
-int cn_trainer_layer_times(const cn_trainer *t, double *forward, double *backward, int max);
-void cn_trainer_reset_layer_times(cn_trainer *t);
+CN_API int cn_trainer_layer_times(const cn_trainer *t, double *forward, double *backward, int max);
+CN_API void cn_trainer_reset_layer_times(cn_trainer *t);
 
 /* Called after each step with the global loss (mean over all replicas' samples): epoch as
  * given, step 0..steps-1. Runs on the calling thread between steps; it must not call back
@@ -330,13 +342,13 @@ typedef void (*cn_step_fn)(void *ctx, int epoch, int step, int steps, float loss
  * loss goes to *mean_loss (may be NULL); phase times are added to *times (may be NULL).
  * Errors: fewer samples than one step needs, images of another size than the model's input,
  * out of memory, divergence (as cn_trainer_step; the epoch stops there). */
-int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
+CN_API int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
                      void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err);
 
 /* The optimiser's momentum buffers: cn_model_num_params floats in the parameter layout, all
  * zero before the first step (so the first step's buffer is the gradient, as in PyTorch).
  * Training checkpoints save them; a resumed run writes them back before its first step. */
-float *cn_trainer_momentum(cn_trainer *t);
+CN_API float *cn_trainer_momentum(cn_trainer *t);
 
 /* Where training stands inside an epoch. A checkpoint records it so that a later run, in
  * another process, continues with exactly the steps, samples and sums of an uninterrupted one. */
@@ -356,7 +368,7 @@ typedef int (*cn_stop_fn)(void *ctx);
  * With several processes should_stop is asked on every rank, and a stop asked for on any rank
  * stops them all after the same step. A failing step (a non-finite loss, say) changes neither
  * the model nor pos. */
-int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_position *pos,
+CN_API int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_position *pos,
                          cn_step_fn on_step, cn_stop_fn should_stop, void *ctx,
                          cn_phase_times *times, cn_error *err);
 
@@ -368,7 +380,7 @@ int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_positi
  * every rank calls it with the same data and n, predictions NULL on all or none; each scores
  * its share of the chunks and every rank gets the loss, accuracy and predictions one process
  * would. */
-int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double *accuracy,
+CN_API int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double *accuracy,
                 uint8_t *predictions, cn_error *err);
 
 /* ---------------------------------------------------------------- files */
@@ -378,7 +390,7 @@ int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double
  * key, meta[2i+1] the value; meta may be NULL with num_meta 0). The file appears whole or not
  * at all: a temporary file in the same folder, fsync, rename. Errors: bad names, dtypes,
  * shapes or metadata (duplicates, reserved keys, not UTF-8), write failures (path named). */
-int cn_safetensors_write(const char *path, const cn_tensor_ref *tensors, int num_tensors,
+CN_API int cn_safetensors_write(const char *path, const cn_tensor_ref *tensors, int num_tensors,
                          const char *const *meta, int num_meta, cn_error *err);
 
 typedef struct cn_safetensors cn_safetensors;
@@ -386,30 +398,30 @@ typedef struct cn_safetensors cn_safetensors;
  * byte ranges, ranges covering the data exactly) into memory. Returns a file the caller frees
  * with cn_safetensors_free, or NULL with a message naming path and what is wrong; a corrupt
  * header never drives a large allocation. */
-cn_safetensors *cn_safetensors_read(const char *path, cn_error *err);
+CN_API cn_safetensors *cn_safetensors_read(const char *path, cn_error *err);
 /* Frees the file and everything cn_safetensors_at/get/meta returned from it; f may be NULL. */
-void cn_safetensors_free(cn_safetensors *f);
-int cn_safetensors_count(const cn_safetensors *f);
+CN_API void cn_safetensors_free(cn_safetensors *f);
+CN_API int cn_safetensors_count(const cn_safetensors *f);
 /* The i-th tensor (file order, 0 <= i < count) or the tensor by name (NULL when absent). The
  * reference and its data belong to f; data points at the raw little-endian bytes and need not
  * be aligned (copy with memcpy). */
-const cn_tensor_ref *cn_safetensors_at(const cn_safetensors *f, int i);
-const cn_tensor_ref *cn_safetensors_get(const cn_safetensors *f, const char *name);
+CN_API const cn_tensor_ref *cn_safetensors_at(const cn_safetensors *f, int i);
+CN_API const cn_tensor_ref *cn_safetensors_get(const cn_safetensors *f, const char *name);
 /* A __metadata__ value (owned by f), or NULL when the key is absent. */
-const char *cn_safetensors_meta(const cn_safetensors *f, const char *key);
+CN_API const char *cn_safetensors_meta(const cn_safetensors *f, const char *key);
 
 /* The model's state_dict as safetensors, written atomically (as cn_safetensors_write) / back.
  * Load checks the whole file first: every expected name there with its dtype and shape, finite
  * values, nothing else (optimizer.* tensors are allowed and ignored); a refused file leaves the
  * model unchanged. Errors name path: unreadable or corrupt file, a missing, extra or misshapen
  * tensor. */
-int cn_model_save(cn_model *m, const char *path, cn_error *err);
-int cn_model_load(cn_model *m, const char *path, cn_error *err);
+CN_API int cn_model_save(cn_model *m, const char *path, cn_error *err);
+CN_API int cn_model_load(cn_model *m, const char *path, cn_error *err);
 
 /* Class log-probabilities of n raw images ([n, input size] bytes, normalised here as in
  * training) in evaluation mode (BatchNorm running statistics), on the calling thread, up to 64
  * at a time: log_probs gets [n, classes]. */
-int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs,
+CN_API int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs,
                      cn_error *err);
 
 /* ---------------------------------------------------------------- training checkpoints */
@@ -433,24 +445,25 @@ typedef struct {
 
 /* The state of a run configured with cfg over train, at epoch 1 step 0, with the instruction
  * set in use. */
-void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn_dataset *train);
+CN_API void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg,
+                               const cn_dataset *train);
 
 /* Writes a training checkpoint to path, atomically as cn_safetensors_write: the model's
  * state_dict under PyTorch's names, each parameter's momentum buffer (cn_model_num_params
  * floats in all) as "optimizer.<name>.momentum_buffer" in the parameter's shape, and s in
  * __metadata__. Refuses, writing nothing, when a weight, running statistic or momentum value
  * is not finite. */
-int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_state *s,
+CN_API int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_state *s,
                              const char *path, cn_error *err);
 /* Reads the training metadata of an open file (path names it in messages) into s, checking
  * every key; a file without it (a model from cn_model_save or PyTorch) is refused as "not a
  * training checkpoint". */
-int cn_train_checkpoint_state(const cn_safetensors *f, const char *path, cn_train_state *s,
+CN_API int cn_train_checkpoint_state(const cn_safetensors *f, const char *path, cn_train_state *s,
                               cn_error *err);
 /* Copies the model and the momentum buffers out of an open training checkpoint after checking
  * every tensor against m (names, dtypes, shapes, finite values, no stray optimizer.* tensor);
  * on failure neither m nor momentum changes. */
-int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_safetensors *f,
+CN_API int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_safetensors *f,
                                 const char *path, cn_error *err);
 
 /* Checkpoint folders. checkpoint-epoch-EEEE.safetensors holds a run after epoch EEEE;
@@ -461,19 +474,19 @@ int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_safetenso
 #define CN_CHECKPOINT_NAME_MAX 64
 
 /* The file name for a position (an epoch is complete when pos->step == steps_per_epoch). */
-void cn_checkpoint_name(char name[CN_CHECKPOINT_NAME_MAX], const cn_epoch_position *pos,
+CN_API void cn_checkpoint_name(char name[CN_CHECKPOINT_NAME_MAX], const cn_epoch_position *pos,
                         int steps_per_epoch);
 /* 1 when name is a checkpoint's file name exactly as cn_checkpoint_name writes it (then *epoch,
  * and *step: -1 for a complete epoch), 0 otherwise. */
-int cn_checkpoint_parse_name(const char *name, int *epoch, int *step);
+CN_API int cn_checkpoint_parse_name(const char *name, int *epoch, int *step);
 /* Orders positions as parsed: epoch, then step, a complete epoch (-1) after all its steps. */
-int cn_checkpoint_compare(int epoch_a, int step_a, int epoch_b, int step_b);
+CN_API int cn_checkpoint_compare(int epoch_a, int step_a, int epoch_b, int step_b);
 /* Counts the checkpoints in dir and puts the newest one's name into newest (when there is one);
  * -1 with a message when dir cannot be read. */
-int cn_checkpoint_find(const char *dir, char newest[CN_CHECKPOINT_NAME_MAX], cn_error *err);
+CN_API int cn_checkpoint_find(const char *dir, char newest[CN_CHECKPOINT_NAME_MAX], cn_error *err);
 /* Deletes all but the newest keep checkpoints of dir (keep >= 1; INT_MAX keeps all) and every
  * temporary file left there by an interrupted write of a checkpoint, then syncs the folder. */
-int cn_checkpoint_prune(const char *dir, int keep, cn_error *err);
+CN_API int cn_checkpoint_prune(const char *dir, int keep, cn_error *err);
 
 /* ---------------------------------------------------------------- images */
 
@@ -482,7 +495,7 @@ int cn_checkpoint_prune(const char *dir, int keep, cn_error *err);
  * 0.114 B (as PIL's convert("L") computes them), transparent parts are composited over black,
  * samples of more than 8 bits are scaled to 0..255. Another size is refused from the header,
  * before any pixel is decoded: nothing is resized. pixels gets rows * cols bytes. */
-int cn_image_read_grey(const char *path, int rows, int cols, uint8_t *pixels, cn_error *err);
+CN_API int cn_image_read_grey(const char *path, int rows, int cols, uint8_t *pixels, cn_error *err);
 
 /* ---------------------------------------------------------------- pictures */
 
@@ -492,7 +505,7 @@ int cn_image_read_grey(const char *path, int rows, int cols, uint8_t *pixels, cn
  * raw pixels, labels and predictions n class numbers each (read only); n >= rows * cols.
  * Errors: bad arguments (a class above 9 in the grid, a grid too large for one picture), a
  * folder that is missing or not writable. */
-int cn_result_picture(const char *path, const uint8_t *images, const uint8_t *labels,
+CN_API int cn_result_picture(const char *path, const uint8_t *images, const uint8_t *labels,
                       const uint8_t *predictions, int n, int rows, int cols, const char *title,
                       cn_error *err);
 
@@ -516,14 +529,14 @@ typedef struct {
  * epochs[0..n) is read only. width 400..8192, height 300..8192, n >= 1, epochs strictly
  * increasing; title may be NULL. The file appears whole or not at all (temporary file, rename).
  * Errors: bad arguments, or a folder that is missing or not writable (path named). */
-int cn_plot_curves(const char *path, const cn_epoch_metrics *epochs, int n, int width,
+CN_API int cn_plot_curves(const char *path, const cn_epoch_metrics *epochs, int n, int width,
                    int height, const char *title, cn_error *err);
 
 /* Counts (actual, predicted) pairs: sets counts[a * classes + p] to the number of the n samples
  * whose label is a and whose prediction is p. counts has classes * classes entries (caller
  * owned; overwritten). classes 1..256. Errors: a label or prediction >= classes (counts is then
  * unchanged). */
-int cn_confusion_count(int64_t *counts, int classes, const uint8_t *labels,
+CN_API int cn_confusion_count(int64_t *counts, int classes, const uint8_t *labels,
                        const uint8_t *predictions, int n, cn_error *err);
 
 /* Draws a confusion matrix as an opaque PNG of (258 + 58 * classes) x (184 + 58 * classes) px
@@ -534,7 +547,11 @@ int cn_confusion_count(int64_t *counts, int classes, const uint8_t *labels,
  * has classes entries, or is NULL for the class numbers (cn_class_names for Fashion-MNIST);
  * title may be NULL. The file appears whole or not at all. Errors: bad arguments, or a folder
  * that is missing or not writable. */
-int cn_confusion_picture(const char *path, const int64_t *counts, int classes,
+CN_API int cn_confusion_picture(const char *path, const int64_t *counts, int classes,
                          const char *const *class_names, const char *title, cn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* CNNC_H */

@@ -3,7 +3,8 @@
  * folder, fsync, rename, fsync of the folder); reading loads the whole file and validates it
  * strictly before anything is handed out. The temporary is named PATH.tmp.PID.N: it never ends
  * in ".safetensors", so nothing that looks for checkpoints by name takes it for one.
- * Test hook: with CNNC_TEST_STALL_WRITE=1 in the environment, a write stops half-way through its
+ * Test hook, compiled only into the test builds (-DCNNC_TEST_HOOKS, never into the shipped
+ * library): with CNNC_TEST_STALL_WRITE=1 in the environment, a write stops half-way through its
  * temporary (header and the first half of the tensors written), says so on stderr and waits to
  * be killed; the tests use it to kill a process in the middle of a write.
  * It deliberately does not memory-map files, convert dtypes, read dtypes other than F32 and I64,
@@ -225,6 +226,7 @@ static int write_header(FILE *f, const char *json)
     return rc;
 }
 
+#ifdef CNNC_TEST_HOOKS
 /* The test hook (see the top of this file): never returns. */
 static void stall_forever(FILE *f, const char *tmp)
 {
@@ -238,6 +240,17 @@ static int stall_requested(void)
     const char *value = getenv("CNNC_TEST_STALL_WRITE");
     return value && strcmp(value, "1") == 0;
 }
+#else
+static void stall_forever(FILE *f, const char *tmp)
+{
+    (void)f, (void)tmp;
+}
+
+static int stall_requested(void)
+{
+    return 0;
+}
+#endif
 
 /* stall_name: the temporary's name when the test hook is on, NULL otherwise. */
 static int write_contents(FILE *f, const char *json, const cn_tensor_ref *tensors,

@@ -145,7 +145,7 @@ expect 1 "training diverged" train --resume huge $quiet --num-epochs 2
 mkdir killed
 cp straight/checkpoint-epoch-0001.safetensors killed/
 # shellcheck disable=SC2086
-CNNC_TEST_STALL_WRITE=1 "$cnnc" train --resume killed --num-epochs 2 $quiet >k.out 2>k.err &
+CNNC_TEST_STALL_WRITE=1 "$build/tests/cnnc-test-hooks" train --resume killed --num-epochs 2 $quiet >k.out 2>k.err &
 pid=$!
 if wait_for k.err "stalled writing killed/checkpoint-epoch-0002.safetensors.tmp."; then
   expect 1 "another cnnc train is using this folder" train --resume killed --num-epochs 3
@@ -176,7 +176,7 @@ fi
 mkdir twice
 cp straight/checkpoint-epoch-0001.safetensors twice/
 # shellcheck disable=SC2086
-CNNC_TEST_STALL_WRITE=1 "$cnnc" train --resume twice --num-epochs 2 $quiet >t.out 2>t.err &
+CNNC_TEST_STALL_WRITE=1 "$build/tests/cnnc-test-hooks" train --resume twice --num-epochs 2 $quiet >t.out 2>t.err &
 pid=$!
 if wait_for t.err "stalled writing"; then
   kill -INT "$pid"
