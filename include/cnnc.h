@@ -144,7 +144,7 @@ typedef struct cn_model cn_model;
  * with cn_model_free, or NULL with the message in err: a spec that does not fit its input
  * (naming the layer's index and kind), a missing or too long name, out of memory. */
 CN_API cn_model *cn_model_create(int channels, int height, int width, const cn_layer_spec *layers,
-                          int num_layers, cn_error *err);
+                                 int num_layers, cn_error *err);
 /* The seed's Fashion-MNIST CNN, built with cn_model_create from this list of specs:
  * conv1(1->10, k5) -> max_pool 2 -> relu -> bn1 -> conv2(10->20, k5) -> max_pool 2 -> relu ->
  * bn2 -> flatten -> fc1(320->50) -> relu -> fc2(50->10) -> log_softmax; 21,900 parameters.
@@ -310,7 +310,7 @@ CN_API cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn
  * ranks. Every rank drives its trainer with the same calls and data; creating one makes no
  * collective call. */
 CN_API cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cfg,
-                                          const cn_comm *comm, cn_error *err);
+                                                 const cn_comm *comm, cn_error *err);
 /* Stops the trainer's pool and frees its buffers (not the model); t may be NULL. */
 CN_API void cn_trainer_free(cn_trainer *t);
 
@@ -324,7 +324,7 @@ CN_API int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *tra
  * times are added to *times (may be NULL). Errors: a non-finite loss, gradient or new weight
  * ("training diverged"); the step then does not land and the model keeps its weights. */
 CN_API int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels, float *loss,
-                    cn_phase_times *times, cn_error *err);
+                           cn_phase_times *times, cn_error *err);
 
 /* Thread-seconds spent in each layer's forward and backward during training steps since the
  * trainer was created or last reset, summed over replicas, into forward[0..max) and
@@ -343,7 +343,7 @@ typedef void (*cn_step_fn)(void *ctx, int epoch, int step, int steps, float loss
  * Errors: fewer samples than one step needs, images of another size than the model's input,
  * out of memory, divergence (as cn_trainer_step; the epoch stops there). */
 CN_API int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
-                     void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err);
+                            void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err);
 
 /* The optimiser's momentum buffers: cn_model_num_params floats in the parameter layout, all
  * zero before the first step (so the first step's buffer is the gradient, as in PyTorch).
@@ -369,8 +369,8 @@ typedef int (*cn_stop_fn)(void *ctx);
  * stops them all after the same step. A failing step (a non-finite loss, say) changes neither
  * the model nor pos. */
 CN_API int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_position *pos,
-                         cn_step_fn on_step, cn_stop_fn should_stop, void *ctx,
-                         cn_phase_times *times, cn_error *err);
+                                cn_step_fn on_step, cn_stop_fn should_stop, void *ctx,
+                                cn_phase_times *times, cn_error *err);
 
 /* Scores the first n samples of ds (1 <= n <= ds->count) in evaluation mode (running
  * statistics), each exactly once, in chunks of the trainer's batch size over all its threads.
@@ -381,7 +381,7 @@ CN_API int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch
  * its share of the chunks and every rank gets the loss, accuracy and predictions one process
  * would. */
 CN_API int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double *accuracy,
-                uint8_t *predictions, cn_error *err);
+                       uint8_t *predictions, cn_error *err);
 
 /* ---------------------------------------------------------------- files */
 
@@ -391,7 +391,7 @@ CN_API int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss,
  * at all: a temporary file in the same folder, fsync, rename. Errors: bad names, dtypes,
  * shapes or metadata (duplicates, reserved keys, not UTF-8), write failures (path named). */
 CN_API int cn_safetensors_write(const char *path, const cn_tensor_ref *tensors, int num_tensors,
-                         const char *const *meta, int num_meta, cn_error *err);
+                                const char *const *meta, int num_meta, cn_error *err);
 
 typedef struct cn_safetensors cn_safetensors;
 /* Reads and validates a whole safetensors file (header bound and JSON, dtypes, shapes against
@@ -422,7 +422,7 @@ CN_API int cn_model_load(cn_model *m, const char *path, cn_error *err);
  * training) in evaluation mode (BatchNorm running statistics), on the calling thread, up to 64
  * at a time: log_probs gets [n, classes]. */
 CN_API int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs,
-                     cn_error *err);
+                            cn_error *err);
 
 /* ---------------------------------------------------------------- training checkpoints */
 
@@ -446,7 +446,7 @@ typedef struct {
 /* The state of a run configured with cfg over train, at epoch 1 step 0, with the instruction
  * set in use. */
 CN_API void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg,
-                               const cn_dataset *train);
+                                      const cn_dataset *train);
 
 /* Writes a training checkpoint to path, atomically as cn_safetensors_write: the model's
  * state_dict under PyTorch's names, each parameter's momentum buffer (cn_model_num_params
@@ -454,17 +454,17 @@ CN_API void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg,
  * __metadata__. Refuses, writing nothing, when a weight, running statistic or momentum value
  * is not finite. */
 CN_API int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_state *s,
-                             const char *path, cn_error *err);
+                                    const char *path, cn_error *err);
 /* Reads the training metadata of an open file (path names it in messages) into s, checking
  * every key; a file without it (a model from cn_model_save or PyTorch) is refused as "not a
  * training checkpoint". */
 CN_API int cn_train_checkpoint_state(const cn_safetensors *f, const char *path, cn_train_state *s,
-                              cn_error *err);
+                                     cn_error *err);
 /* Copies the model and the momentum buffers out of an open training checkpoint after checking
  * every tensor against m (names, dtypes, shapes, finite values, no stray optimizer.* tensor);
  * on failure neither m nor momentum changes. */
 CN_API int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_safetensors *f,
-                                const char *path, cn_error *err);
+                                       const char *path, cn_error *err);
 
 /* Checkpoint folders. checkpoint-epoch-EEEE.safetensors holds a run after epoch EEEE;
  * checkpoint-epoch-EEEE-step-SSSSS.safetensors a run stopped after step SSSSS of epoch EEEE
@@ -475,7 +475,7 @@ CN_API int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_sa
 
 /* The file name for a position (an epoch is complete when pos->step == steps_per_epoch). */
 CN_API void cn_checkpoint_name(char name[CN_CHECKPOINT_NAME_MAX], const cn_epoch_position *pos,
-                        int steps_per_epoch);
+                               int steps_per_epoch);
 /* 1 when name is a checkpoint's file name exactly as cn_checkpoint_name writes it (then *epoch,
  * and *step: -1 for a complete epoch), 0 otherwise. */
 CN_API int cn_checkpoint_parse_name(const char *name, int *epoch, int *step);
@@ -506,8 +506,8 @@ CN_API int cn_image_read_grey(const char *path, int rows, int cols, uint8_t *pix
  * Errors: bad arguments (a class above 9 in the grid, a grid too large for one picture), a
  * folder that is missing or not writable. */
 CN_API int cn_result_picture(const char *path, const uint8_t *images, const uint8_t *labels,
-                      const uint8_t *predictions, int n, int rows, int cols, const char *title,
-                      cn_error *err);
+                             const uint8_t *predictions, int n, int rows, int cols,
+                             const char *title, cn_error *err);
 
 /* One epoch's numbers for cn_plot_curves. A value that is NaN or infinite is left out of its
  * curve (the line breaks there), so an epoch without a test pass can still be plotted. */
@@ -530,14 +530,14 @@ typedef struct {
  * increasing; title may be NULL. The file appears whole or not at all (temporary file, rename).
  * Errors: bad arguments, or a folder that is missing or not writable (path named). */
 CN_API int cn_plot_curves(const char *path, const cn_epoch_metrics *epochs, int n, int width,
-                   int height, const char *title, cn_error *err);
+                          int height, const char *title, cn_error *err);
 
 /* Counts (actual, predicted) pairs: sets counts[a * classes + p] to the number of the n samples
  * whose label is a and whose prediction is p. counts has classes * classes entries (caller
  * owned; overwritten). classes 1..256. Errors: a label or prediction >= classes (counts is then
  * unchanged). */
 CN_API int cn_confusion_count(int64_t *counts, int classes, const uint8_t *labels,
-                       const uint8_t *predictions, int n, cn_error *err);
+                              const uint8_t *predictions, int n, cn_error *err);
 
 /* Draws a confusion matrix as an opaque PNG of (258 + 58 * classes) x (184 + 58 * classes) px
  * (838 x 764 for 10 classes): one cell per (actual row, predicted column) with its count, shaded
@@ -548,7 +548,7 @@ CN_API int cn_confusion_count(int64_t *counts, int classes, const uint8_t *label
  * title may be NULL. The file appears whole or not at all. Errors: bad arguments, or a folder
  * that is missing or not writable. */
 CN_API int cn_confusion_picture(const char *path, const int64_t *counts, int classes,
-                         const char *const *class_names, const char *title, cn_error *err);
+                                const char *const *class_names, const char *title, cn_error *err);
 
 #ifdef __cplusplus
 }
