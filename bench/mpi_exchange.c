@@ -1,6 +1,6 @@
 /* mpi_exchange.c — what one training step's communication costs on this machine, without the
  * training: the allgather cnnc makes every step (each rank's replicas' gradients, BatchNorm batch
- * statistics and losses: R/P records of 21,961 floats, MPI_IN_PLACE as in cli/dist_mpi.c), an
+ * statistics and losses: R/P records of 21,962 floats, MPI_IN_PLACE as in cli/dist_mpi.c), an
  * MPI_Allreduce of the 21,900 gradient floats for comparison (what an inexact all-reduce would
  * send), and a 4-byte allgather (the latency floor). Prints microseconds per call from rank 0:
  * the median of the rounds, and for the step's allgather also the mean, which a busy machine's
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #define PARAMS 21900
-#define RECORD (PARAMS + 2 * 30 + 1) /* gradient, bn1+bn2 mean and var, loss */
+#define RECORD (PARAMS + 2 * 30 + 2) /* gradient, bn1+bn2 mean and var, loss, right answers */
 #define ROUNDS 200
 
 static int compare_doubles(const void *a, const void *b)

@@ -82,6 +82,11 @@ int cli_check_output_path(const char *flag, const char *path);
  * required") or empty. Returns CLI_OK or CLI_USAGE. */
 int cli_require_file(const char *command, const char *flag, const char *path);
 
+/* The checkpoint file that path names for flag: path itself, or the newest checkpoint
+ * (checkpoint-epoch-....safetensors) of the folder path, as --resume takes it. *file is
+ * malloc'd (the caller frees it); CLI_OK, or CLI_FAILURE after a message (an empty folder). */
+int cli_checkpoint_file(const char *flag, const char *path, char **file);
+
 /* A new Fashion-MNIST model with the weights of the safetensors file at path (a model or
  * training checkpoint of cnnc, or a PyTorch state_dict). Returns CLI_OK, or CLI_FAILURE after
  * the library's message; the caller frees *model in both cases (cn_model_free), if not NULL. */

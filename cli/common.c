@@ -223,6 +223,30 @@ int cli_require_file(const char *command, const char *flag, const char *path)
     return CLI_OK;
 }
 
+int cli_checkpoint_file(const char *flag, const char *path, char **file)
+{
+    cn_error err = {{0}};
+    char newest[CN_CHECKPOINT_NAME_MAX];
+    struct stat st;
+    *file = NULL;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        *file = strdup(path);
+        return *file ? CLI_OK : cli_failure("out of memory");
+    }
+    int count = cn_checkpoint_find(path, newest, &err);
+    if (count < 0)
+        return cli_library_error(&err, flag);
+    if (count == 0)
+        return cli_failure("%s: %s: no checkpoint in this folder "
+                           "(checkpoint-epoch-NNNN.safetensors)", flag, path);
+    size_t len = strlen(path) + strlen(newest) + 2;
+    *file = malloc(len);
+    if (!*file)
+        return cli_failure("out of memory");
+    snprintf(*file, len, "%s/%s", path, newest);
+    return CLI_OK;
+}
+
 int cli_load_model(const char *path, cn_model **model)
 {
     cn_error err = {{0}};

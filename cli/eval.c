@@ -41,12 +41,13 @@ static const struct option eval_options[] = {
 void cli_eval_help(FILE *out)
 {
     fprintf(out,
-            "Usage: cnnc eval --checkpoint FILE [FLAGS]\n"
+            "Usage: cnnc eval --checkpoint FILE|DIR [FLAGS]\n"
             "Scores a saved model on the test set; prints the test loss, Accuracy=NN.NN%%\n"
             "and the accuracy of each class.\n"
             "\n"
-            "  --checkpoint FILE    model from 'cnnc train --save', or a PyTorch state_dict\n"
-            "                       saved as safetensors (required)\n"
+            "  --checkpoint FILE|DIR  model from 'cnnc train --save' or a training\n"
+            "                       checkpoint, a PyTorch state_dict saved as safetensors,\n"
+            "                       or a --checkpoint-dir folder: its newest (required)\n"
             "  --data-dir DIR       dataset folder\n"
             "                       (default: %s)\n"
             "  --test-samples N     score only the first N test images, 0 = all (default: 0)\n"
@@ -123,7 +124,7 @@ static int score(const eval_settings *s, cn_model *model, const cn_dataset *test
     cn_trainer_free(trainer);
     if (rc != 0) {
         free(predictions);
-        return cli_library_error(&err, NULL);
+        return cli_library_error(&err, s->checkpoint);
     }
     printf("Checkpoint %s: %d test images in %.2f s\n", s->checkpoint, test->count, seconds);
     printf("Test loss=%.4f\n", loss);
@@ -161,11 +162,16 @@ int cli_eval(int argc, char **argv)
     }
     cn_model *model = NULL;
     cn_dataset test = {0};
+    char *file = NULL;
     rc = cli_check_isa();
     if (rc == CLI_OK && s.confusion && cli_check_output_path("--confusion", s.confusion) != 0)
         rc = CLI_FAILURE;
     if (rc == CLI_OK)
+        rc = cli_checkpoint_file("--checkpoint", s.checkpoint, &file);
+    if (rc == CLI_OK) {
+        s.checkpoint = file;
         rc = cli_load_model(s.checkpoint, &model);
+    }
     if (rc == CLI_OK && cli_load_dataset(&test, s.data_dir, "t10k", s.test_samples) != 0)
         rc = CLI_FAILURE;
     if (rc == CLI_OK)
@@ -173,5 +179,6 @@ int cli_eval(int argc, char **argv)
     cn_dataset_free(&test);
     if (model)
         cn_model_free(model);
+    free(file);
     return rc;
 }

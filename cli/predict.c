@@ -193,7 +193,8 @@ static void print_prediction(const char *name, const float *logp)
         printf("  %-12s %.6f\n", cn_class_names[c], exp((double)logp[c]));
 }
 
-static int predict_all(cn_model *model, const predict_inputs *in)
+/* checkpoint names the model in a message about its outputs. */
+static int predict_all(cn_model *model, const predict_inputs *in, const char *checkpoint)
 {
     cn_error err = {{0}};
     float *logp = malloc((size_t)in->n * CN_NUM_CLASSES * sizeof *logp);
@@ -204,7 +205,7 @@ static int predict_all(cn_model *model, const predict_inputs *in)
         for (int i = 0; i < in->n; i++)
             print_prediction(in->names[i], logp + (size_t)i * CN_NUM_CLASSES);
     free(logp);
-    return rc == 0 ? CLI_OK : cli_library_error(&err, NULL);
+    return rc == 0 ? CLI_OK : cli_library_error(&err, checkpoint);
 }
 
 static predict_settings predict_defaults(void)
@@ -237,7 +238,7 @@ int cli_predict(int argc, char **argv)
     if (rc == CLI_OK)
         rc = read_inputs(&s, &in);
     if (rc == CLI_OK)
-        rc = predict_all(model, &in);
+        rc = predict_all(model, &in, s.checkpoint);
     free_inputs(&in);
     if (model)
         cn_model_free(model);

@@ -44,11 +44,14 @@ void progress_init(progress *p, FILE *out, progress_level level, int log_steps, 
 
 int progress_shows(const progress *p, progress_level level) { return p->level >= level; }
 
-void progress_epoch_begin(progress *p, int epoch)
+void progress_epoch_begin(progress *p, const cn_epoch_position *pos)
 {
-    p->epoch = epoch;
+    p->epoch = pos->epoch;
+    p->first_step = p->steps_done = pos->step;
+    p->loss_sum = pos->loss_sum;
+    p->correct = pos->correct;
     p->epoch_start = cli_seconds();
-    if (p->run_start == 0) p->run_start = p->epoch_start;
+    if (p->run_start == 0) p->run_start = p->epoch_start, p->run_first_epoch = p->epoch;
     p->last_draw = 0;
     p->bar_cells = -1;
 }
@@ -65,17 +68,21 @@ static void format_duration(char *buf, size_t size, double seconds)
     else snprintf(buf, size, "%ld:%02ld", s / 60, s % 60);
 }
 
-/* "1:05 left": the time left in the whole run. Later epochs are assumed to take as long as the
- * finished ones did (test passes included) or, during the first, as this one's training. */
+/* "0:12 elapsed, 1:05 left": the run's time so far in this process and the time left in the
+ * whole run. Later epochs are assumed to take as long as the finished ones did (test passes
+ * included) or, during the first, as this one's training. */
 static void time_left(const progress *p, int done, int steps, double now, char *buf, size_t size)
 {
-    double per_step = (now - p->epoch_start) / done;
-    double per_epoch = p->epoch > 1 ? (p->epoch_start - p->run_start) / (p->epoch - 1)
-                                    : per_step * steps;
+    int here = done - p->first_step; /* steps this process ran in this epoch */
+    double per_step = here > 0 ? (now - p->epoch_start) / here : -1;
+    int epochs_here = p->epoch - p->run_first_epoch; /* whole epochs this process ran */
+    double per_epoch = epochs_here > 0 ? (p->epoch_start - p->run_start) / epochs_here
+                                       : per_step * steps;
     double left = per_step * (steps - done) + per_epoch * (p->num_epochs - p->epoch);
-    char text[32];
-    format_duration(text, sizeof text, left);
-    snprintf(buf, size, "%s left", text);
+    char elapsed[32], rest[32];
+    format_duration(elapsed, sizeof elapsed, now - p->run_start);
+    format_duration(rest, sizeof rest, per_step < 0 ? -1 : left);
+    snprintf(buf, size, "%s elapsed, %s left", elapsed, rest);
 }
 
 /* "[=========>          ]" with width cells between the brackets. */
@@ -97,18 +104,33 @@ static void choose_bar_width(progress *p, int text_length)
     p->bar_cells = avail < BAR_MIN_WIDTH ? 0 : avail < BAR_MAX_WIDTH ? avail : BAR_MAX_WIDTH;
 }
 
-/* Rewrites the bar line: done of steps, the latest loss, the rate, then tail (the time left, or
- * what happens now). The line is cut at the terminal's width, so that it never wraps. */
+/* "  71,234 samples/s": the training rate of this process in this epoch. */
+static void format_rate(char *buf, size_t size, const progress *p, int done, double now)
+{
+    int here = done - p->first_step;
+    double rate = now > p->epoch_start ? (double)here * p->samples_per_step /
+                                             (now - p->epoch_start) : 0;
+    snprintf(buf, size, "  %.0f samples/s", rate);
+}
+
+/* Rewrites the bar line: done of steps, the epoch's mean loss and training accuracy so far, then
+ * tail (the times, or what happens now), and the rate where the terminal is wide enough. The
+ * line is cut at the terminal's width, so that it never wraps. */
 static void draw_bar(progress *p, int done, int steps, const char *tail, double now)
 {
-    char head[64], info[256], bar[BAR_MAX_WIDTH + 3] = "", line[LINE_MAX];
-    double rate = now > p->epoch_start ? (double)done * p->samples_per_step /
-                                             (now - p->epoch_start) : 0;
-    int digits = snprintf(NULL, 0, "%d", steps);
+    char head[64], info[256], rate[64], bar[BAR_MAX_WIDTH + 3] = "", line[LINE_MAX];
+    int digits = snprintf(NULL, 0, "%d", steps), seen = p->steps_done > 0 ? p->steps_done : 1;
+    double accuracy = 100.0 * (double)p->correct / ((double)seen * p->samples_per_step);
     snprintf(head, sizeof head, "Epoch %d/%d ", p->epoch, p->num_epochs);
-    snprintf(info, sizeof info, " %*d/%d  loss %.4f  %.0f samples/s  %s", digits, done, steps,
-             (double)p->last_loss, rate, tail);
-    if (p->bar_cells < 0) choose_bar_width(p, (int)(strlen(head) + strlen(info)));
+    snprintf(info, sizeof info, " %*d/%d loss %.4f acc %.2f%%  %s", digits, done, steps,
+             p->loss_sum / seen, accuracy, tail);
+    format_rate(rate, sizeof rate, p, done, now);
+    if (p->bar_cells < 0) {
+        int text = (int)(strlen(head) + strlen(info));
+        p->show_rate = p->columns - 1 - text - (int)strlen(rate) - 2 - BAR_SPARE >= BAR_MIN_WIDTH;
+        choose_bar_width(p, text + (p->show_rate ? (int)strlen(rate) : 0));
+    }
+    if (p->show_rate) strncat(info, rate, sizeof info - strlen(info) - 1);
     if (p->bar_cells > 0) format_bar(bar, p->bar_cells, done, steps);
     int length = snprintf(line, sizeof line, "%s%s%s", head, bar, info);
     if (length >= LINE_MAX) length = LINE_MAX - 1;
@@ -123,19 +145,22 @@ static void draw_bar(progress *p, int done, int steps, const char *tail, double 
     p->last_draw = now;
 }
 
-void progress_step(void *ctx, int epoch, int step, int steps, float loss)
+void progress_step(void *ctx, const cn_step_report *r)
 {
     progress *p = ctx;
-    p->last_loss = loss;
+    int steps = r->steps, done = r->step + 1;
+    p->loss_sum += r->loss;
+    p->correct += r->correct;
+    p->steps_done = done;
     if (!p->live) {
-        if (progress_shows(p, PROGRESS_NORMAL) && step % p->log_steps == 0)
-            fprintf(p->out, "Epoch %d step %d/%d Loss=%.5f\n", epoch, step, steps, (double)loss);
+        if (progress_shows(p, PROGRESS_NORMAL) && r->step % p->log_steps == 0)
+            fprintf(p->out, "Epoch %d step %d/%d Loss=%.5f\n", r->epoch, r->step, steps,
+                    (double)r->loss);
         return;
     }
     double now = cli_seconds();
-    int done = step + 1;
     if (done > 1 && done < steps && now - p->last_draw < BAR_REDRAW_SECONDS) return;
-    char left[64];
+    char left[96];
     time_left(p, done, steps, now, left, sizeof left);
     draw_bar(p, done, steps, left, now);
 }

@@ -112,9 +112,11 @@ void cli_train_help(FILE *out)
             "  --keep K             keep the newest K checkpoints in DIR, 1..100000\n"
             "                       (default: 3)\n"
             "  --resume FILE|DIR    continue the run saved in FILE, or in the newest\n"
-            "                       checkpoint of DIR (then also --checkpoint-dir); the\n"
-            "                       settings that define the math come from it, a different\n"
-            "                       one given here is refused (default: a fresh run)\n"
+            "                       checkpoint of DIR (then also --checkpoint-dir), as it\n"
+            "                       was started: every setting comes from the checkpoint.\n"
+            "                       One that defines the math cannot change; any other given\n"
+            "                       here wins, and a larger --num-epochs extends the run\n"
+            "                       (default: a fresh run)\n"
             "  --plot FILE          PNG of the loss and accuracy curves, written at the end;\n"
             "                       'none' or '' skips it (default: training_curves.png)\n"
             "  -q, --quiet          print only errors, the last epoch's summary and the\n"
@@ -125,8 +127,9 @@ void cli_train_help(FILE *out)
             "Steps per epoch: floor(floor(training images / num-cores) / batch-size), at\n"
             "least 1. Output folders are checked before training starts.\n"
             "SIGINT or SIGTERM: the current step finishes, a checkpoint of that position is\n"
-            "saved (with --checkpoint-dir), and cnnc exits with status 130 or 143; a second\n"
-            "signal ends it at once, leaving the last whole checkpoint.\n"
+            "saved (with --checkpoint-dir), the command that resumes the run is printed, and\n"
+            "cnnc exits with status 130 or 143; a second signal ends it at once, leaving the\n"
+            "last whole checkpoint.\n"
             "\n"
             "Under mpirun or srun, P processes share the replicas (--num-cores a multiple of\n"
             "P) and end with the weights one process would; rank 0 alone prints and writes\n"
@@ -214,6 +217,14 @@ static unsigned given_bit(int c)
     case OPT_TRAIN_SAMPLES: return TRAIN_GIVEN_TRAIN_SAMPLES;
     case OPT_SAVE_EVERY: return TRAIN_GIVEN_SAVE_EVERY;
     case OPT_KEEP: return TRAIN_GIVEN_KEEP;
+    case OPT_NUM_EPOCHS: return TRAIN_GIVEN_NUM_EPOCHS;
+    case OPT_TEST_SAMPLES: return TRAIN_GIVEN_TEST_SAMPLES;
+    case OPT_LOG_STEPS: return TRAIN_GIVEN_LOG_STEPS;
+    case OPT_DATA_DIR: return TRAIN_GIVEN_DATA_DIR;
+    case OPT_SAVE: return TRAIN_GIVEN_SAVE;
+    case OPT_METRICS_FILE: return TRAIN_GIVEN_METRICS_FILE;
+    case OPT_RESULT_IMAGE: return TRAIN_GIVEN_RESULT_IMAGE;
+    case OPT_PLOT: return TRAIN_GIVEN_PLOT;
     default: return 0;
     }
 }
@@ -228,7 +239,7 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_LEARNING_RATE: return parse_learning_rate(arg, &s->learning_rate);
     case OPT_MOMENTUM: return parse_momentum(arg, &s->momentum);
     case OPT_NUM_EPOCHS:
-        return cli_parse_int("train", "--num-epochs", arg, 1, 100000, &s->num_epochs);
+        return cli_parse_int("train", "--num-epochs", arg, 1, TRAIN_MAX_EPOCHS, &s->num_epochs);
     case OPT_NUM_CORES:
         return cli_parse_int("train", "--num-cores", arg, 1, 1024, &s->num_cores);
     case OPT_THREADS:
@@ -247,8 +258,8 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_METRICS_FILE: s->metrics_path = optional_path(arg); return 0;
     case OPT_CHECKPOINT_DIR: return parse_path("--checkpoint-dir", arg, &s->checkpoint_dir);
     case OPT_SAVE_EVERY:
-        return cli_parse_int("train", "--save-every", arg, 1, 100000, &s->save_every);
-    case OPT_KEEP: return cli_parse_int("train", "--keep", arg, 1, 100000, &s->keep);
+        return cli_parse_int("train", "--save-every", arg, 1, TRAIN_MAX_EPOCHS, &s->save_every);
+    case OPT_KEEP: return cli_parse_int("train", "--keep", arg, 1, TRAIN_MAX_EPOCHS, &s->keep);
     case OPT_RESUME: return parse_path("--resume", arg, &s->resume);
     case OPT_PLOT: s->plot_path = optional_path(arg); return 0;
     case 'q': s->verbosity = PROGRESS_QUIET; return 0;
@@ -332,7 +343,7 @@ static int build_model(const train_settings *s, train_run *run)
         return cli_library_error(&err, NULL);
     run->steps = cn_trainer_steps_per_epoch(run->trainer, &run->train);
     if (!run->resume_path)
-        run->position = (cn_epoch_position){1, 0, 0};
+        run->position = (cn_epoch_position){.epoch = 1};
     return CLI_OK;
 }
 
@@ -364,6 +375,8 @@ static int prepare_run(const train_settings *s, train_run *run)
     run->predictions = calloc((size_t)run->test.count, 1);
     if (!run->predictions)
         return cli_failure("out of memory for %d predictions", run->test.count);
+    if (run->resume_path && s->verbosity >= PROGRESS_NORMAL)
+        run_settings_print_resume(s, run);
     return open_metrics_file(s, run);
 }
 
@@ -395,9 +408,9 @@ static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
     cn_error err = {{0}};
     cn_epoch_position *pos = &run->position;
     int first_step = pos->step;
-    *r = (epoch_report){.epoch = pos->epoch};
+    *r = (epoch_report){.epoch = pos->epoch, .num_epochs = s->num_epochs};
     double start = cli_seconds();
-    progress_epoch_begin(&run->progress, pos->epoch);
+    progress_epoch_begin(&run->progress, pos);
     if (cn_trainer_run_epoch(run->trainer, &run->train, pos, progress_step, stop_requested,
                              &run->progress, &r->phases, &err) != 0) {
         progress_break(&run->progress);
@@ -411,6 +424,8 @@ static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
         return CLI_OK; /* stopped inside the epoch */
     }
     r->train_loss = (float)(pos->loss_sum / run->steps);
+    r->train_accuracy = 100.0 * (double)pos->correct / ((double)run->steps * s->num_cores *
+                                                        s->batch_size);
     progress_epoch_trained(&run->progress, pos->epoch, run->steps);
     if (cn_evaluate(run->trainer, &run->test, run->test.count, &r->test_loss, &r->test_accuracy,
                     run->predictions, &err) != 0) {
@@ -422,16 +437,51 @@ static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
     return CLI_OK;
 }
 
+/* word as a shell reads it back: as it is when that is safe, else in single quotes. */
+static void print_shell_word(const char *word)
+{
+    static const char *const safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                    "0123456789_./-+=:,@%";
+    if (word[0] != '\0' && strspn(word, safe) == strlen(word)) {
+        fputs(word, stdout);
+        return;
+    }
+    putchar('\'');
+    for (const char *c = word; *c; c++)
+        fputs(*c == '\'' ? "'\\''" : (char[]){*c, '\0'}, stdout);
+    putchar('\'');
+}
+
+/* After a stop: the command that continues the run (its checkpoints record every setting), or
+ * that nothing was kept and how to make a run resumable. */
+static void print_how_to_resume(const train_settings *s, const train_run *run)
+{
+    if (!s->checkpoint_dir) {
+        printf("Nothing was saved (no --checkpoint-dir%s).\n"
+               "Give a run --checkpoint-dir DIR to make it resumable.\n",
+               s->save_path ? "; --save writes the model only at the end" : "");
+        return;
+    }
+    fputs("Resume with: ", stdout);
+    if (cli_dist_launched(run->dist))
+        printf("mpirun -np %d ", cli_dist_size(run->dist));
+    print_shell_word(program_invocation_name);
+    fputs(" train --resume ", stdout);
+    print_shell_word(s->checkpoint_dir);
+    putchar('\n');
+}
+
 /* Saves where training stands and returns 128 + the signal, as a shell reports it. */
 static int stop_training(const train_settings *s, train_run *run)
 {
     int sig = cli_dist_first(run->dist, train_stop_signal()); /* the signal one rank got */
+    progress_break(&run->progress);
     printf("Stopped by %s at epoch %d, %d of %d steps done\n",
            sig == SIGTERM ? "SIGTERM" : "SIGINT", run->position.epoch, run->position.step,
            run->steps);
     int rc = checkpoint_save(s, run);
-    if (rc == CLI_OK && !s->checkpoint_dir)
-        printf("No checkpoint saved (no --checkpoint-dir)\n");
+    if (rc == CLI_OK)
+        print_how_to_resume(s, run);
     return rc == CLI_OK ? 128 + sig : rc;
 }
 
@@ -470,7 +520,7 @@ static int train_epochs(const train_settings *s, train_run *run, epoch_report *l
             return stop_training(s, run);
         if (run->position.epoch < s->num_epochs && cli_dist_first(run->dist, train_stop_signal()))
             return stop_training(s, run);
-        run->position = (cn_epoch_position){run->position.epoch + 1, 0, 0};
+        run->position = (cn_epoch_position){.epoch = run->position.epoch + 1};
     }
     return CLI_OK;
 }
@@ -553,11 +603,11 @@ static int set_up(train_settings *s, train_run *run, int argc, char **argv)
     }
     rc = cli_check_isa();
     if (rc == CLI_OK)
+        rc = resume_read(s, run); /* a resumed run's settings, outputs too, come from it */
+    if (rc == CLI_OK)
         rc = train_dist_outputs(run->dist, s);
     if (rc == CLI_OK)
         rc = check_outputs(s);
-    if (rc == CLI_OK)
-        rc = resume_read(s, run);
     if (rc == CLI_OK)
         rc = train_dist_replicas(run->dist, s);
     if (rc == CLI_OK)

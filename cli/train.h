@@ -38,7 +38,7 @@ typedef struct {
     progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
 } train_settings;
 
-/* Flags whose presence matters on resume: the math settings, and the checkpoint tuning. */
+/* Flags whose presence matters on resume: a given flag wins over what the checkpoint says. */
 enum {
     TRAIN_GIVEN_BATCH_SIZE = 1u << 0,
     TRAIN_GIVEN_LEARNING_RATE = 1u << 1,
@@ -49,7 +49,18 @@ enum {
     TRAIN_GIVEN_SAVE_EVERY = 1u << 6,
     TRAIN_GIVEN_KEEP = 1u << 7,
     TRAIN_GIVEN_PRECISION = 1u << 8,
+    TRAIN_GIVEN_NUM_EPOCHS = 1u << 9,
+    TRAIN_GIVEN_TEST_SAMPLES = 1u << 10,
+    TRAIN_GIVEN_LOG_STEPS = 1u << 11,
+    TRAIN_GIVEN_DATA_DIR = 1u << 12,
+    TRAIN_GIVEN_SAVE = 1u << 13,
+    TRAIN_GIVEN_METRICS_FILE = 1u << 14,
+    TRAIN_GIVEN_RESULT_IMAGE = 1u << 15,
+    TRAIN_GIVEN_PLOT = 1u << 16,
 };
+
+/* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */
+#define TRAIN_MAX_EPOCHS 100000 /* --num-epochs, --save-every and --keep */
 
 /* What one training run owns. */
 typedef struct {
@@ -69,6 +80,8 @@ typedef struct {
     int checkpoint_fd;            /* the locked checkpoint folder, or -1 */
     cn_epoch_position saved;      /* the newest position written or resumed from */
     int have_saved;
+    int planned_epochs;           /* the resumed run's recorded --num-epochs; 0: none */
+    char *adopted[16];            /* copies of the paths a resumed run took from its checkpoint */
     progress progress;    /* what the terminal or log shows */
     cli_epoch_list history; /* the epochs so far, for the curves */
 } train_run;
@@ -76,7 +89,9 @@ typedef struct {
 /* The measurements of one epoch. */
 typedef struct epoch_report {
     int epoch;
+    int num_epochs;        /* of the run */
     float train_loss;      /* mean step loss */
+    double train_accuracy; /* percent of the epoch's training samples the model got right */
     double test_loss;      /* mean NLL over the test images */
     double test_accuracy;  /* percent */
     double train_seconds;  /* the training part of the epoch */
@@ -86,12 +101,31 @@ typedef struct epoch_report {
     cn_phase_times phases; /* this epoch only */
 } epoch_report;
 
-/* "cnnc 0.1.0 train: 8 replicas x 128 ..." — the settings a run uses, printed once. */
+/* "cnnc 0.1.0: 50 epochs of 58 steps, ..." — the settings a run uses, printed once, in lines
+ * that fit 80 columns. */
 void print_settings_line(const train_settings *s, const train_run *run);
-/* The epoch's summary line and, with metrics_debug, where its time went. */
+/* The epoch's summary line (within 80 columns) and, with metrics_debug, where its time went. */
 void print_epoch_report(const epoch_report *r, int metrics_debug);
 /* One JSON object on one line, flushed; returns -1 (errno set) when writing failed. */
 int write_metrics_line(FILE *f, const epoch_report *r);
+
+/* The settings that shape a run besides its math (train_run_settings.c), recorded in every
+ * checkpoint: RUN_SETTINGS_COUNT key/value pairs into meta (2 * RUN_SETTINGS_COUNT pointers),
+ * numbers written into text; the paths point into s. */
+#define RUN_SETTINGS_COUNT 10
+#define RUN_VALUE_MAX 24
+void run_settings_record(const train_settings *s, char text[][RUN_VALUE_MAX], const char **meta);
+/* Takes the recorded settings of the --resume checkpoint f (at path) that the command line did
+ * not give; a file from before they were recorded keeps the defaults. CLI_FAILURE after a
+ * message when a value is damaged. */
+int run_settings_adopt(train_settings *s, train_run *run, const cn_safetensors *f,
+                       const char *path);
+/* The run's planned length against what the checkpoint has done: refuses a --num-epochs at or
+ * below it (CLI_USAGE) and a complete run without one. */
+int run_settings_check_epochs(const train_settings *s, int done, const char *path);
+/* "Resuming from ...", and the one line that says a run was made longer or shorter. */
+void run_settings_print_resume(const train_settings *s, const train_run *run);
+void run_settings_free(train_run *run);
 
 /* Checkpoints and resume (train_checkpoint.c); each returns a CLI_* status after printing
  * what went wrong. In the order a run calls them: */

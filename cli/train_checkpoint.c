@@ -31,27 +31,6 @@ static int is_folder(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* ---------------------------------------------------------------- finding the checkpoint */
-
-/* The file --resume names: itself, or a folder's newest checkpoint. */
-static int locate_checkpoint(const char *resume, char **path)
-{
-    cn_error err = {{0}};
-    char newest[CN_CHECKPOINT_NAME_MAX];
-    if (!is_folder(resume)) {
-        *path = strdup(resume);
-        return *path ? CLI_OK : cli_failure("out of memory");
-    }
-    int count = cn_checkpoint_find(resume, newest, &err);
-    if (count < 0)
-        return cli_library_error(&err, "--resume");
-    if (count == 0)
-        return cli_failure("--resume: %s: no checkpoint in this folder "
-                           "(checkpoint-epoch-NNNN.safetensors)", resume);
-    *path = join_path(resume, newest);
-    return *path ? CLI_OK : cli_failure("out of memory");
-}
-
 /* ---------------------------------------------------------------- settings */
 
 static int refuse_setting(const char *flag, const char *mine, const char *saved,
@@ -152,19 +131,8 @@ static int epochs_done(const cn_epoch_position *p, int steps)
 static cn_epoch_position start_of(const cn_train_state *st)
 {
     const cn_epoch_position *p = &st->position;
-    if (p->step == st->steps_per_epoch) return (cn_epoch_position){p->epoch + 1, 0, 0};
+    if (p->step == st->steps_per_epoch) return (cn_epoch_position){.epoch = p->epoch + 1};
     return *p;
-}
-
-static int check_epochs_left(const train_settings *s, const cn_train_state *st,
-                             const char *path)
-{
-    int done = epochs_done(&st->position, st->steps_per_epoch);
-    if (done >= s->num_epochs)
-        return cli_usage_error("train", "--num-epochs %d: %s has already trained %d epoch%s; "
-                               "ask for more to continue", s->num_epochs, path, done,
-                               done == 1 ? "" : "s");
-    return CLI_OK;
 }
 
 static int check_checkpoint_flags(const train_settings *s)
@@ -175,22 +143,12 @@ static int check_checkpoint_flags(const train_settings *s)
     return CLI_OK;
 }
 
-static void print_resume_line(const char *path, const cn_train_state *st)
-{
-    const cn_epoch_position *p = &st->position;
-    if (p->step == st->steps_per_epoch)
-        printf("Resuming from %s: epoch %d complete\n", path, p->epoch);
-    else
-        printf("Resuming from %s: epoch %d, %d of %d steps done\n", path, p->epoch, p->step,
-               st->steps_per_epoch);
-}
-
 int resume_read(train_settings *s, train_run *run)
 {
     if (!s->resume)
         return check_checkpoint_flags(s);
     cn_error err = {{0}};
-    int rc = locate_checkpoint(s->resume, &run->resume_path);
+    int rc = cli_checkpoint_file("--resume", s->resume, &run->resume_path);
     if (rc != CLI_OK)
         return rc;
     const char *path = run->resume_path;
@@ -200,7 +158,10 @@ int resume_read(train_settings *s, train_run *run)
         return cli_library_error(&err, path);
     rc = adopt_settings(s, &run->state, path);
     if (rc == CLI_OK)
-        rc = check_epochs_left(s, &run->state, path);
+        rc = run_settings_adopt(s, run, run->resume_file, path);
+    if (rc == CLI_OK)
+        rc = run_settings_check_epochs(
+            s, epochs_done(&run->state.position, run->state.steps_per_epoch), path);
     if (rc != CLI_OK)
         return rc;
     if (!s->checkpoint_dir && is_folder(s->resume))
@@ -208,7 +169,6 @@ int resume_read(train_settings *s, train_run *run)
     run->position = start_of(&run->state);
     run->saved = run->state.position;
     run->have_saved = 1;
-    print_resume_line(path, &run->state);
     return check_checkpoint_flags(s);
 }
 
@@ -339,6 +299,7 @@ void checkpoints_close(train_run *run)
     run->resume_file = NULL;
     free(run->resume_path);
     run->resume_path = NULL;
+    run_settings_free(run);
 }
 
 /* ---------------------------------------------------------------- saving */
@@ -359,11 +320,15 @@ int checkpoint_save(const train_settings *s, train_run *run)
     if (!path)
         return cli_failure("out of memory");
     run->state.position = run->position;
+    char text[RUN_SETTINGS_COUNT][RUN_VALUE_MAX];
+    const char *meta[2 * RUN_SETTINGS_COUNT];
+    run_settings_record(s, text, meta);
     double start = cli_seconds();
     int rc = cn_train_checkpoint_save(run->model, cn_trainer_momentum(run->trainer), &run->state,
-                                      path, &err);
+                                      meta, RUN_SETTINGS_COUNT, path, &err);
     if (rc == 0) {
-        printf("Saved checkpoint %s in %.3f s\n", path, cli_seconds() - start);
+        if (s->verbosity >= PROGRESS_NORMAL)
+            printf("Saved checkpoint %s in %.3f s\n", path, cli_seconds() - start);
         run->saved = run->position;
         run->have_saved = 1;
     }
@@ -421,7 +386,7 @@ int metrics_open_for_resume(const train_settings *s, train_run *run)
             return CLI_FAILURE;
         if (dropped > 0 && truncate(path, keep) != 0)
             return cli_failure("--metrics-file: %s: %s", path, strerror(errno));
-        if (dropped > 0)
+        if (dropped > 0 && s->verbosity >= PROGRESS_NORMAL)
             printf("Dropped %d line%s of epochs after the checkpoint from %s\n", dropped,
                    dropped == 1 ? "" : "s", path);
     }

@@ -6,18 +6,25 @@
 #include "cli.h"
 #include "train.h"
 
+/* "s" after a count other than one. */
+static const char *plural(long n)
+{
+    return n == 1 ? "" : "s";
+}
+
 void print_settings_line(const train_settings *s, const train_run *run)
 {
     float scaled_lr = s->learning_rate * (float)s->num_cores;
     long per_epoch = (long)run->steps * s->num_cores * s->batch_size;
-    printf("cnnc %s train: %d replicas x batch %d, %d threads (%s), learning rate %g (%g x %d), "
-           "momentum %g, %d epochs, seed %llu, %d training / %d test images, "
-           "%d steps per epoch (%ld images)\n",
-           CN_VERSION, s->num_cores, s->batch_size, s->threads, cn_isa_name(cn_isa_active()),
-           (double)scaled_lr,
-           (double)s->learning_rate, s->num_cores, (double)s->momentum, s->num_epochs,
-           (unsigned long long)s->seed, run->train.count, run->test.count, run->steps,
-           per_epoch);
+    printf("cnnc %s: %d epoch%s of %d step%s, %d replica%s x batch %d, %d thread%s (%s)\n",
+           CN_VERSION, s->num_epochs, plural(s->num_epochs), run->steps, plural(run->steps),
+           s->num_cores, plural(s->num_cores), s->batch_size, s->threads, plural(s->threads),
+           cn_isa_name(cn_isa_active()));
+    printf("  SGD: learning rate %g (%g x %d), momentum %g, seed %llu, %s\n", (double)scaled_lr,
+           (double)s->learning_rate, s->num_cores, (double)s->momentum,
+           (unsigned long long)s->seed, cn_precision_name(s->precision));
+    printf("  data: %d training image%s (%ld an epoch), %d test image%s\n", run->train.count,
+           plural(run->train.count), per_epoch, run->test.count, plural(run->test.count));
 }
 
 static double per_second(double count, double seconds)
@@ -59,11 +66,9 @@ static void print_time_breakdown(const epoch_report *r)
 
 void print_epoch_report(const epoch_report *r, int metrics_debug)
 {
-    printf("Epoch %d: train loss=%.5f test loss=%.4f Accuracy=%.2f%% (%d images), "
-           "train %.2f s, %.0f samples/s, test %.2f s\n",
-           r->epoch, (double)r->train_loss, r->test_loss, r->test_accuracy, r->test_samples,
-           r->train_seconds, per_second((double)r->train_samples, r->train_seconds),
-           r->eval_seconds);
+    printf("Epoch %d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.2f s\n",
+           r->epoch, r->num_epochs, (double)r->train_loss, r->train_accuracy, r->test_loss,
+           r->test_accuracy, r->train_seconds + r->eval_seconds);
     if (metrics_debug)
         print_time_breakdown(r);
 }
@@ -82,6 +87,7 @@ int write_metrics_line(FILE *f, const epoch_report *r)
     const cn_phase_times *p = &r->phases;
     fprintf(f, "{\"epoch\":%d", r->epoch);
     write_json_number(f, "train_loss", (double)r->train_loss);
+    write_json_number(f, "train_accuracy", r->train_accuracy);
     write_json_number(f, "test_loss", r->test_loss);
     write_json_number(f, "test_accuracy", r->test_accuracy);
     write_json_number(f, "epoch_seconds", r->train_seconds + r->eval_seconds);

@@ -24,10 +24,12 @@ static const cn_layer_spec small_net[] = {
     {CN_LINEAR, "fc", 10, 0},     {CN_LOG_SOFTMAX, NULL, 0, 0},
 };
 
-static void print_last_step(void *ctx, int epoch, int step, int steps, float loss)
+static void print_last_step(void *ctx, const cn_step_report *r)
 {
     (void)ctx;
-    if (step == steps - 1) printf("epoch %d: %d steps, last loss %.4f\n", epoch, steps, loss);
+    if (r->step == r->steps - 1)
+        printf("epoch %d: %d steps, last loss %.4f, %d of %d right\n", r->epoch, r->steps,
+               (double)r->loss, r->correct, r->samples);
 }
 
 /* Trains and scores; returns 0, or -1 with the message in err. */

@@ -139,10 +139,11 @@ typedef struct cn_model cn_model;
 /* Builds a sequential model for inputs [channels, height, width] from layers[0..num_layers)
  * (1..256 layers; the specs and their names are copied, so they need not outlive the call).
  * Layers with tensors (conv, linear, batchnorm) need a name of at most 39 characters, used as
- * the PyTorch module name in checkpoints. Shapes are checked here; the last layer must be
- * CN_LOG_SOFTMAX. Parameters are zero until cn_model_init. Returns a model the caller frees
- * with cn_model_free, or NULL with the message in err: a spec that does not fit its input
- * (naming the layer's index and kind), a missing or too long name, out of memory. */
+ * the PyTorch module name in checkpoints, and no two of them the same. Shapes are checked here;
+ * the last layer must be CN_LOG_SOFTMAX. Parameters are zero until cn_model_init. Returns a
+ * model the caller frees with cn_model_free, or NULL with the message in err: a spec that does
+ * not fit its input (naming the layer's index and kind), a missing, too long or repeated name,
+ * out of memory. */
 CN_API cn_model *cn_model_create(int channels, int height, int width, const cn_layer_spec *layers,
                                  int num_layers, cn_error *err);
 /* The seed's Fashion-MNIST CNN, built with cn_model_create from this list of specs:
@@ -332,10 +333,19 @@ CN_API int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *
 CN_API int cn_trainer_layer_times(const cn_trainer *t, double *forward, double *backward, int max);
 CN_API void cn_trainer_reset_layer_times(cn_trainer *t);
 
-/* Called after each step with the global loss (mean over all replicas' samples): epoch as
- * given, step 0..steps-1. Runs on the calling thread between steps; it must not call back
- * into the trainer. */
-typedef void (*cn_step_fn)(void *ctx, int epoch, int step, int steps, float loss);
+/* What one training step did, over all replicas (and processes). */
+typedef struct {
+    int epoch;   /* 1-based, as given */
+    int step;    /* 0 .. steps-1 */
+    int steps;   /* steps in the epoch */
+    float loss;  /* the global loss: mean over all replicas' samples */
+    int correct; /* samples whose largest output was their label, before the update */
+    int samples; /* samples in the step: replicas x batch */
+} cn_step_report;
+
+/* Called after each step. Runs on the calling thread between steps; it must not call back into
+ * the trainer. */
+typedef void (*cn_step_fn)(void *ctx, const cn_step_report *step);
 
 /* Trains one epoch (1-based; it picks the sampler's permutation) over train: every step of
  * cn_trainer_steps_per_epoch, calling on_step (may be NULL) with ctx after each. The mean step
@@ -356,13 +366,14 @@ typedef struct {
     int epoch;       /* 1-based */
     int step;        /* steps of this epoch done: 0 .. steps per epoch */
     double loss_sum; /* the sum of those steps' global losses */
+    int64_t correct; /* the sum of those steps' right answers (cn_step_report.correct) */
 } cn_epoch_position;
 
 /* Asked after every step, with the ctx of cn_trainer_run_epoch; non-zero stops training there. */
 typedef int (*cn_stop_fn)(void *ctx);
 
 /* Runs epoch pos->epoch from step pos->step to its end, advancing pos->step and adding each
- * step's loss to pos->loss_sum. The epoch's sample order depends only on (seed, epoch), so any
+ * step's loss to pos->loss_sum and its right answers to pos->correct. The epoch's sample order depends only on (seed, epoch), so any
  * step can come first. After each step on_step (may be NULL) is called, then should_stop (may
  * be NULL): when it returns non-zero, the function returns 0 with pos->step < steps per epoch.
  * With several processes should_stop is asked on every rank, and a stop asked for on any rank
@@ -376,7 +387,8 @@ CN_API int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch
  * statistics), each exactly once, in chunks of the trainer's batch size over all its threads.
  * *loss gets the mean NLL, *accuracy the percentage of right answers; predictions (may be
  * NULL, else n bytes, caller owned) gets each sample's predicted class. Changes nothing in the
- * model. Errors: n out of range, images of another size, out of memory. With a communicator
+ * model. Errors: n out of range, images of another size, out of memory, outputs that are not
+ * finite (a model whose weights or statistics are out of range). With a communicator
  * every rank calls it with the same data and n, predictions NULL on all or none; each scores
  * its share of the chunks and every rank gets the loss, accuracy and predictions one process
  * would. */
@@ -412,15 +424,16 @@ CN_API const char *cn_safetensors_meta(const cn_safetensors *f, const char *key)
 
 /* The model's state_dict as safetensors, written atomically (as cn_safetensors_write) / back.
  * Load checks the whole file first: every expected name there with its dtype and shape, finite
- * values, nothing else (optimizer.* tensors are allowed and ignored); a refused file leaves the
- * model unchanged. Errors name path: unreadable or corrupt file, a missing, extra or misshapen
- * tensor. */
+ * values, no negative running variance, nothing else (optimizer.* tensors are allowed and
+ * ignored); a refused file leaves the model unchanged. Errors name path: unreadable or corrupt
+ * file, a missing, extra or misshapen tensor, a value out of range. */
 CN_API int cn_model_save(cn_model *m, const char *path, cn_error *err);
 CN_API int cn_model_load(cn_model *m, const char *path, cn_error *err);
 
 /* Class log-probabilities of n raw images ([n, input size] bytes, normalised here as in
  * training) in evaluation mode (BatchNorm running statistics), on the calling thread, up to 64
- * at a time: log_probs gets [n, classes]. */
+ * at a time: log_probs gets [n, classes]. Errors: n < 1, out of memory, an output that is not
+ * finite (a model whose weights or statistics are out of range). */
 CN_API int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs,
                             cn_error *err);
 
@@ -451,10 +464,15 @@ CN_API void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg,
 /* Writes a training checkpoint to path, atomically as cn_safetensors_write: the model's
  * state_dict under PyTorch's names, each parameter's momentum buffer (cn_model_num_params
  * floats in all) as "optimizer.<name>.momentum_buffer" in the parameter's shape, and s in
- * __metadata__. Refuses, writing nothing, when a weight, running statistic or momentum value
- * is not finite. */
+ * __metadata__, followed by num_extra key/value string pairs of the caller's (extra[2i] the key,
+ * extra[2i+1] the value; 0..CN_TRAIN_EXTRA_MAX of them, extra may be NULL with 0; keys that s
+ * uses are refused as duplicates): what a program needs to continue its run that the math does
+ * not, read back with cn_safetensors_meta. Refuses, writing nothing, when a weight, running
+ * statistic or momentum value is not finite. */
+#define CN_TRAIN_EXTRA_MAX 32
 CN_API int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_state *s,
-                                    const char *path, cn_error *err);
+                                    const char *const *extra, int num_extra, const char *path,
+                                    cn_error *err);
 /* Reads the training metadata of an open file (path names it in messages) into s, checking
  * every key; a file without it (a model from cn_model_save or PyTorch) is refused as "not a
  * training checkpoint". */

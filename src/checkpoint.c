@@ -1,8 +1,8 @@
 /* checkpoint.c — a model's state_dict to and from a safetensors file, under PyTorch's names.
- * Loading checks the whole file against the model (names, dtypes, shapes, finite values) before
- * it copies anything, so a refused file leaves the model as it was. It does not restore
- * optimizer.* tensors (they are tolerated, not read; train_checkpoint.c reads them) nor convert
- * dtypes or shapes. */
+ * Loading checks the whole file against the model (names, dtypes, shapes, finite values, no
+ * negative running variance) before it copies anything, so a refused file leaves the model as it
+ * was. It does not restore optimizer.* tensors (they are tolerated, not read;
+ * train_checkpoint.c reads them) nor convert dtypes or shapes. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -82,6 +82,25 @@ static int all_finite(const cn_tensor_ref *t)
     return 1;
 }
 
+/* The index of the first negative value of t (F32), or -1 when there is none. */
+static long first_negative(const cn_tensor_ref *t)
+{
+    size_t count = element_count(t);
+    const unsigned char *bytes = t->data;
+    for (size_t i = 0; i < count; i++) {
+        float v;
+        memcpy(&v, bytes + i * sizeof v, sizeof v);
+        if (v < 0) return (long)i;
+    }
+    return -1;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
 int cn_check_expected_tensor(const cn_safetensors *f, const cn_tensor_ref *want,
                              const char *path, cn_error *err)
 {
@@ -97,6 +116,10 @@ int cn_check_expected_tensor(const cn_safetensors *f, const cn_tensor_ref *want,
                        format_shape(b, sizeof b, want));
     if (got->dtype == CN_F32 && !all_finite(got))
         return cn_fail(err, "%s: tensor %s holds non-finite values", path, want->name);
+    long at = ends_with(want->name, ".running_var") ? first_negative(got) : -1;
+    if (at >= 0)
+        return cn_fail(err, "%s: tensor %s holds a negative variance (element %ld)", path,
+                       want->name, at);
     return 0;
 }
 

@@ -60,7 +60,7 @@ int cn_exchange_init(cn_exchange *x, const cn_comm *comm, int replicas, size_t n
 {
     *x = (cn_exchange){.comm = comm, .local = replicas / comm->size, .num_params = num_params,
                        .bn_channels = bn_channels};
-    x->record = num_params + 2 * (size_t)bn_channels + 1;
+    x->record = num_params + 2 * (size_t)bn_channels + 2;
     x->blocks = calloc((size_t)replicas * x->record, sizeof *x->blocks);
     x->flags = calloc((size_t)comm->size, 1);
     return x->blocks && x->flags ? 0 : -1;
@@ -79,7 +79,7 @@ static float *record_of(const cn_exchange *x, int replica)
     return x->blocks + (size_t)replica * x->record;
 }
 
-void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss,
+void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss, int correct,
                      const float *bn_mean, const float *bn_var)
 {
     float *rec = record_of(x, x->comm->rank * x->local + i);
@@ -87,7 +87,8 @@ void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss,
     memcpy(rec, dparams, x->num_params * sizeof *rec);
     memcpy(rec + x->num_params, bn_mean, bn * sizeof *rec);
     memcpy(rec + x->num_params + bn, bn_var, bn * sizeof *rec);
-    rec[x->record - 1] = loss;
+    rec[x->record - 2] = loss;
+    rec[x->record - 1] = (float)correct;
 }
 
 int cn_exchange_wait(cn_exchange *x, cn_error *err)
@@ -114,8 +115,8 @@ cn_replica_result cn_exchange_result(const cn_exchange *x, int replica)
 {
     const float *rec = record_of(x, replica);
     size_t bn = (size_t)x->bn_channels;
-    return (cn_replica_result){rec, rec + x->record - 1, rec + x->num_params,
-                               rec + x->num_params + bn};
+    return (cn_replica_result){rec, rec + x->record - 2, rec + x->record - 1,
+                               rec + x->num_params, rec + x->num_params + bn};
 }
 
 /* ------------------------------------------------------------------ shares of an array */

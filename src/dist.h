@@ -18,6 +18,7 @@ static inline int cn_comm_is_distributed(const cn_comm *c)
 typedef struct {
     const float *dparams;          /* [num_params] */
     const float *loss;             /* one value */
+    const float *correct;          /* one value: right answers of the batch (exact below 2^24) */
     const float *bn_mean, *bn_var; /* [bn_channels] */
 } cn_replica_result;
 
@@ -26,7 +27,7 @@ typedef struct {
     int local;          /* replicas per rank */
     size_t num_params;
     int bn_channels;
-    size_t record;      /* floats per replica: dparams, bn_mean, bn_var, loss */
+    size_t record;      /* floats per replica: dparams, bn_mean, bn_var, loss, correct */
     float *blocks;      /* [size][local][record]: rank p's block holds replicas p*local... */
     unsigned char *flags; /* [size] one byte per rank: cn_exchange_wait, cn_exchange_any */
 } cn_exchange;
@@ -36,7 +37,7 @@ int cn_exchange_init(cn_exchange *x, const cn_comm *comm, int replicas, size_t n
                      int bn_channels);
 void cn_exchange_free(cn_exchange *x);
 /* Copies this rank's local replica i's results into its block; distinct i may run at once. */
-void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss,
+void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss, int correct,
                      const float *bn_mean, const float *bn_var);
 /* Returns when every rank has reached it (a one-byte allgather): what comes after it measures
  * the exchange alone, without the wait for the slowest rank. */

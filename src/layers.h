@@ -89,5 +89,9 @@ void cn_log_softmax_backward(float *din, const float *dout, const float *out, in
 float cn_nll_loss(const float *logp, const uint8_t *labels, int B, int N);
 /* dlogp [B,N] = -1/B at each label, 0 elsewhere. */
 void cn_nll_backward(float *dlogp, const uint8_t *labels, int B, int N);
+/* The index of the largest of x[0..n) (the first one on a tie). */
+int cn_argmax(const float *x, int n);
+/* How many rows of logp [B,N] have their largest value at their label. */
+int cn_count_correct(const float *logp, const uint8_t *labels, int B, int N);
 
 #endif /* CN_LAYERS_H */

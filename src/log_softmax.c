@@ -1,5 +1,5 @@
 /* log_softmax.c — log-softmax over the last axis and the negative log-likelihood loss (mean
- * over the batch), each with its backward. The maximum is subtracted first so large logits do
+ * over the batch), each with its backward, and the count of right answers. The maximum is subtracted first so large logits do
  * not overflow. No class weights, no ignore_index, no label smoothing. */
 #include <math.h>
 
@@ -41,4 +41,19 @@ void cn_nll_backward(float *dlogp, const uint8_t *labels, int B, int N)
 {
     for (int i = 0; i < B * N; i++) dlogp[i] = 0.0f;
     for (int b = 0; b < B; b++) dlogp[(size_t)b * N + labels[b]] = -1.0f / (float)B;
+}
+
+int cn_argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+int cn_count_correct(const float *logp, const uint8_t *labels, int B, int N)
+{
+    int correct = 0;
+    for (int b = 0; b < B; b++) correct += cn_argmax(logp + (size_t)b * N, N) == labels[b];
+    return correct;
 }

@@ -78,6 +78,18 @@ static void plan_tensors(cn_layer *l, cn_model *m, int *bn_channels)
     }
 }
 
+/* Two layers with tensors under one name would write two tensors of one name. */
+static int check_unique_name(const cn_model *m, int i, cn_error *err)
+{
+    const cn_layer *l = &m->layers[i];
+    if (!cn_layer_has_params(l)) return 0;
+    for (int k = 0; k < i; k++)
+        if (cn_layer_has_params(&m->layers[k]) && strcmp(m->layers[k].name, l->name) == 0)
+            return cn_fail(err, "layer %d (%s): name '%s' is already used by layer %d", i,
+                           kind_name(l->kind), l->name, k);
+    return 0;
+}
+
 static int plan_layer(cn_model *m, int i, const cn_layer_spec *s, int *bn_channels, cn_error *err)
 {
     cn_layer *l = &m->layers[i];
@@ -97,6 +109,7 @@ static int plan_layer(cn_model *m, int i, const cn_layer_spec *s, int *bn_channe
         snprintf(l->name, sizeof l->name, "%s", s->name);
     else
         snprintf(l->name, sizeof l->name, "%s%d", kind_name(s->kind), i);
+    if (check_unique_name(m, i, err)) return -1;
     plan_tensors(l, m, bn_channels);
     return 0;
 }

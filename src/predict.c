@@ -1,6 +1,8 @@
 /* predict.c — scoring raw images with a model in evaluation mode outside any trainer: one plan
  * and one workspace for batches of up to PREDICT_BATCH images, on the calling thread. It
- * computes no loss or accuracy (cn_evaluate does, with labels) and starts no threads. */
+ * computes no loss or accuracy (cn_evaluate does, with labels) and starts no threads. An output
+ * that is not finite is an error: such a model's answers cannot be trusted. */
+#include <math.h>
 #include <string.h>
 
 #include "executor.h"
@@ -30,5 +32,9 @@ int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs
     }
     cn_workspace_free(&w);
     cn_plan_free(&plan);
+    for (size_t i = 0; i < (size_t)n * classes; i++)
+        if (!isfinite(log_probs[i]))
+            return cn_fail(err, "the model's output for image %zu is not finite (its weights or "
+                           "statistics are out of range)", i / classes + 1);
     return 0;
 }

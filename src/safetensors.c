@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cnnc.h"
@@ -348,19 +349,63 @@ int cn_safetensors_write(const char *path, const cn_tensor_ref *tensors, int num
 
 /* ---------------------------------------------------------------- reading */
 
-static int read_file(const char *path, uint8_t **bytes, size_t *size, cn_error *err)
-{
-    int rc = cn_read_file(path, UINT64_MAX, bytes, size, err);
-    if (rc == CN_FILE_TOO_LARGE)
-        return cn_fail(err, "%s: file too large (%lld bytes)", path, (long long)*size);
-    return rc;
-}
-
 static uint64_t read_le64(const uint8_t *p)
 {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
     return v;
+}
+
+/* Whether the 8-byte header length can begin a safetensors file of size bytes: a text file, a
+ * picture or a corrupt length is refused as "not a safetensors file" here, before the file is
+ * read whole. */
+static int check_start(const char *path, const uint8_t *start, size_t got, uint64_t size,
+                       cn_error *err)
+{
+    static const char *const lead = "not a safetensors file: its first 8 bytes, read as the "
+                                    "header length, give";
+    if (got < 8)
+        return cn_fail(err, "%s: file is %llu bytes, too short for the 8-byte header length",
+                       path, (unsigned long long)size);
+    uint64_t len = read_le64(start);
+    if (len > HEADER_LIMIT)
+        return cn_fail(err, "%s: %s %llu, over the limit of %u bytes", path, lead,
+                       (unsigned long long)len, HEADER_LIMIT);
+    if (len > size - 8)
+        return cn_fail(err, "%s: %s %llu, which runs past the end of the file (%llu bytes)",
+                       path, lead, (unsigned long long)len, (unsigned long long)size);
+    return 0;
+}
+
+/* Reads the first bytes of path and checks them (check_start) without reading the rest. The
+ * file is opened without blocking, so that a named pipe is refused rather than waited on. */
+static int peek_start(const char *path, cn_error *err)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return cn_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    uint8_t start[8];
+    ssize_t got = 0;
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = cn_fail(err, "%s: cannot read: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = cn_fail(err, "%s: not a regular file", path);
+    else if ((got = pread(fd, start, sizeof start, 0)) < 0)
+        rc = cn_fail(err, "%s: cannot read: %s", path, strerror(errno));
+    else
+        rc = check_start(path, start, (size_t)got, (uint64_t)st.st_size, err);
+    close(fd);
+    return rc;
+}
+
+static int read_file(const char *path, uint8_t **bytes, size_t *size, cn_error *err)
+{
+    if (peek_start(path, err) != 0) return -1;
+    int rc = cn_read_file(path, UINT64_MAX, bytes, size, err);
+    if (rc == CN_FILE_TOO_LARGE)
+        return cn_fail(err, "%s: file too large (%lld bytes)", path, (long long)*size);
+    return rc;
 }
 
 static int parse_dtype(const char *path, const char *name, json_t *value, cn_dtype *dtype,
@@ -561,16 +606,9 @@ static int take_header(cn_safetensors *f, const char *path, json_t *root, uint8_
 
 static int parse_file(cn_safetensors *f, const char *path, cn_error *err)
 {
-    if (f->size < 8)
-        return cn_fail(err, "%s: file is %zu bytes, too short for the 8-byte header length", path,
-                       f->size);
+    /* again on the bytes read: the file may have changed since peek_start */
+    if (check_start(path, f->bytes, f->size, f->size, err) != 0) return -1;
     uint64_t header_len = read_le64(f->bytes);
-    if (header_len > HEADER_LIMIT)
-        return cn_fail(err, "%s: header length %llu is over the limit of %u bytes", path,
-                       (unsigned long long)header_len, HEADER_LIMIT);
-    if (header_len > f->size - 8)
-        return cn_fail(err, "%s: header length %llu runs past the end of the file (%zu bytes)",
-                       path, (unsigned long long)header_len, f->size);
     json_error_t jerr;
     json_t *root = json_loadb((const char *)f->bytes + 8, (size_t)header_len,
                               JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);

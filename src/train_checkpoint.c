@@ -1,6 +1,6 @@
 /* train_checkpoint.c — training checkpoints: the model's state_dict (PyTorch names), the SGD
  * momentum buffers as optimizer.<param>.momentum_buffer, and in __metadata__ the position
- * (epoch, step, loss sum) and every setting that defines the math, so that a run can continue
+ * (epoch, step, loss sum, right answers) and every setting that defines the math, so that a run can continue
  * bit for bit. Saving refuses non-finite values; restoring checks everything before it copies.
  * It does not decide where checkpoints go or when (checkpoint_dir.c names and prunes them, the
  * caller decides when), and it does not compare settings with a new run's: the caller does. */
@@ -21,7 +21,7 @@
 #define SAMPLER_VALUE "xoshiro256** Fisher-Yates permutation per (seed, epoch), v1"
 #define MOMENTUM_PREFIX "optimizer."
 #define MOMENTUM_SUFFIX ".momentum_buffer"
-#define NUM_META 17
+#define NUM_META 18
 #define VALUE_CAP 96
 
 /* ---------------------------------------------------------------- state */
@@ -40,7 +40,7 @@ static uint32_t data_crc32(const cn_dataset *train)
 void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn_dataset *train)
 {
     memset(s, 0, sizeof *s);
-    s->position = (cn_epoch_position){1, 0, 0};
+    s->position = (cn_epoch_position){.epoch = 1};
     uint32_t shard = cn_sampler_shard_size((uint32_t)train->count, cfg->num_replicas);
     s->steps_per_epoch = (int)(shard / (uint32_t)cfg->batch_size);
     s->seed = cfg->seed;
@@ -151,7 +151,7 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     static const char *const keys[NUM_META] = {
         KIND_KEY, "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
         "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
-        "train_samples", "train_data_crc32", "sampler", "isa", "precision"};
+        "train_samples", "train_data_crc32", "sampler", "isa", "precision", "epoch_correct"};
     snprintf(text[0], VALUE_CAP, "%s", KIND_VALUE);
     snprintf(text[1], VALUE_CAP, "%s", CN_VERSION);
     snprintf(text[2], VALUE_CAP, "%d", p->epoch);
@@ -169,24 +169,37 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     snprintf(text[14], VALUE_CAP, "%s", SAMPLER_VALUE);
     snprintf(text[15], VALUE_CAP, "%s", s->isa);
     snprintf(text[16], VALUE_CAP, "%s", cn_precision_name(s->precision));
+    snprintf(text[17], VALUE_CAP, "%lld", (long long)p->correct);
     for (int i = 0; i < NUM_META; i++) {
         meta[2 * i] = keys[i];
         meta[2 * i + 1] = text[i];
     }
 }
 
+/* The file: the tensors, the state's metadata and then the caller's extra pairs. */
+static int write_file(const cn_tensor_ref *refs, int n, const cn_train_state *s,
+                      const char *const *extra, int num_extra, const char *path, cn_error *err)
+{
+    if (num_extra < 0 || num_extra > CN_TRAIN_EXTRA_MAX || (num_extra > 0 && !extra))
+        return cn_fail(err, "%s: not saved: %d extra metadata pairs (at most %d)", path,
+                       num_extra, CN_TRAIN_EXTRA_MAX);
+    char text[NUM_META][VALUE_CAP];
+    const char *meta[2 * (NUM_META + CN_TRAIN_EXTRA_MAX)];
+    format_meta(s, text, meta);
+    for (int i = 0; i < 2 * num_extra; i++) meta[2 * NUM_META + i] = extra[i];
+    return cn_safetensors_write(path, refs, n, meta, NUM_META + num_extra, err);
+}
+
 int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_state *s,
-                             const char *path, cn_error *err)
+                             const char *const *extra, int num_extra, const char *path,
+                             cn_error *err)
 {
     int n_model = 0, n = 0;
     cn_tensor_ref *refs = all_refs(m, (float *)(uintptr_t)momentum, &n_model, &n, path, err);
     if (!refs) return -1;
     int rc = refuse_non_finite(refs, n, path, err);
     if (rc == 0) {
-        char text[NUM_META][VALUE_CAP];
-        const char *meta[2 * NUM_META];
-        format_meta(s, text, meta);
-        rc = cn_safetensors_write(path, refs, n, meta, NUM_META, err);
+        rc = write_file(refs, n, s, extra, num_extra, path, err);
     }
     free(refs);
     return rc;
@@ -335,6 +348,12 @@ static int read_position(const cn_safetensors *f, const char *path, cn_train_sta
         meta_long(f, "step", 0, LLONG_MAX, &step, path, err) ||
         meta_double(f, "epoch_loss_sum", &p->loss_sum, path, err))
         return -1;
+    /* files from before training accuracy was counted say nothing: none counted yet */
+    long long correct = 0;
+    if (cn_safetensors_meta(f, "epoch_correct") &&
+        meta_long(f, "epoch_correct", 0, LLONG_MAX, &correct, path, err))
+        return -1;
+    p->correct = correct;
     if (p->step > s->steps_per_epoch)
         return cn_fail(err, "%s: __metadata__ \"epoch_step\" %d is past \"steps_per_epoch\" %d",
                        path, p->step, s->steps_per_epoch);
@@ -344,9 +363,15 @@ static int read_position(const cn_safetensors *f, const char *path, cn_train_sta
     return 0;
 }
 
-/* The step count the settings give must be the recorded one. */
+/* The step count the settings give must be the recorded one, and the right answers can be no
+ * more than the samples of the steps done. */
 static int check_steps(const cn_train_state *s, const char *path, cn_error *err)
 {
+    long long samples = (long long)s->position.step * s->num_replicas * s->batch_size;
+    if (s->position.correct > samples)
+        return cn_fail(err, "%s: __metadata__ \"epoch_correct\" %lld is more than the %lld samples "
+                       "of %d steps", path, (long long)s->position.correct, samples,
+                       s->position.step);
     uint32_t shard = cn_sampler_shard_size((uint32_t)s->train_samples, s->num_replicas);
     long long steps = (long long)(shard / (uint32_t)s->batch_size);
     if (steps != s->steps_per_epoch)

@@ -200,10 +200,12 @@ static void replica_pass(void *ctx, int i, int thread)
     load_batch(job, i, w);
     double loaded = cn_seconds();
     cn_forward(&t->plan, w, B, 1);
-    float loss = cn_nll_loss(w->out[last], w->labels, B, t->m->layers[last].out_c);
+    int classes = t->m->layers[last].out_c;
+    float loss = cn_nll_loss(w->out[last], w->labels, B, classes);
+    int correct = cn_count_correct(w->out[last], w->labels, B, classes);
     double forwarded = cn_seconds();
     cn_backward(&t->plan, w);
-    cn_exchange_put(&t->exchange, i, w->dparams, loss, w->bn_mean, w->bn_var);
+    cn_exchange_put(&t->exchange, i, w->dparams, loss, correct, w->bn_mean, w->bn_var);
     part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = cn_seconds() - forwarded;
 }
 
@@ -248,14 +250,16 @@ static void replica_split_pass(const step_job *job, int i, cn_phase_times *tm)
     load_batch(job, i, j.w);
     double loaded = cn_seconds();
     for (j.seg = 0; j.seg < p->num_segments; j.seg++) run_chunks(t, &j, forward_chunk_task);
-    float loss = cn_nll_loss(j.w->out[last], j.w->labels, B, t->m->layers[last].out_c);
+    int classes = t->m->layers[last].out_c;
+    float loss = cn_nll_loss(j.w->out[last], j.w->labels, B, classes);
+    int correct = cn_count_correct(j.w->out[last], j.w->labels, B, classes);
     double forwarded = cn_seconds();
     cn_backward_start(p, j.w);
     for (j.seg = p->num_segments - 1; j.seg >= 0; j.seg--) {
         run_chunks(t, &j, backward_chunk_task);
         cn_backward_segment_done(p, j.w, j.seg);
     }
-    cn_exchange_put(&t->exchange, i, j.w->dparams, loss, j.w->bn_mean, j.w->bn_var);
+    cn_exchange_put(&t->exchange, i, j.w->dparams, loss, correct, j.w->bn_mean, j.w->bn_var);
     tm->data += loaded - start;
     tm->forward += forwarded - loaded;
     tm->backward += cn_seconds() - forwarded;
@@ -375,8 +379,9 @@ static void timed_run(cn_trainer *t, int tasks, cn_task_fn fn, step_job *job, do
     *phase += cn_seconds() - start;
 }
 
-static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times *times,
-                      cn_error *err)
+/* One step; *loss gets the global loss, *correct the right answers of all replicas. */
+static int train_step(cn_trainer *t, step_job *job, float *loss, int *correct,
+                      cn_phase_times *times, cn_error *err)
 {
     cn_phase_times local = {0};
     cn_phase_times *tm = times ? times : &local;
@@ -392,7 +397,8 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, cn_phase_times 
     if (cn_comm_is_distributed(t->comm) && exchange_results(t, tm, err)) return -1;
 
     float sum = 0.0f;
-    for (int r = 0; r < R; r++) sum += *t->result[r].loss;
+    *correct = 0;
+    for (int r = 0; r < R; r++) sum += *t->result[r].loss, *correct += (int)*t->result[r].correct;
     *loss = sum / (float)R;
     if (!isfinite(*loss)) /* before the update: the model keeps its last finite weights */
         return cn_fail(err, "training diverged: the loss is %f (try a smaller --learning-rate)",
@@ -417,7 +423,8 @@ int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels,
                     cn_phase_times *times, cn_error *err)
 {
     step_job job = {t, images, labels, NULL};
-    return train_step(t, &job, loss, times, err);
+    int correct;
+    return train_step(t, &job, loss, &correct, times, err);
 }
 
 int cn_trainer_layer_times(const cn_trainer *t, double *forward, double *backward, int max)
@@ -494,14 +501,15 @@ int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_positi
     cn_sampler_permutation(perm, (uint32_t)train->count, t->cfg.seed, pos->epoch);
     step_job job = {t, train->pixels, train->labels, t->batch_index};
     int rc = 0;
+    cn_step_report report = {pos->epoch, 0, steps, 0, 0, t->cfg.num_replicas * t->cfg.batch_size};
     while (pos->step < steps) {
-        float loss;
         fill_batch_index(t, perm, pos->step);
-        rc = train_step(t, &job, &loss, times, err);
+        rc = train_step(t, &job, &report.loss, &report.correct, times, err);
         if (rc != 0) break;
-        pos->loss_sum += loss;
-        pos->step++;
-        if (on_step) on_step(ctx, pos->epoch, pos->step - 1, steps, loss);
+        pos->loss_sum += report.loss;
+        pos->correct += report.correct;
+        report.step = pos->step++;
+        if (on_step) on_step(ctx, &report);
         if (should_stop && stop_here(t, should_stop(ctx), &rc, err)) break;
     }
     free(perm);
@@ -511,7 +519,7 @@ int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_positi
 int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
                      void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err)
 {
-    cn_epoch_position pos = {epoch, 0, 0};
+    cn_epoch_position pos = {.epoch = epoch};
     int rc = cn_trainer_run_epoch(t, train, &pos, on_step, NULL, ctx, times, err);
     if (mean_loss && pos.step > 0) *mean_loss = (float)(pos.loss_sum / pos.step);
     return rc;
@@ -534,14 +542,6 @@ typedef struct {
     uint8_t *predictions;
 } eval_job;
 
-static int argmax_row(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 static void eval_chunk(void *ctx, int task, int thread)
 {
     eval_job *job = ctx;
@@ -557,7 +557,7 @@ static void eval_chunk(void *ctx, int task, int thread)
     int correct = 0;
     for (int k = 0; k < count; k++) {
         const float *logp = w->out[last] + (size_t)k * classes;
-        int label = job->ds->labels[first + k], guess = argmax_row(logp, classes);
+        int label = job->ds->labels[first + k], guess = cn_argmax(logp, classes);
         loss -= logp[label];
         correct += guess == label;
         if (job->predictions) job->predictions[first + k] = (uint8_t)guess;
@@ -605,6 +605,9 @@ int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double
     for (int c = 0; c < chunks; c++) sum += job.chunk_loss[c], correct += job.chunk_correct[c];
     free(job.chunk_loss);
     free(job.chunk_correct);
+    if (!isfinite(sum))
+        return cn_fail(err, "the model's outputs are not finite (its weights or statistics are "
+                       "out of range): no loss or accuracy can be given");
     *loss = sum / n;
     *accuracy = 100.0 * (double)correct / n;
     return 0;

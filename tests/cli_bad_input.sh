@@ -256,5 +256,33 @@ eval_case "only the length" "header-only.st" header-only.st
 eval_case "an empty checkpoint" "empty.st" empty.st
 mkdir folder.st
 eval_case "a folder as checkpoint" "folder.st" folder.st
+printf 'root:x:0:0:root:/root:/bin/bash\n' >passwd
+eval_case "a text file" "passwd: not a safetensors file" passwd
+
+# patch NAME WORD FILE: a copy of the model with every float of tensor NAME (or only the first,
+# with WORD "first") set to the little-endian bytes in FILE.
+header_len=$(od -An -tu8 -N8 "$model" | tr -d ' ')
+patch() {
+  offsets=$(head -c $((header_len + 8)) "$model" | tail -c +9 |
+    sed -n "s/.*\"$1\":{[^}]*\"data_offsets\":\[\([0-9]*\),\([0-9]*\)\].*/\1 \2/p")
+  begin=${offsets% *} end=${offsets#* }
+  count=$(((end - begin) / 4))
+  [ "$2" = first ] && count=1
+  head -c $((header_len + 8 + begin)) "$model"
+  i=0
+  while [ "$i" -lt "$count" ]; do cat "$3"; i=$((i + 1)); done
+  tail -c +$((header_len + 9 + begin + count * 4)) "$model"
+}
+printf '\346\261\141\177' >huge.bytes    # 3e38: finite, but the outputs overflow
+printf '\000\000\200\277' >minus1.bytes  # -1.0
+patch fc2.weight all huge.bytes >huge.st
+[ "$(wc -c <huge.st)" -eq "$size" ] || fail "huge.st: the patch changed the size"
+check "outputs that overflow, eval" 1 "huge.st: the model's outputs are not finite" \
+  eval --checkpoint huge.st --data-dir "$tmp/good" --threads 1
+check "outputs that overflow, predict" 1 "huge.st: .*not finite" \
+  predict --checkpoint huge.st --idx "$tmp/good/t10k-images-idx3-ubyte" --index 0
+patch bn1.running_var first minus1.bytes >negative-variance.st
+eval_case "a negative running variance" "negative-variance.st: tensor bn1.running_var holds a negative variance" \
+  negative-variance.st
 
 finish

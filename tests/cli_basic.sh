@@ -137,7 +137,7 @@ if have_data "the training checks"; then
     --result-image "$tmp/r.png" --threads 2
   cp "$tmp/out" "$tmp/train.out"
   [ "$status" -eq 0 ] || fail "tiny train run: exit status $status: $(cat "$tmp/err")"
-  for text in "Finished training epoch 1" "Accuracy=" "Total Training time =" "step 0/16"; do
+  for text in "Finished training epoch 1" "test loss" "Total Training time =" "step 0/16"; do
     grep -q "$text" "$tmp/train.out" || fail "tiny train run does not print '$text'"
   done
   [ -s "$tmp/m.safetensors" ] || fail "no safetensors file"
@@ -151,14 +151,15 @@ if have_data "the training checks"; then
   elif [ "$(wc -l <"$tmp/m.jsonl")" -ne 1 ]; then
     fail "m.jsonl should have 1 line: $(cat "$tmp/m.jsonl")"
   else
-    for key in epoch train_loss test_loss test_accuracy epoch_seconds \
+    for key in epoch train_loss train_accuracy test_loss test_accuracy epoch_seconds \
       train_samples_per_second eval_seconds; do
       grep -q "\"$key\":" "$tmp/m.jsonl" || fail "m.jsonl lacks $key"
     done
   fi
   expect_absent test_result.png
 
-  train_accuracy=$(grep -o 'Accuracy=[0-9.]*%' "$tmp/train.out" | tail -n 1)
+  train_accuracy=$(sed -n 's/.* test loss [0-9.]* acc \([0-9.]*%\) .*/Accuracy=\1/p' \
+    "$tmp/train.out" | tail -n 1)
   run eval --checkpoint "$tmp/m.safetensors" --test-samples 500 --threads 2
   [ "$status" -eq 0 ] || fail "eval: exit status $status: $(cat "$tmp/err")"
   eval_accuracy=$(grep -x 'Accuracy=[0-9.]*%' "$tmp/out")

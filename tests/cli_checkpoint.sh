@@ -26,9 +26,17 @@ wait_for() {
   done
 }
 
+# tensors FILE: the tensor bytes of a safetensors file (what follows its header), in hex; the
+# header holds the run's settings too, which may differ between runs of the same math.
+tensors() {
+  len=$(od -An -tu8 -N8 "$1" | tr -d ' ')
+  tail -c +$((len + 9)) "$1" | od -An -tx1 | tr -d ' \n'
+}
+
 # The fields of one epoch's metrics line that do not depend on timing.
 numbers() {
-  sed -n "/\"epoch\":$2,/p" "$1" | grep -o '"\(epoch\|train_loss\|test_loss\|test_accuracy\)":[^,]*'
+  sed -n "/\"epoch\":$2,/p" "$1" |
+    grep -o '"\(epoch\|train_loss\|train_accuracy\|test_loss\|test_accuracy\)":[^,]*'
 }
 
 listing() {
@@ -58,7 +66,8 @@ grep -q "Resuming from part/checkpoint-epoch-0001.safetensors: epoch 1 complete"
 grep -q "^Epoch 1" out && fail "the resumed run trained epoch 1 again"
 cmp -s s2.safetensors r2.safetensors || fail "stopped after 1 epoch and resumed to 2: the model" \
   "differs from the straight 2-epoch run"
-cmp -s straight/checkpoint-epoch-0002.safetensors part/checkpoint-epoch-0002.safetensors ||
+[ "$(tensors straight/checkpoint-epoch-0002.safetensors)" = \
+  "$(tensors part/checkpoint-epoch-0002.safetensors)" ] ||
   fail "the resumed run's epoch-2 checkpoint differs from the straight run's"
 [ "$(grep -c . p.jsonl)" -eq 2 ] || fail "p.jsonl should have 2 lines: $(cat p.jsonl)"
 for e in 1 2; do
@@ -198,14 +207,19 @@ else
 fi
 
 # ---------------------------------------------------------------- SIGINT and SIGTERM
-# stop_run SIGNAL DIR: trains in the background, signals it during epoch 2; sets $status.
+# stop_run SIGNAL DIR [FLAGS]: trains in the background (40 epochs unless FLAGS say otherwise),
+# signals it during epoch 2; sets $status.
 stop_run() {
+  sig=$1
+  dir=$2
+  shift 2
+  rm -f sig.out # what wait_for reads must be this run's
   # shellcheck disable=SC2086
   "$cnnc" train $small --threads 2 --result-image none --log-steps 1 --num-epochs 40 \
-    --checkpoint-dir "$2" >sig.out 2>sig.err &
+    --checkpoint-dir "$dir" "$@" >sig.out 2>sig.err &
   pid=$!
   if wait_for sig.out "Epoch 2 step 3/"; then
-    kill "-$1" "$pid"
+    kill "-$sig" "$pid"
   else
     kill -KILL "$pid"
   fi
@@ -240,5 +254,61 @@ grep -q "^Stopped by SIGTERM at epoch" sig.out || fail "SIGTERM: $(tail -n 3 sig
 newest=$(ls sigterm | tail -n 1)
 run eval --checkpoint "sigterm/$newest" --test-samples 512 --threads 2
 [ "$status" -eq 0 ] || fail "SIGTERM: its checkpoint $newest does not load: $(cat err)"
+
+# ---------------------------------------------------------------- a resumed run is the run started
+# Every setting that shapes the run is in its checkpoints: a run of 3 epochs on 300 test images,
+# stopped in epoch 2 and resumed with the command it printed, ends where a straight run ends.
+rm -f training_curves.png
+stop_run INT planned --num-epochs 3 --test-samples 300 --log-steps 1 --save planned.st \
+  --metrics-file planned.jsonl --plot none
+[ "$status" -eq 130 ] || fail "planned run: exit status $status: $(tail -n 3 sig.err)"
+resume=$(sed -n 's/^Resume with: //p' sig.out)
+[ "$resume" = "$cnnc train --resume planned" ] ||
+  fail "the stopped run does not print the command that resumes it: '$(tail -n 2 sig.out)'"
+sh -c "$resume" >resumed.out 2>resumed.err || fail "'$resume' failed: $(cat resumed.err)"
+grep -q "^Epoch 3/3 " resumed.out || fail "the resumed run did not end at epoch 3: $(tail -n 3 resumed.out)"
+grep -q "^Epoch 4" resumed.out && fail "the resumed run went past its 3 epochs"
+[ "$(grep -c . planned.jsonl)" -eq 3 ] || fail "planned.jsonl has $(grep -c . planned.jsonl) lines"
+grep -q '"test_samples":300' planned.jsonl && ! grep -q '"test_samples":[^3]' planned.jsonl ||
+  fail "the resumed run did not keep --test-samples 300: $(cat planned.jsonl)"
+# shellcheck disable=SC2086
+run train $small --threads 2 --result-image none --plot none --num-epochs 3 --test-samples 300 \
+  --save straight3.st
+cmp -s planned.st straight3.st || fail "the resumed run saved another model than a straight one"
+[ -e training_curves.png ] && fail "the resumed run drew curves its run was told not to draw"
+
+# More epochs on the resume line extend the run, in one line; as many as done are refused.
+expect 2 "the run is complete (3 of 3 epochs)" train --resume planned
+expect 2 "has already trained 3 epochs" train --resume planned --num-epochs 3
+run train --resume planned --num-epochs 4
+[ "$status" -eq 0 ] || fail "extending to 4 epochs: exit status $status: $(cat err)"
+grep -q "^Extending the run from 3 to 4 epochs" out || fail "no word of the extension: $(head -n 3 out)"
+grep -q "^Epoch 4/4 " out || fail "the extended run did not train epoch 4: $(tail -n 3 out)"
+
+# --quiet: errors and the final result only, not the checkpoints and the resume.
+run train --resume planned --num-epochs 5 -q
+[ "$status" -eq 0 ] || fail "quiet resume: exit status $status: $(cat err)"
+grep -q "Saved checkpoint\|Resuming from\|Extending" out && fail "--quiet printed: $(cat out)"
+grep -q "^Epoch 5/5 " out || fail "--quiet lacks the final summary: $(cat out)"
+
+# eval takes a checkpoint folder as --resume does: its newest checkpoint.
+run eval --checkpoint planned --test-samples 300 --threads 2
+[ "$status" -eq 0 ] || fail "eval of a checkpoint folder: exit status $status: $(cat err)"
+grep -q "^Checkpoint planned/checkpoint-epoch-0005.safetensors: 300 test images" out ||
+  fail "eval of a checkpoint folder did not take its newest: $(head -n 1 out)"
+
+# A stop without --checkpoint-dir says that nothing was kept, and how to keep it.
+# shellcheck disable=SC2086
+"$cnnc" train $small --threads 2 --result-image none --log-steps 1 --num-epochs 40 \
+  --save lost.st >lost.out 2>&1 &
+pid=$!
+wait_for lost.out "Epoch 2 step 3/" && kill -INT "$pid"
+wait "$pid"
+[ "$?" -eq 130 ] || fail "SIGINT without --checkpoint-dir: $(tail -n 2 lost.out)"
+grep -q "^Nothing was saved (no --checkpoint-dir; --save writes the model only at the end)" \
+  lost.out || fail "SIGINT without --checkpoint-dir: $(tail -n 2 lost.out)"
+grep -q "^Give a run --checkpoint-dir DIR to make it resumable" lost.out ||
+  fail "no hint: $(tail -n 1 lost.out)"
+[ -e lost.st ] && fail "a stopped run wrote --save"
 
 finish "SIGINT stopped at epoch ${epoch:-?} after ${stopped#* } steps"

@@ -55,8 +55,9 @@ small="train --num-epochs 2 --train-samples 1024 --test-samples 300 --num-cores 
 
 # The figures of every epoch that must not depend on the process count.
 figures() {
-  pattern='.*"train_loss":\([^,]*\),"test_loss":\([^,]*\),"test_accuracy":\([^,]*\),.*'
-  sed -e "s/$pattern/\\1 \\2 \\3/" "$1"
+  pattern='.*"train_loss":\([^,]*\),"train_accuracy":\([^,]*\),"test_loss":\([^,]*\),'
+  pattern="$pattern"'"test_accuracy":\([^,]*\),.*'
+  sed -e "s/$pattern/\\1 \\2 \\3 \\4/" "$1"
 }
 
 for p in 2 4; do

@@ -1,9 +1,12 @@
 #!/bin/sh
 # cli_progress.sh — what `cnnc train` shows while it runs: under a pseudo-terminal (script(1)) a
-# bar redrawn in place with \r, never wider than the terminal, ended by the epoch summaries;
-# in a pipe only whole lines (the step losses, "Finished training epoch N") and no \r at all;
-# --quiet keeps the last summary and the total time only; --verbose adds the time breakdown.
-# Needs Debian's Fashion-MNIST; skips without it. It does not check the numbers themselves.
+# bar redrawn in place with \r, never wider than the terminal, with the epoch's mean loss and
+# training accuracy so far (at the epoch's end they are the summary's), the elapsed time and the
+# time left, samples/s where there is room, ended by the epoch summaries; in a pipe only whole
+# lines (the step losses, "Finished training epoch N") and no \r at all; the settings and the
+# summaries fit 80 columns and say "1 thread", not "1 threads"; --quiet keeps the last summary
+# and the total time only; --verbose adds the time breakdown. Needs Debian's Fashion-MNIST;
+# skips without it.
 # Usage: sh tests/cli_progress.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
@@ -28,10 +31,20 @@ on_terminal() { # on_terminal COLUMNS TERM ARGS...
 
 # Redraws: a \r that does not end a line (the terminal itself turns every \n into \r\n).
 redraws() { sed "s/$cr\$//" "$1" | grep -o "$cr" | wc -l; }
-# The widest bar drawn: the longest piece between \r and \n that shows "Epoch N/M".
+# The widest bar drawn: the longest piece between \r and \n that shows "Epoch N/M" and is not
+# an epoch's summary.
 bar_width() {
-  tr "$cr" '\n' <"$1" | awk '/^Epoch [0-9]+\/[0-9]+/ { if (length($0) > w) w = length($0) }
-    END { print w + 0 }'
+  tr "$cr" '\n' <"$1" | awk '/^Epoch [0-9]+\/[0-9]+/ && !/train loss/ {
+    if (length($0) > w) w = length($0) } END { print w + 0 }'
+}
+# The last bar of epoch E (its step count 64/64) and its summary line, as "loss acc" each.
+last_bar() {
+  tr "$cr" '\n' <"$1" | sed -n "s|^Epoch $2/2 .* 64/64 loss \([0-9.]*\) acc \([0-9.]*\)%.*|\1 \2|p" |
+    tail -n 1
+}
+summary() {
+  tr "$cr" '\n' <"$1" |
+    sed -n "s|^Epoch $2/2  train loss \([0-9.]*\) acc \([0-9.]*\)%  test loss.*|\1 \2|p"
 }
 
 # ---------------------------------------------------------------- a terminal: the bar
@@ -40,13 +53,27 @@ on_terminal 80 xterm $small
 [ "$status" -eq 0 ] || fail "train on a terminal: exit status $status: $(cat "$tmp/tty")"
 n=$(redraws "$tmp/tty")
 [ "$n" -ge 4 ] || fail "on a terminal the bar was drawn $n times, expected at least 2 per epoch"
-for text in "Epoch 1/2 \[" "Epoch 2/2 \[" " 64/64 " "samples/s" " left" "loss "; do
+for text in "Epoch 1/2 \[" "Epoch 2/2 \[" " 64/64 " " elapsed, " " left" "loss " " acc "; do
   grep -q "$text" "$tmp/tty" || fail "the bar lacks '$text': $(head -c 600 "$tmp/tty")"
 done
 for epoch in 1 2; do
-  grep -q "Epoch $epoch: train loss=.*Accuracy=" "$tmp/tty" ||
+  grep -q "Epoch $epoch/2  train loss .* acc .*%  test loss .* acc .*%" "$tmp/tty" ||
     fail "no summary line for epoch $epoch on a terminal"
+  # the bar shows the epoch's mean loss and accuracy so far, not the last step's
+  [ -n "$(summary "$tmp/tty" $epoch)" ] &&
+    [ "$(last_bar "$tmp/tty" $epoch)" = "$(summary "$tmp/tty" $epoch)" ] ||
+    fail "epoch $epoch: the last bar shows '$(last_bar "$tmp/tty" $epoch)', the summary" \
+      "'$(summary "$tmp/tty" $epoch)'"
 done
+tr "$cr" '\n' <"$tmp/tty" | grep -v '^Epoch [0-9]*/[0-9]* [[ ]' |
+  awk -v f="$tmp/long" 'length($0) > 79 { print > f }'
+[ -s "$tmp/long" ] && fail "lines wider than 80 columns: $(cat "$tmp/long")"
+# A wide terminal has room for the rate as well.
+# shellcheck disable=SC2086
+on_terminal 120 xterm $small
+grep -q " samples/s" "$tmp/tty" || fail "a 120-column bar lacks samples/s: $(head -c 600 "$tmp/tty")"
+# shellcheck disable=SC2086
+on_terminal 80 xterm $small
 grep -q "Epoch 1 step 0/64" "$tmp/tty" && fail "a terminal got the plain step lines too"
 grep -q "Finished training epoch" "$tmp/tty" && fail "a terminal got 'Finished training epoch'"
 grep -q "Total Training time =" "$tmp/tty" || fail "no total time on a terminal"
@@ -78,7 +105,7 @@ grep -q "Epoch 1 step 0/64 Loss=" "$tmp/tty" || fail "TERM=dumb lacks the plain 
 "$cnnc" $small --log-steps 20 2>"$tmp/err" | cat >"$tmp/pipe"
 grep -q "$cr" "$tmp/pipe" && fail "output into a pipe contains \\r"
 for text in "Epoch 1 step 0/64 Loss=" "Epoch 1 step 60/64 Loss=" "Epoch 2 step 40/64 Loss=" \
-  "Finished training epoch 1" "Finished training epoch 2" "Epoch 2: train loss=" \
+  "Finished training epoch 1" "Finished training epoch 2" "Epoch 2/2  train loss " \
   "Total Training time ="; do
   grep -q "$text" "$tmp/pipe" || fail "output into a pipe lacks '$text'"
 done
@@ -91,7 +118,8 @@ steps=$(grep -c "step [0-9]*/64 Loss=" "$tmp/pipe")
 "$cnnc" $small --quiet >"$tmp/quiet" 2>&1
 [ "$(wc -l <"$tmp/quiet")" -eq 2 ] ||
   fail "--quiet printed more than two lines: $(cat "$tmp/quiet")"
-grep -q "^Epoch 2: .*Accuracy=[0-9.]*%" "$tmp/quiet" || fail "--quiet lacks the final summary"
+grep -q "^Epoch 2/2 .* test loss [0-9.]* acc [0-9.]*%" "$tmp/quiet" ||
+  fail "--quiet lacks the final summary"
 grep -q "^Total Training time =" "$tmp/quiet" || fail "--quiet lacks the total time"
 # shellcheck disable=SC2086
 "$cnnc" $small -v >"$tmp/verbose" 2>&1
@@ -101,5 +129,14 @@ for epoch in 1 2; do
 done
 grep -q "Finished training epoch 2" "$tmp/verbose" || fail "--verbose dropped the normal lines"
 grep -q "Epoch 1 time:" "$tmp/pipe" && fail "the normal level shows the time breakdown"
+
+# ---------------------------------------------------------------- English for one of a kind
+"$cnnc" train --num-epochs 1 --train-samples 512 --test-samples 100 --num-cores 1 \
+  --batch-size 512 --threads 1 --result-image none --plot none >"$tmp/one" 2>&1
+grep -q "^cnnc [0-9.]*: 1 epoch of 1 step, 1 replica x batch 512, 1 thread (" "$tmp/one" ||
+  fail "the settings of a run of one: $(head -n 3 "$tmp/one")"
+grep -q "1 threads\|1 epochs\|1 replicas\|1 steps" "$tmp/one" && fail "plurals: $(cat "$tmp/one")"
+awk 'length($0) > 79' "$tmp/pipe" "$tmp/one" >"$tmp/long"
+[ -s "$tmp/long" ] && fail "lines wider than 80 columns: $(cat "$tmp/long")"
 
 finish

@@ -239,6 +239,59 @@ static void test_non_finite(void **state)
     cn_model_free(a);
 }
 
+static void test_negative_variance(void **state)
+{
+    (void)state;
+    cn_model *a = seeded_model(1);
+    cn_tensor_ref refs[NUM_STATE_TENSORS + 2];
+    int n = model_refs(a, refs);
+    char *path = temp_path("negvar");
+    float *var = find_ref(refs, n, "bn1.running_var")->data;
+    var[7] = -0.5f;
+    cn_error err = {{0}};
+    assert_int_equal(cn_model_save(a, path, &err), 0);
+    expect_load_refused(path, "tensor bn1.running_var holds a negative variance (element 7)");
+    var[7] = 0.0f; /* a variance of zero is a variance */
+    assert_int_equal(cn_model_save(a, path, &err), 0);
+    cn_model *b = seeded_model(2);
+    if (cn_model_load(b, path, &err) != 0) fail_msg("%s", err.msg);
+    cn_model_free(b);
+    unlink(path);
+    free(path);
+    cn_model_free(a);
+}
+
+/* Outputs that overflow (finite but huge weights) are an error of evaluate and predict, not a
+ * NaN loss or probability. */
+static void test_non_finite_outputs_refused(void **state)
+{
+    (void)state;
+    cn_model *m = seeded_model(1);
+    cn_tensor_ref refs[NUM_STATE_TENSORS + 2];
+    int n = model_refs(m, refs);
+    float *w = find_ref(refs, n, "fc2.weight")->data;
+    for (int i = 0; i < 10 * 50; i++) w[i] = (i % 2 ? -3e38f : 3e38f);
+    uint8_t images[3 * 784];
+    for (size_t i = 0; i < sizeof images; i++) images[i] = (uint8_t)(i * 7);
+    float logp[3 * 10];
+    cn_error err = {{0}};
+    assert_int_equal(cn_model_predict(m, images, 3, logp, &err), -1);
+    assert_non_null(strstr(err.msg, "not finite"));
+
+    uint8_t labels[3] = {1, 2, 3};
+    cn_dataset ds = {.count = 3, .rows = 28, .cols = 28, .pixels = images, .labels = labels};
+    cn_train_config cfg = {.batch_size = 2, .num_replicas = 1, .threads = 1,
+                           .learning_rate = 0.01f, .momentum = 0.5f, .seed = 1};
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    if (!t) fail_msg("%s", err.msg);
+    double loss = 0, accuracy = 0;
+    err.msg[0] = '\0';
+    assert_int_equal(cn_evaluate(t, &ds, 3, &loss, &accuracy, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "not finite"));
+    cn_trainer_free(t);
+    cn_model_free(m);
+}
+
 static void test_bad_files(void **state)
 {
     (void)state;
@@ -247,6 +300,12 @@ static void test_bad_files(void **state)
     unlink(junk);
     free(junk);
     expect_load_refused("/nonexistent/cnnc.safetensors", "cannot open");
+    /* text read as a header length: named for what it is, not a number over a limit */
+    const char text[] = "root:x:0:0:root:/root:/bin/bash\n";
+    char *passwd = tu_write_temp(text, sizeof text - 1, ".txt");
+    expect_load_refused(passwd, "not a safetensors file");
+    unlink(passwd);
+    free(passwd);
 
     cn_model *a = seeded_model(1);
     cn_error err = {{0}};
@@ -265,6 +324,8 @@ int main(void)
         cmocka_unit_test(test_wrong_dtype),
         cmocka_unit_test(test_extra_tensors),
         cmocka_unit_test(test_non_finite),
+        cmocka_unit_test(test_negative_variance),
+        cmocka_unit_test(test_non_finite_outputs_refused),
         cmocka_unit_test(test_bad_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

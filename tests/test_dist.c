@@ -103,6 +103,7 @@ typedef struct {
     float stats[60];       /* running mean and var of bn1 and bn2 */
     int64_t tracked[2];
     float step_loss[EPOCHS * MAX_STEPS];
+    int step_correct[EPOCHS * MAX_STEPS]; /* right answers of each step, over all ranks */
     float epoch_loss[EPOCHS];
     double test_loss, accuracy;
     uint8_t predictions[TEST];
@@ -110,10 +111,13 @@ typedef struct {
     char error[1024];
 } run_result;
 
-static void record_step(void *ctx, int epoch, int step, int steps, float loss)
+static void record_step(void *ctx, const cn_step_report *r)
 {
     run_result *res = ctx; /* on a rank's thread: no cmocka assertions here */
-    if (steps <= MAX_STEPS) res->step_loss[(epoch - 1) * MAX_STEPS + step] = loss;
+    if (r->steps <= MAX_STEPS) {
+        res->step_loss[(r->epoch - 1) * MAX_STEPS + r->step] = r->loss;
+        res->step_correct[(r->epoch - 1) * MAX_STEPS + r->step] = r->correct;
+    }
 }
 
 static void copy_state(cn_model *m, run_result *res)
@@ -160,6 +164,7 @@ static void expect_same_run(const run_result *a, const run_result *b)
     assert_memory_equal(a->stats, b->stats, sizeof a->stats);
     assert_memory_equal(a->tracked, b->tracked, sizeof a->tracked);
     assert_memory_equal(a->step_loss, b->step_loss, sizeof a->step_loss);
+    assert_memory_equal(a->step_correct, b->step_correct, sizeof a->step_correct);
     assert_memory_equal(a->epoch_loss, b->epoch_loss, sizeof a->epoch_loss);
     assert_memory_equal(&a->test_loss, &b->test_loss, sizeof a->test_loss);
     assert_memory_equal(&a->accuracy, &b->accuracy, sizeof a->accuracy);

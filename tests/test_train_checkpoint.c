@@ -120,7 +120,8 @@ static void save(rig *g, const cn_epoch_position *pos, const char *path)
     cn_train_config cfg = config();
     cn_train_state_init(&s, &cfg, &g->train);
     s.position = *pos;
-    if (cn_train_checkpoint_save(g->model, cn_trainer_momentum(g->trainer), &s, path, &err))
+    if (cn_train_checkpoint_save(g->model, cn_trainer_momentum(g->trainer), &s, NULL, 0, path,
+                                 &err))
         fail_msg("%s", err.msg);
 }
 
@@ -148,8 +149,8 @@ typedef struct {
  * checkpoint there as `name` in a fresh folder. */
 static saved train_and_save(rig *g, int epoch, int steps, const char *name)
 {
-    saved ck = {{1, 0, 0}, tu_make_temp_dir("tck"), NULL};
-    for (; ck.pos.epoch < epoch; ck.pos = (cn_epoch_position){ck.pos.epoch + 1, 0, 0})
+    saved ck = {{.epoch = 1}, tu_make_temp_dir("tck"), NULL};
+    for (; ck.pos.epoch < epoch; ck.pos = (cn_epoch_position){.epoch = ck.pos.epoch + 1})
         run(g, &ck.pos, 0);
     run(g, &ck.pos, steps);
     ck.path = tu_join(ck.dir, name);
@@ -286,7 +287,7 @@ static void check_resume(int stop_epoch, int stop_step)
     rig_open(&second);
     double straight_sum[2];
     for (int e = 1; e <= 2; e++) {
-        cn_epoch_position p = {e, 0, 0};
+        cn_epoch_position p = {.epoch = e};
         run(&straight, &p, 0);
         straight_sum[e - 1] = p.loss_sum;
     }
@@ -295,8 +296,8 @@ static void check_resume(int stop_epoch, int stop_step)
     assert_int_equal(ck.pos.step, stop_step);
     cn_train_state s = restore(&second, ck.path);
     cn_epoch_position p = s.position;
-    if (p.step == STEPS) p = (cn_epoch_position){p.epoch + 1, 0, 0};
-    for (; p.epoch <= 2; p = (cn_epoch_position){p.epoch + 1, 0, 0}) {
+    if (p.step == STEPS) p = (cn_epoch_position){.epoch = p.epoch + 1};
+    for (; p.epoch <= 2; p = (cn_epoch_position){.epoch = p.epoch + 1}) {
         run(&second, &p, 0);
         assert_true(p.loss_sum == straight_sum[p.epoch - 1]);
     }
@@ -325,14 +326,14 @@ static void test_stop_request_ends_after_the_step(void **state)
     (void)state;
     rig g;
     rig_open(&g);
-    cn_epoch_position p = {1, 0, 0};
+    cn_epoch_position p = {.epoch = 1};
     run(&g, &p, 3);
     assert_int_equal(p.step, 3);
     assert_int_equal(p.epoch, 1);
     run(&g, &p, 0);
     assert_int_equal(p.step, STEPS);
     cn_error err = {{0}};
-    p = (cn_epoch_position){1, STEPS + 1, 0};
+    p = (cn_epoch_position){.epoch = 1, .step = STEPS + 1};
     assert_int_equal(cn_trainer_run_epoch(g.trainer, &g.train, &p, NULL, NULL, NULL, NULL, &err),
                      -1);
     assert_non_null(strstr(err.msg, "cannot start at epoch 1 step 21"));
@@ -355,12 +356,12 @@ static void test_save_refuses_non_finite_and_keeps_the_old_file(void **state)
     float *mom = cn_trainer_momentum(g.trainer);
     float keep = mom[300];
     mom[300] = NAN;
-    assert_int_equal(cn_train_checkpoint_save(g.model, mom, &s, path, &err), -1);
+    assert_int_equal(cn_train_checkpoint_save(g.model, mom, &s, NULL, 0, path, &err), -1);
     assert_non_null(strstr(err.msg, "not saved: tensor optimizer.conv2.weight.momentum_buffer "
                                     "holds non-finite values"));
     mom[300] = keep;
     cn_model_params(g.model)[21000] = INFINITY;
-    assert_int_equal(cn_train_checkpoint_save(g.model, mom, &s, path, &err), -1);
+    assert_int_equal(cn_train_checkpoint_save(g.model, mom, &s, NULL, 0, path, &err), -1);
     assert_non_null(strstr(err.msg, "not saved: tensor fc1.weight holds non-finite values"));
     cn_safetensors *after = cn_safetensors_read(path, &err);
     assert_non_null(after);
@@ -559,7 +560,7 @@ static void test_model_only_file_is_not_a_training_checkpoint(void **state)
     assert_non_null(strstr(err.msg, "not a training checkpoint"));
     cn_safetensors_free(f);
     /* and a training checkpoint is still a model for cn_model_load */
-    cn_epoch_position p = {1, 0, 0};
+    cn_epoch_position p = {.epoch = 1};
     run(&g, &p, 1);
     save(&g, &p, path);
     cn_model *m = cn_model_fashion_mnist(&err);
@@ -578,11 +579,11 @@ static void test_names_sort_by_position(void **state)
 {
     (void)state;
     char name[CN_CHECKPOINT_NAME_MAX];
-    cn_checkpoint_name(name, &(cn_epoch_position){7, 20, 0}, 20);
+    cn_checkpoint_name(name, &(cn_epoch_position){.epoch = 7, .step = 20}, 20);
     assert_string_equal(name, "checkpoint-epoch-0007.safetensors");
-    cn_checkpoint_name(name, &(cn_epoch_position){8, 12, 0}, 20);
+    cn_checkpoint_name(name, &(cn_epoch_position){.epoch = 8, .step = 12}, 20);
     assert_string_equal(name, "checkpoint-epoch-0008-step-00012.safetensors");
-    cn_checkpoint_name(name, &(cn_epoch_position){12345, 3, 0}, 20);
+    cn_checkpoint_name(name, &(cn_epoch_position){.epoch = 12345, .step = 3}, 20);
     assert_string_equal(name, "checkpoint-epoch-12345-step-00003.safetensors");
     int e, s;
     assert_int_equal(cn_checkpoint_parse_name("checkpoint-epoch-0007.safetensors", &e, &s), 1);

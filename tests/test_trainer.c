@@ -161,6 +161,17 @@ static void test_model_rejects_bad_specs(void **state)
                                {CN_LOG_SOFTMAX, NULL, 0, 0}};
     assert_null(cn_model_create(1, 8, 8, unnamed, 3, &err));
     assert_non_null(strstr(err.msg, "name"));
+    /* two layers under one name would write two tensors of one name into checkpoints */
+    cn_layer_spec twice[] = {{CN_CONV2D, "block", 2, 3}, {CN_BATCHNORM2D, "block", 0, 0},
+                             {CN_FLATTEN, NULL, 0, 0}, {CN_LINEAR, "head", 2, 0},
+                             {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    assert_null(cn_model_create(1, 8, 8, twice, 5, &err));
+    assert_non_null(strstr(err.msg, "layer 1 (batchnorm2d): name 'block' is already used by "
+                                    "layer 0"));
+    twice[1].name = "norm";
+    cn_model *fine = cn_model_create(1, 8, 8, twice, 5, &err);
+    assert_non_null(fine);
+    cn_model_free(fine);
 }
 
 /* ------------------------------------------------------------------ training */
@@ -342,6 +353,61 @@ static void test_another_model_trains_through_the_library(void **state)
     cn_dataset_free(&test);
 }
 
+/* The right answers a step reports: with one step that covers the whole set and a model
+ * without BatchNorm (so training and evaluation run the same forward pass), they are the
+ * answers the untrained model gives to the whole set, in any order, whatever the threads. */
+typedef struct {
+    int calls;
+    cn_step_report last;
+} step_log;
+
+static void log_step(void *ctx, const cn_step_report *r)
+{
+    step_log *log = ctx;
+    log->calls++;
+    log->last = *r;
+}
+
+static void test_step_reports_right_answers(void **state)
+{
+    (void)state;
+    cn_layer_spec plain[] = {{CN_CONV2D, "conv", 3, 5}, {CN_RELU, NULL, 0, 0},
+                             {CN_FLATTEN, NULL, 0, 0}, {CN_LINEAR, "head", 10, 0},
+                             {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    cn_error err;
+    cn_dataset set = tu_synthetic_set(4 * 64, 31);
+    for (int threads = 1; threads <= 3; threads++) {
+        cn_model *m = cn_model_create(1, 28, 28, plain, 5, &err);
+        assert_non_null(m);
+        cn_model_init(m, 9);
+        float *logp = malloc((size_t)set.count * 10 * sizeof *logp);
+        assert_int_equal(cn_model_predict(m, set.pixels, set.count, logp, &err), 0);
+        int right = 0;
+        for (int i = 0; i < set.count; i++) {
+            int best = 0;
+            for (int k = 1; k < 10; k++) best = logp[i * 10 + k] > logp[i * 10 + best] ? k : best;
+            right += best == set.labels[i];
+        }
+        free(logp);
+        cn_train_config cfg = {64, 4, threads, 0.01f, 0.5f, 9, CN_PRECISION_FP32};
+        cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+        assert_non_null(t);
+        step_log log = {0};
+        cn_epoch_position pos = {.epoch = 1};
+        assert_int_equal(cn_trainer_run_epoch(t, &set, &pos, log_step, NULL, &log, NULL, &err),
+                         0);
+        assert_int_equal(log.calls, 1);
+        assert_int_equal(log.last.samples, 4 * 64);
+        assert_int_equal(log.last.steps, 1);
+        assert_int_equal(log.last.correct, right);
+        assert_int_equal(pos.correct, right);
+        assert_true(right > 0 && right < set.count); /* an untrained model: neither extreme */
+        cn_trainer_free(t);
+        cn_model_free(m);
+    }
+    cn_dataset_free(&set);
+}
+
 static void test_short_run_on_fashion_mnist_learns(void **state)
 {
     (void)state;
@@ -396,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_running_stats_are_mean_of_replica_updates),
         cmocka_unit_test(test_divergence_stops_before_the_weights_break),
         cmocka_unit_test(test_another_model_trains_through_the_library),
+        cmocka_unit_test(test_step_reports_right_answers),
         cmocka_unit_test(test_short_run_on_fashion_mnist_learns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,169 @@
+/* train_run_settings.c — the settings of `cnnc train` that shape a run without defining its
+ * math: the planned epochs, the test images, the log interval, the checkpoint cadence and how
+ * many are kept, the data folder and the output files. Every checkpoint records them under
+ * "run.*" keys and --resume takes them back, so that a resumed run is the run that was started.
+ * A flag given on the resume line wins; --num-epochs may make the run longer or shorter, never
+ * end it at or before the epochs already done. The math settings are train_checkpoint.c's
+ * business; what changes only how a run looks or how fast it goes (--threads, --quiet,
+ * --verbose, --metrics-debug) is not recorded. Paths are recorded as they were given. */
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "train.h"
+
+typedef enum { RUN_INT, RUN_PATH } run_kind;
+
+typedef struct {
+    const char *key;  /* in __metadata__ */
+    const char *flag; /* on the command line */
+    unsigned given;   /* TRAIN_GIVEN_* */
+    run_kind kind;
+    size_t offset;    /* of the int or the const char * in train_settings */
+    int min, max;     /* an int's range */
+} run_setting;
+
+#define AT(field) offsetof(train_settings, field)
+static const run_setting run_settings[] = {
+    {"run.num_epochs", "--num-epochs", TRAIN_GIVEN_NUM_EPOCHS, RUN_INT, AT(num_epochs), 1,
+     TRAIN_MAX_EPOCHS},
+    {"run.test_samples", "--test-samples", TRAIN_GIVEN_TEST_SAMPLES, RUN_INT, AT(test_samples),
+     0, INT_MAX},
+    {"run.log_steps", "--log-steps", TRAIN_GIVEN_LOG_STEPS, RUN_INT, AT(log_steps), 1, INT_MAX},
+    {"run.save_every", "--save-every", TRAIN_GIVEN_SAVE_EVERY, RUN_INT, AT(save_every), 1,
+     TRAIN_MAX_EPOCHS},
+    {"run.keep", "--keep", TRAIN_GIVEN_KEEP, RUN_INT, AT(keep), 1, TRAIN_MAX_EPOCHS},
+    {"run.data_dir", "--data-dir", TRAIN_GIVEN_DATA_DIR, RUN_PATH, AT(data_dir), 1, 0},
+    {"run.save", "--save", TRAIN_GIVEN_SAVE, RUN_PATH, AT(save_path), 0, 0},
+    {"run.metrics_file", "--metrics-file", TRAIN_GIVEN_METRICS_FILE, RUN_PATH, AT(metrics_path),
+     0, 0},
+    {"run.result_image", "--result-image", TRAIN_GIVEN_RESULT_IMAGE, RUN_PATH, AT(result_image),
+     0, 0},
+    {"run.plot", "--plot", TRAIN_GIVEN_PLOT, RUN_PATH, AT(plot_path), 0, 0},
+};
+#undef AT
+_Static_assert(sizeof run_settings / sizeof run_settings[0] == RUN_SETTINGS_COUNT,
+               "RUN_SETTINGS_COUNT counts run_settings");
+_Static_assert(RUN_SETTINGS_COUNT <= CN_TRAIN_EXTRA_MAX, "a checkpoint holds them all");
+_Static_assert(RUN_SETTINGS_COUNT <= sizeof((train_run *)0)->adopted /
+                                         sizeof((train_run *)0)->adopted[0],
+               "room for every adopted path");
+
+static int *int_at(train_settings *s, const run_setting *r)
+{
+    return (int *)(void *)((char *)s + r->offset);
+}
+
+static const char **path_at(train_settings *s, const run_setting *r)
+{
+    return (const char **)(void *)((char *)s + r->offset);
+}
+
+void run_settings_record(const train_settings *s, char text[][RUN_VALUE_MAX], const char **meta)
+{
+    for (int i = 0; i < RUN_SETTINGS_COUNT; i++) {
+        const run_setting *r = &run_settings[i];
+        const char *field = (const char *)s + r->offset;
+        meta[2 * i] = r->key;
+        if (r->kind == RUN_INT) {
+            snprintf(text[i], RUN_VALUE_MAX, "%d", *(const int *)(const void *)field);
+            meta[2 * i + 1] = text[i];
+        } else { /* "" for an output that is not written */
+            const char *path = *(const char *const *)(const void *)field;
+            meta[2 * i + 1] = path ? path : "";
+        }
+    }
+}
+
+static int adopt_int(train_settings *s, const run_setting *r, const char *value,
+                     const char *path)
+{
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (value[0] < '0' || value[0] > '9' || *end != '\0' || v < r->min || v > r->max)
+        return cli_failure("%s: __metadata__ \"%s\" is \"%.40s\", not an integer in %d..%d "
+                           "(the file is damaged)", path, r->key, value, r->min, r->max);
+    *int_at(s, r) = (int)v;
+    return CLI_OK;
+}
+
+static int adopt_path(train_settings *s, train_run *run, int i, const char *value,
+                      const char *path)
+{
+    const run_setting *r = &run_settings[i];
+    if (r->min > 0 && value[0] == '\0')
+        return cli_failure("%s: __metadata__ \"%s\" is empty (the file is damaged)", path,
+                           r->key);
+    if (value[0] == '\0') {
+        *path_at(s, r) = NULL;
+        return CLI_OK;
+    }
+    run->adopted[i] = strdup(value);
+    if (!run->adopted[i])
+        return cli_failure("out of memory");
+    *path_at(s, r) = run->adopted[i];
+    return CLI_OK;
+}
+
+int run_settings_adopt(train_settings *s, train_run *run, const cn_safetensors *f,
+                       const char *path)
+{
+    for (int i = 0; i < RUN_SETTINGS_COUNT; i++) {
+        const run_setting *r = &run_settings[i];
+        const char *value = cn_safetensors_meta(f, r->key);
+        if (!value)
+            continue; /* written before the setting was recorded: the default stands */
+        if (r == &run_settings[0]) { /* the planned length, kept for run_settings_check_epochs */
+            train_settings recorded = *s;
+            if (adopt_int(&recorded, r, value, path) != CLI_OK)
+                return CLI_FAILURE;
+            run->planned_epochs = recorded.num_epochs;
+        }
+        if (s->given & r->given)
+            continue;
+        int rc = r->kind == RUN_INT ? adopt_int(s, r, value, path)
+                                    : adopt_path(s, run, i, value, path);
+        if (rc != CLI_OK)
+            return rc;
+    }
+    return CLI_OK;
+}
+
+int run_settings_check_epochs(const train_settings *s, int done, const char *path)
+{
+    if (done < s->num_epochs)
+        return CLI_OK;
+    if (!(s->given & TRAIN_GIVEN_NUM_EPOCHS))
+        return cli_usage_error("train", "%s: the run is complete (%d of %d epochs); give "
+                               "--num-epochs N, more than %d, to train it further", path, done,
+                               s->num_epochs, done);
+    return cli_usage_error("train", "--num-epochs %d: %s has already trained %d epoch%s; ask "
+                           "for more to continue", s->num_epochs, path, done,
+                           done == 1 ? "" : "s");
+}
+
+void run_settings_print_resume(const train_settings *s, const train_run *run)
+{
+    const cn_train_state *st = &run->state;
+    const cn_epoch_position *p = &st->position;
+    if (p->step == st->steps_per_epoch)
+        printf("Resuming from %s: epoch %d complete\n", run->resume_path, p->epoch);
+    else
+        printf("Resuming from %s: epoch %d, %d of %d steps done\n", run->resume_path, p->epoch,
+               p->step, st->steps_per_epoch);
+    int planned = run->planned_epochs;
+    if (planned > 0 && planned != s->num_epochs)
+        printf("%s the run from %d to %d epochs (--num-epochs %d)\n",
+               s->num_epochs > planned ? "Extending" : "Shortening", planned, s->num_epochs,
+               s->num_epochs);
+}
+
+void run_settings_free(train_run *run)
+{
+    for (int i = 0; i < RUN_SETTINGS_COUNT; i++) {
+        free(run->adopted[i]);
+        run->adopted[i] = NULL;
+    }
+}
