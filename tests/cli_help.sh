@@ -1,8 +1,9 @@
 #!/bin/sh
 # cli_help.sh — checks how the cnnc command line helps a user who is finding their way: the
 # short overview of `cnnc --help`, `cnnc help COMMAND` as `cnnc COMMAND --help`, the "did you
-# mean" hints for mistyped flags and commands (and none when nothing is close), and prefixes
-# of flags.
+# mean" hints for mistyped flags and commands (and none when nothing is close), prefixes of
+# flags, and --replicas as the same setting as --num-cores (same model bytes, conflicting
+# values refused, resume). It does not check the numerics; the C tests do.
 # Usage: sh tests/cli_help.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
@@ -83,5 +84,37 @@ expect_line "--metrics-debug: takes no value" train --metrics-debug=yes
 # A prefix that names one flag alone is that flag: the value is checked as --num-epochs'.
 expect_line "--num-epochs: '0' is out of range (1..100000)" train --num-ep 0
 expect_line "--learning-rate: '0' must be greater than 0" train --learning-r=0
+
+# ---------------------------------------------------------------- --replicas
+expect_line "--num-cores 3 and --replicas 2 differ: they are one setting (the number of \
+replicas); give one of them" train --replicas 2 --num-cores 3
+expect_line "--replicas: '0' is out of range (1..1024)" train --replicas 0
+grep -q -e "--replicas N" help-train || fail "cnnc train --help does not list --replicas"
+grep -q -e "averaged" help-train || fail "cnnc train --help does not say what a replica is"
+grep -qF '\-\-replicas' "$root/man/cnnc.1" || fail "man/cnnc.1 does not document --replicas"
+# Equal values agree: the run gets past the flags to the (missing) data.
+run train --replicas 2 --num-cores 2 --data-dir "$tmp/none"
+[ "$status" -eq 1 ] && grep -q "$tmp/none" err ||
+  fail "--replicas 2 --num-cores 2: exit status $status: $(cat err)"
+
+if have_data "the training runs with --replicas"; then
+  tiny="--train-samples 512 --test-samples 100 --num-epochs 1 --batch-size 32 --threads 2
+    --result-image none --plot none"
+  # shellcheck disable=SC2086
+  run train $tiny --replicas 2 --save replicas.st --checkpoint-dir ck
+  [ "$status" -eq 0 ] || fail "train --replicas 2: exit status $status: $(cat err)"
+  grep -q "2 replicas x batch 32" out || fail "train --replicas 2: $(head -n 1 out)"
+  # shellcheck disable=SC2086
+  run train $tiny --num-cores 2 --save cores.st
+  [ "$status" -eq 0 ] || fail "train --num-cores 2: exit status $status: $(cat err)"
+  cmp -s replicas.st cores.st || fail "--replicas 2 and --num-cores 2 saved different models"
+  # A resumed run keeps the checkpoint's replicas, under either name.
+  expect_line "--num-cores/--replicas 4 differs from the checkpoint's 2 \
+(ck/checkpoint-epoch-0001.safetensors): a resumed run keeps the settings that define the math; \
+leave --num-cores/--replicas out to use it" train --resume ck --num-epochs 2 --replicas 4
+  # shellcheck disable=SC2086
+  run train $tiny --resume ck --num-epochs 2 --replicas 2
+  [ "$status" -eq 0 ] || fail "--resume with the same --replicas: exit status $status: $(cat err)"
+fi
 
 finish
