@@ -1,6 +1,7 @@
 /* cli.h — what the cnnc subcommands share: exit statuses, strict flag parsing with one-line
- * error messages, output-folder checks, dataset loading with a sample limit, and a clock.
- * It keeps no state of its own and never exits; callers turn failures into exit statuses. */
+ * error messages and "did you mean" suggestions, output-folder checks, dataset loading with a
+ * sample limit, and a clock. It keeps no state of its own and never exits; callers turn
+ * failures into exit statuses. */
 #ifndef CNNC_CLI_H
 #define CNNC_CLI_H
 
@@ -55,8 +56,21 @@ int cli_usage_error(const char *command, const char *fmt, ...)
 /* Prints "cnnc: error: ..." to stderr; returns CLI_FAILURE. */
 int cli_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Reports what getopt_long rejected (return value c, ':' or '?') for command; returns
- * CLI_USAGE. */
+/* "Did you mean" for a mistyped name: the names among names[0..count) that word[0..len) was
+ * most likely meant as, all equally good, at most CLI_SUGGEST_MAX, into found; returns how
+ * many (0: none is close). In order of preference, word may start a name (an ambiguous prefix
+ * gives each name it starts), be a whole dash-separated part of one ("epochs": num-epochs) or
+ * the initials of its parts ("lr": learning-rate), start a part or have a name as its start,
+ * or be a few edits (Damerau-Levenshtein, at most a third of its length) from a name or a
+ * part. Case is ignored. */
+#define CLI_SUGGEST_MAX 6
+int cli_suggest(const char *word, size_t len, const char *const *names, int count,
+                const char **found);
+/* "--a", "--a or --b", "--a, --b or --c" (prefix "--") into buf, truncated to size. */
+void cli_name_list(char *buf, size_t size, const char *prefix, const char *const *names, int n);
+
+/* Reports what getopt_long rejected (return value c, ':' or '?') for command, with the nearest
+ * flags of options for an unknown or ambiguous long one (cli_suggest); returns CLI_USAGE. */
 int cli_option_error(const char *command, const struct option *options, char **argv, int c);
 /* Reports the first positional argument left after option parsing, if any; returns CLI_USAGE
  * then, CLI_OK otherwise. */

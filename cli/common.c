@@ -1,6 +1,7 @@
-/* common.c — the helpers every cnnc subcommand uses: error messages in one format, strict
- * number parsing, output-folder checks, dataset loading and a clock. It does not decide exit
- * statuses beyond returning them, and it never writes to stdout. */
+/* common.c — the helpers every cnnc subcommand uses: error messages in one format, "did you
+ * mean" suggestions for mistyped flags and commands, strict number parsing, output-folder
+ * checks, dataset loading and a clock. It does not decide exit statuses beyond returning them,
+ * and it never writes to stdout. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -9,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,6 +62,163 @@ static int check_failed(const char *fmt, ...)
     return -1;
 }
 
+/* ---------------------------------------------------------------- suggestions */
+
+#define WORD_MAX 64    /* longer words and names get no suggestion */
+#define OPTIONS_MAX 64 /* long options of one command, at most */
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+static int same_letter(char a, char b)
+{
+    return tolower((unsigned char)a) == tolower((unsigned char)b);
+}
+
+/* The optimal-string-alignment distance (Damerau-Levenshtein: insertions, deletions,
+ * substitutions and swaps of neighbours cost 1 each) between a[0..m) and b[0..n), ignoring
+ * case; m and n are at most WORD_MAX. */
+static int edit_distance(const char *a, size_t m, const char *b, size_t n)
+{
+    int rows[3][WORD_MAX + 1];
+    int *before = rows[0], *prev = rows[1], *cur = rows[2];
+    for (size_t j = 0; j <= n; j++)
+        prev[j] = (int)j;
+    for (size_t i = 1; i <= m; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= n; j++) {
+            int d = min_int(min_int(prev[j], cur[j - 1]) + 1,
+                            prev[j - 1] + !same_letter(a[i - 1], b[j - 1]));
+            if (i > 1 && j > 1 && same_letter(a[i - 1], b[j - 2]) &&
+                same_letter(a[i - 2], b[j - 1]))
+                d = min_int(d, before[j - 2] + 1);
+            cur[j] = d;
+        }
+        int *spare = before;
+        before = prev;
+        prev = cur;
+        cur = spare;
+    }
+    return prev[n];
+}
+
+/* Whether word[0..len) is the initials of name's dash-separated parts ("lr": learning-rate). */
+static int is_initials(const char *word, size_t len, const char *name)
+{
+    size_t i = 0;
+    for (const char *p = name; *p; p++)
+        if (p == name || p[-1] == '-') {
+            if (i == len || !same_letter(*p, word[i]))
+                return 0;
+            i++;
+        }
+    return len >= 2 && i == len;
+}
+
+/* The lower of two fits, -1 meaning none. */
+static int better_fit(int a, int b)
+{
+    return a < 0 || (b >= 0 && b < a) ? b : a;
+}
+
+/* How well word[0..len) fits text[0..text_len), a name or a part of one (see fit). */
+static int text_fit(const char *word, size_t len, const char *text, size_t text_len)
+{
+    if (text_len == len && strncasecmp(text, word, len) == 0)
+        return 1;
+    if (len >= 3 && text_len > len && strncasecmp(text, word, len) == 0)
+        return 2;
+    int d = edit_distance(word, len, text, text_len);
+    return d <= (len >= 6 ? (int)len / 3 : 1) ? 3 + d : -1;
+}
+
+/* How well word[0..len) fits name, lower is better; -1: not at all.
+ *   0      word starts name ("s": seed; "pred": predict);
+ *   1      word is a dash-separated part of name ("epochs": num-epochs) or the initials of its
+ *          parts ("lr": learning-rate);
+ *   2      (3 letters or more) word starts a part of name ("epoch": num-epochs), or name
+ *          starts word ("evaluate": eval);
+ *   3 + d  word is d edits from name or one of its parts, d at most a third of word's length
+ *          and at least 1 ("tarin": train; "cors": num-cores). */
+static int fit(const char *word, size_t len, const char *name)
+{
+    size_t name_len = strlen(name);
+    if (len == 0 || len > WORD_MAX || name_len > WORD_MAX)
+        return -1;
+    if (len <= name_len && strncasecmp(name, word, len) == 0)
+        return 0;
+    int best = is_initials(word, len, name) ? 1 : -1;
+    if (name_len >= 3 && name_len < len && strncasecmp(name, word, name_len) == 0)
+        best = better_fit(best, 2);
+    best = better_fit(best, text_fit(word, len, name, name_len));
+    for (const char *part = name; *part;) {
+        size_t part_len = strcspn(part, "-");
+        best = better_fit(best, text_fit(word, len, part, part_len));
+        part += part_len + (part[part_len] == '-');
+    }
+    return best;
+}
+
+int cli_suggest(const char *word, size_t len, const char *const *names, int count,
+                const char **found)
+{
+    int best = -1, n = 0;
+    for (int i = 0; i < count; i++) {
+        int f = fit(word, len, names[i]);
+        if (f < 0 || (best >= 0 && f > best))
+            continue;
+        if (f != best)
+            n = 0;
+        best = f;
+        if (n < CLI_SUGGEST_MAX)
+            found[n++] = names[i];
+    }
+    return n;
+}
+
+void cli_name_list(char *buf, size_t size, const char *prefix, const char *const *names, int n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < size; i++) {
+        const char *sep = i == 0 ? "" : i == n - 1 ? " or " : ", ";
+        int w = snprintf(buf + used, size - used, "%s%s%s", sep, prefix, names[i]);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
+/* The long names in options, at most OPTIONS_MAX. */
+static int option_names(const struct option *options, const char **names)
+{
+    int n = 0;
+    for (const struct option *o = options; o->name && n < OPTIONS_MAX; o++)
+        names[n++] = o->name;
+    return n;
+}
+
+/* A long option that getopt_long found in no option or in several (a shared prefix): arg is
+ * what followed the dashes, possibly with "=VALUE". */
+static int unknown_long_option(const char *command, const struct option *options,
+                               const char *arg)
+{
+    const char *names[OPTIONS_MAX], *found[CLI_SUGGEST_MAX];
+    size_t len = strcspn(arg, "=");
+    int n = cli_suggest(arg, len, names, option_names(options, names), found);
+    char list[512];
+    cli_name_list(list, sizeof list, "--", found, n);
+    if (n > 1 && strncmp(found[0], arg, len) == 0 && strncmp(found[1], arg, len) == 0)
+        return cli_usage_error(command, "ambiguous option '--%.*s' (could be %s)", (int)len, arg,
+                               list);
+    if (n > 0)
+        return cli_usage_error(command, "unknown option '--%.*s' (did you mean %s?)", (int)len,
+                               arg, list);
+    return cli_usage_error(command, "unknown option '--%.*s'", (int)len, arg);
+}
+
 static const struct option *find_option_by_val(const struct option *options, int val)
 {
     for (const struct option *o = options; o->name; o++)
@@ -77,7 +236,10 @@ int cli_option_error(const char *command, const struct option *options, char **a
         return cli_usage_error(command, "--%s: takes no value", o->name);
     if (optopt && !o && isprint(optopt))
         return cli_usage_error(command, "unknown option '-%c'", optopt);
-    return cli_usage_error(command, "unknown option '%s'", argv[optind - 1]);
+    const char *arg = argv[optind - 1];
+    if (strncmp(arg, "--", 2) == 0 && arg[2] != '=')
+        return unknown_long_option(command, options, arg + 2);
+    return cli_usage_error(command, "unknown option '%s'", arg);
 }
 
 int cli_no_positional(const char *command, int argc, char **argv, int first)

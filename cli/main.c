@@ -1,25 +1,46 @@
-/* main.c — the cnnc command: picks the subcommand (train, eval, predict, plot, info) and
- * answers --help and --version. It parses no subcommand flags itself; each subcommand's file
- * does. */
+/* main.c — the cnnc command: picks the subcommand (train, eval, predict, plot, info), answers
+ * --help (a short overview, or with a command that command's help) and --version, and suggests
+ * the nearest command for a mistyped one. It parses no subcommand flags itself; each
+ * subcommand's file does, and holds that subcommand's help text. */
 #include <errno.h>
 #include <string.h>
 
 #include "cli.h"
 
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+    void (*help)(FILE *out);
+} command;
+
+static const command commands[] = {
+    {"train", "train the Fashion-MNIST CNN; the defaults reproduce the reference job",
+     cli_train, cli_train_help},
+    {"eval", "score a saved model on the test set, per class too", cli_eval, cli_eval_help},
+    {"predict", "classify 28x28 grey images (PNG, PGM, or a sample of an IDX file)",
+     cli_predict, cli_predict_help},
+    {"plot", "draw loss and accuracy curves from a metrics file", cli_plot, cli_plot_help},
+    {"info", "show the CPU, SIMD path, FMA peak, MPI support and dataset", cli_info,
+     cli_info_help},
+    {"help", "show this overview, or with a COMMAND that command's help", NULL, NULL},
+};
+#define NUM_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
+
+static const char *const global_flags[] = {"help", "version"};
+
 static void print_overview(FILE *out)
 {
     fputs("Usage: cnnc COMMAND [FLAGS]\n"
-          "Trains convolutional networks on CPUs with data-parallel replicas.\n"
+          "cnnc trains convolutional networks on CPUs with data-parallel replicas.\n"
           "\n"
-          "Commands:\n"
-          "  train   train the Fashion-MNIST CNN (the defaults reproduce the reference job)\n"
-          "  eval    score a saved model on the test set, per class too\n"
-          "  predict classify 28x28 grey images (PNG, PGM, or a sample of an IDX file)\n"
-          "  plot    draw loss and accuracy curves from a metrics file\n"
-          "  info    show the CPU, SIMD path, FMA peak, MPI support and dataset\n"
-          "\n"
+          "Commands:\n",
+          out);
+    for (int i = 0; i < NUM_COMMANDS; i++)
+        fprintf(out, "  %-9s%s\n", commands[i].name, commands[i].summary);
+    fputs("\n"
           "Global flags:\n"
-          "  -h, --help     show this help and exit\n"
+          "  -h, --help     show this overview and exit\n"
           "      --version  print the version and exit\n"
           "\n"
           "Environment:\n"
@@ -28,22 +49,10 @@ static void print_overview(FILE *out)
           "\n"
           "Exit status: 0 on success, 1 on a failure (files, data, training), 2 on bad\n"
           "usage.\n"
-          "\n",
+          "\n"
+          "Each command's flags: 'cnnc COMMAND --help' or 'cnnc help COMMAND'.\n"
+          "Everything, with examples: 'man cnnc'.\n",
           out);
-}
-
-static void print_full_help(FILE *out)
-{
-    print_overview(out);
-    cli_train_help(out);
-    fputc('\n', out);
-    cli_eval_help(out);
-    fputc('\n', out);
-    cli_predict_help(out);
-    fputc('\n', out);
-    cli_plot_help(out);
-    fputc('\n', out);
-    cli_info_help(out);
 }
 
 static int is_help(const char *arg)
@@ -51,32 +60,88 @@ static int is_help(const char *arg)
     return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0 || strcmp(arg, "help") == 0;
 }
 
+static const command *find_command(const char *name)
+{
+    for (int i = 0; i < NUM_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+/* " (did you mean PREFIX NAME?)" for the names nearest word, or "" when none is close. */
+static void suggestion(char *buf, size_t size, const char *word, const char *prefix,
+                       const char *const *names, int count)
+{
+    const char *found[CLI_SUGGEST_MAX];
+    char list[256];
+    int n = cli_suggest(word, strlen(word), names, count, found);
+    cli_name_list(list, sizeof list, prefix, found, n);
+    buf[0] = '\0';
+    if (n > 0)
+        snprintf(buf, size, " (did you mean %s?)", list);
+}
+
+static int unknown_command(const char *name)
+{
+    const char *names[NUM_COMMANDS];
+    char hint[300];
+    for (int i = 0; i < NUM_COMMANDS; i++)
+        names[i] = commands[i].name;
+    suggestion(hint, sizeof hint, name, "", names, NUM_COMMANDS);
+    if (!hint[0]) {
+        char list[128];
+        cli_name_list(list, sizeof list, "", names, NUM_COMMANDS);
+        snprintf(hint, sizeof hint, " (the commands: %s)", list);
+    }
+    return cli_usage_error(NULL, "unknown command '%s'%s", name, hint);
+}
+
+static int unknown_global_flag(const char *arg)
+{
+    char hint[300];
+    if (strncmp(arg, "--", 2) != 0)
+        return cli_usage_error(NULL, "unknown option '%s' (flags go after the command)", arg);
+    suggestion(hint, sizeof hint, arg + 2, "--", global_flags,
+               (int)(sizeof global_flags / sizeof global_flags[0]));
+    if (!hint[0])
+        snprintf(hint, sizeof hint, " (flags go after the command)");
+    return cli_usage_error(NULL, "unknown option '%s'%s", arg, hint);
+}
+
+/* `cnnc help [COMMAND]`, `cnnc --help [COMMAND]`: argv[0..argc) is what follows "help". */
+static int help(int argc, char **argv)
+{
+    int overview = argc == 0 || is_help(argv[0]);
+    const command *c = overview ? NULL : find_command(argv[0]);
+    if (!overview && !c)
+        return unknown_command(argv[0]);
+    if (argc > 1)
+        return cli_usage_error(NULL, "unexpected argument '%s' (help takes one command)",
+                               argv[1]);
+    if (c && c->help)
+        c->help(stdout);
+    else
+        print_overview(stdout);
+    return CLI_OK;
+}
+
 static int run_command(int argc, char **argv)
 {
     if (argc < 2)
         return cli_usage_error(NULL, "missing command (train, eval, predict, plot or info)");
-    const char *command = argv[1];
-    if (is_help(command)) {
-        print_full_help(stdout);
-        return CLI_OK;
-    }
-    if (strcmp(command, "--version") == 0) {
+    const char *name = argv[1];
+    if (is_help(name))
+        return help(argc - 2, argv + 2);
+    if (strcmp(name, "--version") == 0) {
         printf("cnnc %s\n", CN_VERSION);
         return CLI_OK;
     }
-    if (strcmp(command, "train") == 0)
-        return cli_train(argc - 1, argv + 1);
-    if (strcmp(command, "eval") == 0)
-        return cli_eval(argc - 1, argv + 1);
-    if (strcmp(command, "predict") == 0)
-        return cli_predict(argc - 1, argv + 1);
-    if (strcmp(command, "plot") == 0)
-        return cli_plot(argc - 1, argv + 1);
-    if (strcmp(command, "info") == 0)
-        return cli_info(argc - 1, argv + 1);
-    if (command[0] == '-')
-        return cli_usage_error(NULL, "unknown option '%s' (flags go after the command)", command);
-    return cli_usage_error(NULL, "unknown command '%s'", command);
+    const command *c = find_command(name);
+    if (c)
+        return c->run(argc - 1, argv + 1);
+    if (name[0] == '-')
+        return unknown_global_flag(name);
+    return unknown_command(name);
 }
 
 /* A full disk or closed pipe on stdout turns success into failure rather than passing

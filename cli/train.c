@@ -38,6 +38,7 @@ enum {
     OPT_KEEP,
     OPT_RESUME,
     OPT_PLOT,
+    OPT_REPLICAS,
 };
 
 static const struct option train_options[] = {
@@ -47,6 +48,7 @@ static const struct option train_options[] = {
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
     {"num-epochs", required_argument, NULL, OPT_NUM_EPOCHS},
     {"num-cores", required_argument, NULL, OPT_NUM_CORES},
+    {"replicas", required_argument, NULL, OPT_REPLICAS},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"log-steps", required_argument, NULL, OPT_LOG_STEPS},
     {"metrics-debug", no_argument, NULL, OPT_METRICS_DEBUG},
@@ -83,7 +85,10 @@ void cli_train_help(FILE *out)
             "                       (default: 0.01)\n"
             "  --momentum X         SGD momentum, 0 <= X < 1 (default: 0.5)\n"
             "  --num-epochs N       1..100000 (default: 50)\n"
-            "  --num-cores N        data-parallel replicas, 1..1024; defines the math\n"
+            "  --num-cores N        data-parallel replicas, 1..1024 (default: 8): each takes\n"
+            "                       --batch-size samples a step and their gradients are\n"
+            "                       averaged, so N defines the math, unlike --threads\n"
+            "  --replicas N         another name for --num-cores; give one of the two\n"
             "                       (default: 8)\n"
             "  --threads N          worker threads, 1..1024; never changes results\n"
             "                       (default: the CPUs this process may use, shared with\n"
@@ -268,10 +273,25 @@ static int apply_option(train_settings *s, int c, const char *arg)
     }
 }
 
+/* --replicas N (0: not given) is --num-cores N under the name of what it counts; both given
+ * must agree. */
+static int merge_replicas(train_settings *s, int replicas)
+{
+    if (replicas == 0)
+        return CLI_OK;
+    if ((s->given & TRAIN_GIVEN_NUM_CORES) && s->num_cores != replicas)
+        return cli_usage_error("train", "--num-cores %d and --replicas %d differ: they are one "
+                                        "setting (the number of replicas); give one of them",
+                               s->num_cores, replicas);
+    s->num_cores = replicas;
+    s->given |= TRAIN_GIVEN_NUM_CORES;
+    return CLI_OK;
+}
+
 /* Returns CLI_OK (with *help set when --help was given) or CLI_USAGE. */
 static int parse_train_flags(int argc, char **argv, train_settings *s, int *help)
 {
-    int c;
+    int c, replicas = 0;
     while ((c = getopt_long(argc, argv, ":hqv", train_options, NULL)) != -1) {
         if (c == 'h') {
             *help = 1;
@@ -279,11 +299,16 @@ static int parse_train_flags(int argc, char **argv, train_settings *s, int *help
         }
         if (c == ':' || c == '?')
             return cli_option_error("train", train_options, argv, c);
-        if (apply_option(s, c, optarg) != 0)
+        if (c == OPT_REPLICAS) {
+            if (cli_parse_int("train", "--replicas", optarg, 1, 1024, &replicas) != 0)
+                return CLI_USAGE;
+        } else if (apply_option(s, c, optarg) != 0) {
             return CLI_USAGE;
+        }
         s->given |= given_bit(c);
     }
-    return cli_no_positional("train", argc, argv, optind);
+    int rc = cli_no_positional("train", argc, argv, optind);
+    return rc == CLI_OK ? merge_replicas(s, replicas) : rc;
 }
 
 static int same_path(const char *a, const char *b)

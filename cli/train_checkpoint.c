@@ -100,8 +100,8 @@ static int adopt_precision(train_settings *s, cn_precision saved, const char *pa
  * loaded (0 and a number over the set's size both mean all of it). */
 static int adopt_settings(train_settings *s, const cn_train_state *st, const char *path)
 {
-    int rc = adopt_int(s, TRAIN_GIVEN_NUM_CORES, "--num-cores", &s->num_cores, st->num_replicas,
-                       path);
+    int rc = adopt_int(s, TRAIN_GIVEN_NUM_CORES, "--num-cores/--replicas", &s->num_cores,
+                       st->num_replicas, path);
     if (rc == CLI_OK)
         rc = adopt_int(s, TRAIN_GIVEN_BATCH_SIZE, "--batch-size", &s->batch_size,
                        st->batch_size, path);

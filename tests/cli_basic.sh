@@ -43,8 +43,7 @@ expect_help() {
       fail "cnnc${help_command:+ $help_command} --help does not show '$text'"
   done
 }
-# shellcheck disable=SC2086
-expect_help "" $train_flags $eval_flags $predict_flags
+expect_help "" train eval predict plot info
 # shellcheck disable=SC2086
 expect_help train $train_flags "default: 128" "default: 1)" "default: 3)" \
   "exits with status 130 or 143"

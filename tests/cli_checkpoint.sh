@@ -79,7 +79,7 @@ run eval --checkpoint part/checkpoint-epoch-0002.safetensors --test-samples 512 
 
 # ---------------------------------------------------------------- refusals
 before=$(listing part)
-expect 2 "--num-cores 4 differs from the checkpoint's 2" train --resume part --num-epochs 3 --num-cores 4
+expect 2 "--num-cores/--replicas 4 differs from the checkpoint's 2" train --resume part --num-epochs 3 --num-cores 4
 expect 2 "--batch-size 32 differs from the checkpoint's 64" train --resume part --num-epochs 3 --batch-size 32
 expect 2 "--learning-rate 0.02 differs from the checkpoint's 0.01" train --resume part --num-epochs 3 --learning-rate 0.02
 expect 2 "--momentum 0.9 differs" train --resume part --num-epochs 3 --momentum 0.9
