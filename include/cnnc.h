@@ -521,8 +521,11 @@ CN_API int cn_image_read_grey(const char *path, int rows, int cols, uint8_t *pix
  * "Actual <class> / Predicted <class>", blue when right and red when wrong, under a title
  * (may be NULL), and writes it as an opaque PNG, whole or not at all. images is [n, 28, 28]
  * raw pixels, labels and predictions n class numbers each (read only); n >= rows * cols.
+ * The text of this and the other pictures is drawn in DejaVu Sans read from the files of
+ * Debian's fonts-dejavu-core (/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf and
+ * DejaVuSans-Bold.ttf), never through fontconfig, so the pixels do not depend on its cache.
  * Errors: bad arguments (a class above 9 in the grid, a grid too large for one picture), a
- * folder that is missing or not writable. */
+ * folder that is missing or not writable, a font file that is missing or unreadable. */
 CN_API int cn_result_picture(const char *path, const uint8_t *images, const uint8_t *labels,
                              const uint8_t *predictions, int n, int rows, int cols,
                              const char *title, cn_error *err);
@@ -546,7 +549,8 @@ typedef struct {
  * an axis label; "Epoch" along the bottom. Text keeps its proportions at other sizes.
  * epochs[0..n) is read only. width 400..8192, height 300..8192, n >= 1, epochs strictly
  * increasing; title may be NULL. The file appears whole or not at all (temporary file, rename).
- * Errors: bad arguments, or a folder that is missing or not writable (path named). */
+ * Errors: bad arguments, a folder that is missing or not writable (path named), or a missing
+ * font file (as cn_result_picture). */
 CN_API int cn_plot_curves(const char *path, const cn_epoch_metrics *epochs, int n, int width,
                           int height, const char *title, cn_error *err);
 
@@ -563,8 +567,8 @@ CN_API int cn_confusion_count(int64_t *counts, int classes, const uint8_t *label
  * class names slanted along the bottom, a colour bar on the right and the title on top.
  * counts as cn_confusion_count writes them (read only, each >= 0); classes 1..64; class_names
  * has classes entries, or is NULL for the class numbers (cn_class_names for Fashion-MNIST);
- * title may be NULL. The file appears whole or not at all. Errors: bad arguments, or a folder
- * that is missing or not writable. */
+ * title may be NULL. The file appears whole or not at all. Errors: bad arguments, a folder
+ * that is missing or not writable, or a missing font file (as cn_result_picture). */
 CN_API int cn_confusion_picture(const char *path, const int64_t *counts, int classes,
                                 const char *const *class_names, const char *title, cn_error *err);
 

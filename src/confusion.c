@@ -183,15 +183,15 @@ static void draw_colour_bar(cairo_t *cr, const conf_job *job)
     cairo_stroke(cr);
 }
 
-static cairo_status_t draw_confusion(cairo_t *cr, const void *ctx)
+static cairo_status_t draw_confusion(cairo_t *cr, const cn_fonts *fonts, const void *ctx)
 {
     const conf_job *job = ctx;
     int width = conf_width(job->classes);
-    cairo_select_font_face(cr, CN_DRAW_FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
+    cairo_set_font_face(cr, fonts->bold);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     cn_draw_text(cr, job->title ? job->title : "", CONF_TITLE_SIZE, width / 2.0,
                  CONF_MARGIN + CONF_TITLE_SIZE + 4, 0.5, width - 2 * CONF_MARGIN);
-    cairo_select_font_face(cr, CN_DRAW_FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_face(cr, fonts->regular);
     for (int a = 0; a < job->classes; a++)
         for (int p = 0; p < job->classes; p++) draw_cell(cr, job, a, p);
     draw_matrix_lines(cr, job->classes);

@@ -1,7 +1,10 @@
 /* draw.c — the drawing helpers the library's pictures share (see draw.h): render-and-write of an
- * opaque PNG through a temporary file and a rename, fitted one-line text, and nice axis ticks.
- * It lays out no picture itself and uses cairo's toy text API (no pango, no line breaking). */
+ * opaque PNG through a temporary file and a rename, the DejaVu faces loaded from their files
+ * through FreeType, fitted one-line text, and nice axis ticks. It lays out no picture itself,
+ * never asks fontconfig for a font, and draws text with cairo's toy text calls on those faces
+ * (no pango, no line breaking). */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +12,96 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cairo-ft.h>
+
 #include "draw.h"
+
+/* ------------------------------------------------------------------ fonts */
+
+/* The user-data slot through which a cairo font face owns its FreeType library (never written:
+ * only its address is used). */
+static const cairo_user_data_key_t font_owner;
+
+static void free_library(void *library) { FT_Done_FreeType(library); }
+
+static int font_fail(cn_error *err, const char *file, const char *what)
+{
+    return cn_fail(err, "font %s: %s (install Debian's fonts-dejavu-core)", file, what);
+}
+
+/* Loads dir/name as a cairo font face that owns a FreeType library of its own with the one face
+ * in it: cairo frees both when it drops the face, which may be after the picture is done. A
+ * library per face also keeps pictures drawn at once on several threads apart. NULL on error. */
+static cairo_font_face_t *load_face(const char *dir, const char *name, cn_error *err)
+{
+    char file[4096];
+    if ((size_t)snprintf(file, sizeof file, "%s/%s", dir, name) >= sizeof file) {
+        font_fail(err, name, "the font folder's name is too long");
+        return NULL;
+    }
+    /* Opened here first for errno's word on a missing or unreadable file (not blocking on a
+     * FIFO, whose wait FreeType would not survive). */
+    struct stat sb;
+    int fd = open(file, O_RDONLY | O_NONBLOCK);
+    int e = fd < 0 ? errno : fstat(fd, &sb) != 0 ? errno : S_ISREG(sb.st_mode) ? 0 : -1;
+    if (fd >= 0) close(fd);
+    if (e != 0) {
+        font_fail(err, file, e > 0 ? strerror(e) : "not a regular file");
+        return NULL;
+    }
+    FT_Library library;
+    FT_Face face;
+    if (FT_Init_FreeType(&library) != 0) {
+        font_fail(err, file, "FreeType cannot start");
+        return NULL;
+    }
+    FT_Error ft = FT_New_Face(library, file, 0, &face);
+    if (ft != 0) {
+        FT_Done_FreeType(library);
+        char what[64];
+        snprintf(what, sizeof what, "not a font FreeType can read, its error %d", ft);
+        font_fail(err, file, what);
+        return NULL;
+    }
+    cairo_font_face_t *cf = cairo_ft_font_face_create_for_ft_face(face, 0);
+    if (cairo_font_face_status(cf) != CAIRO_STATUS_SUCCESS ||
+        cairo_font_face_set_user_data(cf, &font_owner, library, free_library) !=
+            CAIRO_STATUS_SUCCESS) {
+        cairo_font_face_destroy(cf);
+        FT_Done_FreeType(library);
+        font_fail(err, file, "out of memory");
+        return NULL;
+    }
+    return cf;
+}
+
+int cn_fonts_open(cn_fonts *fonts, const char *dir, cn_error *err)
+{
+    fonts->regular = load_face(dir, CN_FONT_REGULAR, err);
+    fonts->bold = fonts->regular ? load_face(dir, CN_FONT_BOLD, err) : NULL;
+    if (fonts->bold) return 0;
+    cn_fonts_close(fonts);
+    return -1;
+}
+
+void cn_fonts_close(cn_fonts *fonts)
+{
+    if (fonts->regular) cairo_font_face_destroy(fonts->regular);
+    if (fonts->bold) cairo_font_face_destroy(fonts->bold);
+    fonts->regular = fonts->bold = NULL;
+}
+
+/* Grey antialiasing, slight hinting and whole-pixel metrics, whatever the surface would pick. */
+static void set_font(cairo_t *cr, const cn_fonts *fonts)
+{
+    cairo_font_options_t *o = cairo_font_options_create();
+    cairo_font_options_set_antialias(o, CAIRO_ANTIALIAS_GRAY);
+    cairo_font_options_set_hint_style(o, CAIRO_HINT_STYLE_SLIGHT);
+    cairo_font_options_set_hint_metrics(o, CAIRO_HINT_METRICS_ON);
+    cairo_set_font_options(cr, o);
+    cairo_font_options_destroy(o);
+    cairo_set_font_face(cr, fonts->regular);
+}
 
 /* ------------------------------------------------------------------ text */
 
@@ -127,6 +219,12 @@ static int write_png_atomic(cairo_surface_t *surface, const char *path, cn_error
 int cn_png_render(const char *path, int width, int height, cn_draw_fn draw, const void *ctx,
                   cn_error *err)
 {
+    cn_fonts fonts;
+    if (cn_fonts_open(&fonts, CN_FONT_DIR, err) != 0) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return cn_fail(err, "%s: cannot draw picture: %s", path, why);
+    }
     cairo_surface_t *surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
     cairo_t *cr = cairo_create(surface);
     int rc = -1;
@@ -134,7 +232,8 @@ int cn_png_render(const char *path, int width, int height, cn_draw_fn draw, cons
     if (st == CAIRO_STATUS_SUCCESS) {
         cairo_set_source_rgb(cr, 1, 1, 1);
         cairo_paint(cr);
-        st = draw(cr, ctx);
+        set_font(cr, &fonts);
+        st = draw(cr, &fonts, ctx);
     }
     if (st == CAIRO_STATUS_SUCCESS) st = cairo_status(cr);
     if (st != CAIRO_STATUS_SUCCESS)
@@ -145,5 +244,6 @@ int cn_png_render(const char *path, int width, int height, cn_draw_fn draw, cons
     }
     cairo_destroy(cr);
     cairo_surface_destroy(surface);
+    cn_fonts_close(&fonts);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* draw.h — what the library's pictures (picture.c, plot.c, confusion.c) share: rendering onto an
- * opaque surface and writing it as a PNG that appears whole or not at all, one-line text placed
- * and shrunk to fit, and "nice" axis ticks. Not part of the public header; it decides no layout
- * of any particular picture. */
+ * opaque surface and writing it as a PNG that appears whole or not at all, the picture's fonts
+ * read from DejaVu's font files, one-line text placed and shrunk to fit, and "nice" axis ticks.
+ * Not part of the public header; it decides no layout of any particular picture. */
 #ifndef CN_DRAW_H
 #define CN_DRAW_H
 
@@ -9,14 +9,33 @@
 
 #include "cnnc.h"
 
-#define CN_DRAW_FONT "DejaVu Sans"
+/* Where Debian's fonts-dejavu-core puts DejaVu Sans. The pictures' text is drawn from these
+ * files through FreeType, never looked up through fontconfig, so that every machine draws the
+ * same pixels whatever its font cache holds. */
+#define CN_FONT_DIR "/usr/share/fonts/truetype/dejavu"
+#define CN_FONT_REGULAR "DejaVuSans.ttf"
+#define CN_FONT_BOLD "DejaVuSans-Bold.ttf"
 
-/* Draws the picture onto cr (already painted white); returns cairo's status. */
-typedef cairo_status_t (*cn_draw_fn)(cairo_t *cr, const void *ctx);
+/* The two faces of one picture's text. Each cairo font face owns its FreeType library and face
+ * and frees them when cairo lets go of it (cairo may keep a face in its font cache after the
+ * picture is done), so closing only drops this picture's references. */
+typedef struct {
+    cairo_font_face_t *regular, *bold;
+} cn_fonts;
 
-/* Creates an opaque width x height surface, paints it white, calls draw and writes the result to
- * path through a temporary file in the same folder, fsync and rename. -1 with "PATH: cannot
- * draw picture: ..." or "PATH: cannot write picture: ..." in err; path is then untouched. */
+/* Loads dir/CN_FONT_REGULAR and dir/CN_FONT_BOLD. -1 with "font FILE: what is wrong (install
+ * Debian's fonts-dejavu-core)" in err, fonts then holding nothing. */
+int cn_fonts_open(cn_fonts *fonts, const char *dir, cn_error *err);
+void cn_fonts_close(cn_fonts *fonts);
+
+/* Draws the picture onto cr (already painted white, its font the regular face, antialiased in
+ * grey with slight hinting); fonts->bold is there for titles. Returns cairo's status. */
+typedef cairo_status_t (*cn_draw_fn)(cairo_t *cr, const cn_fonts *fonts, const void *ctx);
+
+/* Loads the fonts from CN_FONT_DIR, creates an opaque width x height surface, paints it white,
+ * calls draw and writes the result to path through a temporary file in the same folder, fsync
+ * and rename. -1 with "PATH: cannot draw picture: ..." (a missing or unreadable font among
+ * them) or "PATH: cannot write picture: ..." in err; path is then untouched. */
 int cn_png_render(const char *path, int width, int height, cn_draw_fn draw, const void *ctx,
                   cn_error *err);
 

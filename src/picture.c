@@ -2,7 +2,8 @@
  * caption "Actual X / Predicted Y" in blue when right and red when wrong, below a title, written
  * as an opaque PNG that appears whole or not at all.
  * It does not choose which images to show, compute accuracy or compose the title: the caller
- * passes them. It uses cairo's toy text API (no pango), so text is one line, left to right. */
+ * passes them. It uses cairo's toy text calls on the DejaVu faces draw.c loads (no pango), so
+ * text is one line, left to right. */
 #include <stdio.h>
 
 #include "draw.h"
@@ -127,14 +128,14 @@ typedef struct {
 } pic_job;
 
 /* Renders the whole picture onto cr (a cn_draw_fn). */
-static cairo_status_t draw_picture(cairo_t *cr, const void *ctx)
+static cairo_status_t draw_picture(cairo_t *cr, const cn_fonts *fonts, const void *ctx)
 {
     const pic_job *job = ctx;
-    cairo_select_font_face(cr, CN_DRAW_FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
+    cairo_set_font_face(cr, fonts->bold);
     cairo_set_source_rgb(cr, 0, 0, 0);
     cn_draw_text(cr, job->title ? job->title : "", PIC_TITLE_SIZE, job->lay.width / 2.0,
                  PIC_MARGIN + PIC_TITLE_SIZE, 0.5, job->lay.width - 2.0 * PIC_MARGIN);
-    cairo_select_font_face(cr, CN_DRAW_FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_face(cr, fonts->regular);
     for (int i = 0; i < job->rows * job->cols; i++) {
         double x = PIC_MARGIN + (double)(i % job->cols) * PIC_CELL_W;
         double y = PIC_MARGIN + PIC_TITLE_H + (double)(i / job->cols) * (PIC_CAPTION_H +

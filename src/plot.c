@@ -284,17 +284,17 @@ static void layout_panels(cairo_t *cr, double canvas_w, double canvas_h, plot_pa
     accuracy->area = (plot_rect){left, second, width, canvas_h - PLOT_BOTTOM_BAND - second};
 }
 
-static cairo_status_t draw_curves(cairo_t *cr, const void *ctx)
+static cairo_status_t draw_curves(cairo_t *cr, const cn_fonts *fonts, const void *ctx)
 {
     const plot_job *job = ctx;
     double scale = fmax(fmin(job->width / PLOT_BASE_W, job->height / PLOT_BASE_H), 0.75);
     double canvas_w = job->width / scale, canvas_h = job->height / scale;
     cairo_scale(cr, scale, scale);
-    cairo_select_font_face(cr, CN_DRAW_FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
+    cairo_set_font_face(cr, fonts->bold);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     cn_draw_text(cr, job->title ? job->title : "", PLOT_TITLE_SIZE, canvas_w / 2,
                  PLOT_MARGIN + PLOT_TITLE_SIZE, 0.5, canvas_w - 2 * PLOT_MARGIN);
-    cairo_select_font_face(cr, CN_DRAW_FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_face(cr, fonts->regular);
     draw_legend(cr, canvas_w);
     plot_panel loss = {.series = &plot_series[0], .num_series = 2, .y_label = "Loss (NLL)"};
     plot_panel accuracy = {.series = &plot_series[2], .num_series = 1,

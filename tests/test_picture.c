@@ -1,7 +1,8 @@
 /* test_picture.c — cn_result_picture: draws 5 x 5 grids of synthetic images, reads the PNG back
  * with cairo and checks its size, opacity and caption colours; refuses bad arguments and leaves
  * no file behind when it cannot write. It does not compare pixels with a reference picture
- * (font rendering varies between systems). */
+ * (glyphs may differ between FreeType versions); tests/cli_fonts.sh checks that the picture does
+ * not depend on fontconfig. */
 #include "testutil.h"
 
 #include <sys/stat.h>

@@ -1,8 +1,10 @@
-/* test_plot.c — the training-curves and confusion-matrix pictures: nice axis ticks, PNGs read
- * back with cairo at exactly the stated size, the curve colours present (and absent where the
- * values are missing), text in the title and axis-label bands, the confusion counts and their
- * shading, and the refusal of bad arguments without leaving a file. It does not compare pixels
- * with a reference picture (font rendering varies between systems). */
+/* test_plot.c — the training-curves and confusion-matrix pictures: nice axis ticks, the fonts
+ * loaded from DejaVu's files (and one clear message for a missing or broken one), PNGs read back
+ * with cairo at exactly the stated size, the curve colours present (and absent where the values
+ * are missing), text in the title and axis-label bands, the confusion counts and their shading,
+ * and the refusal of bad arguments without leaving a file. It does not compare pixels with a
+ * reference picture (glyphs may differ between FreeType versions); tests/cli_fonts.sh checks
+ * that the pictures do not depend on fontconfig. */
 #include "testutil.h"
 
 #include <cairo.h>
@@ -86,6 +88,67 @@ static void test_nice_ticks(void **state)
     expect_ticks(3, 3, 5, 2.6, 3.4, 0.2, 1);  /* one value: a range around it */
     expect_ticks(0, 0, 5, -1, 1, 0.5, 1);
     expect_ticks(-0.003, 0.0021, 4, -0.004, 0.004, 0.002, 3);
+}
+
+/* ------------------------------------------------------------------ fonts */
+
+static void test_fonts_load(void **state)
+{
+    (void)state;
+    cn_fonts f;
+    cn_error err = {{0}};
+    if (cn_fonts_open(&f, CN_FONT_DIR, &err) != 0) fail_msg("%s", err.msg);
+    assert_non_null(f.regular);
+    assert_non_null(f.bold);
+    assert_int_equal(cairo_font_face_get_type(f.regular), CAIRO_FONT_TYPE_FT);
+    assert_int_equal(cairo_font_face_status(f.bold), CAIRO_STATUS_SUCCESS);
+    cn_fonts_close(&f);
+    assert_null(f.regular);
+    assert_null(f.bold);
+}
+
+/* cn_fonts_open(dir) must fail, hold no face, and say "font dir/file: want (install ...)". */
+static void expect_font_refused(const char *dir, const char *file, const char *want)
+{
+    cn_fonts f;
+    cn_error err = {{0}};
+    assert_int_equal(cn_fonts_open(&f, dir, &err), -1);
+    assert_null(f.regular);
+    assert_null(f.bold);
+    char head[512];
+    snprintf(head, sizeof head, "font %s/%s: %s", dir, file, want);
+    if (strncmp(err.msg, head, strlen(head)) != 0 ||
+        !strstr(err.msg, "(install Debian's fonts-dejavu-core)"))
+        fail_msg("message \"%s\", expected \"%s ... (install Debian's fonts-dejavu-core)\"",
+                 err.msg, head);
+}
+
+/* Copies the file from to the file to. */
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) assert_int_equal(fwrite(buf, 1, n, out), n);
+    assert_int_equal(fclose(in), 0);
+    assert_int_equal(fclose(out), 0);
+}
+
+static void test_fonts_missing_or_broken(void **state)
+{
+    (void)state;
+    tu_place p = tu_place_make("fonts", CN_FONT_REGULAR);
+    expect_font_refused(p.dir, CN_FONT_REGULAR, "No such file or directory");
+    FILE *f = fopen(p.file, "wb");
+    assert_non_null(f);
+    assert_int_equal(fputs("not a font\n", f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    expect_font_refused(p.dir, CN_FONT_REGULAR, "not a font FreeType can read");
+    copy_file(CN_FONT_DIR "/" CN_FONT_REGULAR, p.file); /* the regular face alone */
+    expect_font_refused(p.dir, CN_FONT_BOLD, "No such file or directory");
+    tu_place_remove(&p);
 }
 
 /* ------------------------------------------------------------------ curves */
@@ -273,6 +336,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nice_ticks),
+        cmocka_unit_test(test_fonts_load),
+        cmocka_unit_test(test_fonts_missing_or_broken),
         cmocka_unit_test(test_curves_show_all_three),
         cmocka_unit_test(test_curves_other_sizes),
         cmocka_unit_test(test_curves_leave_out_missing_values),

@@ -15,7 +15,7 @@ sanitize="-fsanitize=address,undefined -fno-sanitize-recover=all"
 make --no-print-directory -j"$(nproc)" BUILD=$out CC=clang MPI=0 \
   CFLAGS="-O1 -g -fno-omit-frame-pointer $sanitize -fsanitize=fuzzer-no-link" $out/libcnnc.a \
   $(ls cli/*.c | grep -v '^cli/main\.c$' | sed "s|^\(.*\)\.c\$|$out/\1.o|")
-libs="$(pkg-config --libs zlib cairo jansson) -lpthread -lm"
+libs="$(pkg-config --libs zlib cairo cairo-ft freetype2 jansson) -lpthread -lm"
 mkdir -p "$out/findings" "$out/tmp"
 export TMPDIR="$out/tmp" # where the targets write each input as a file
 failed=""
@@ -26,7 +26,7 @@ for name in "$@"; do
     -Icli -Itests/fuzz -D_GNU_SOURCE -o "$out/fuzz_$name" "tests/fuzz/fuzz_$name.c" \
     $([ "$name" = cli ] && ls "$out"/cli/*.o | grep -v /main.o) "$out/libcnnc.a" $libs
   mkdir -p "$out/corpus/$name"
-  if ! ASAN_OPTIONS="detect_leaks=1" LSAN_OPTIONS="suppressions=$(pwd)/tests/sanitize/lsan.supp" \
+  if ! ASAN_OPTIONS="detect_leaks=1" \
       "$out/fuzz_$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$out/findings/$name-" \
       "$out/corpus/$name" "tests/fuzz/corpus/$name" "tests/fuzz/regressions/$name" \

@@ -4,10 +4,9 @@
 # (build-tsan/). Any report fails the run: the sanitizers exit with status 86, which no test
 # expects. Usage: tests/sanitize/run.sh (from the project root; make builds what it needs).
 set -eu
-supp="$(pwd)/tests/sanitize/lsan.supp"
 export ASAN_OPTIONS="exitcode=86:detect_leaks=1:abort_on_error=0:strict_string_checks=1"
 export UBSAN_OPTIONS="exitcode=86:halt_on_error=1:print_stacktrace=1"
-export LSAN_OPTIONS="suppressions=$supp:exitcode=86"
+export LSAN_OPTIONS="exitcode=86"
 export TSAN_OPTIONS="exitcode=86:halt_on_error=1:second_deadlock_stack=1"
 common="-O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=all"
 jobs=$(nproc)
