@@ -162,6 +162,7 @@ sig_job="train --num-cores 4 --batch-size 32 --train-samples 16384 --test-sample
 # after that: the job must outlast that second.)
 stop_with_signal() {
   whom=$1 job=$2
+  rm -f "$tmp/out" # the wait below must not read the previous run's lines
   # shellcheck disable=SC2086
   mpirun -np 2 "$cnnc" $job --checkpoint-dir "ck-$whom" --save signal.st \
     >"$tmp/out" 2>"$tmp/err" &
