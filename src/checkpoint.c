@@ -70,29 +70,27 @@ int cn_model_save(cn_model *m, const char *path, cn_error *err)
     return rc;
 }
 
-static int all_finite(const cn_tensor_ref *t)
+/* The index of the first value of t (F32, read unaligned) for which bad is true, or -1. */
+static long first_bad(const cn_tensor_ref *t, int (*bad)(float))
 {
     size_t count = element_count(t);
     const unsigned char *bytes = t->data;
     for (size_t i = 0; i < count; i++) {
         float v;
         memcpy(&v, bytes + i * sizeof v, sizeof v);
-        if (!isfinite(v)) return 0;
-    }
-    return 1;
-}
-
-/* The index of the first negative value of t (F32), or -1 when there is none. */
-static long first_negative(const cn_tensor_ref *t)
-{
-    size_t count = element_count(t);
-    const unsigned char *bytes = t->data;
-    for (size_t i = 0; i < count; i++) {
-        float v;
-        memcpy(&v, bytes + i * sizeof v, sizeof v);
-        if (v < 0) return (long)i;
+        if (bad(v)) return (long)i;
     }
     return -1;
+}
+
+static int not_finite(float v)
+{
+    return !isfinite(v);
+}
+
+static int negative(float v)
+{
+    return v < 0;
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -114,9 +112,9 @@ int cn_check_expected_tensor(const cn_safetensors *f, const cn_tensor_ref *want,
         return cn_fail(err, "%s: tensor %s has shape %s in the file, the model expects %s", path,
                        want->name, format_shape(a, sizeof a, got),
                        format_shape(b, sizeof b, want));
-    if (got->dtype == CN_F32 && !all_finite(got))
+    if (got->dtype == CN_F32 && first_bad(got, not_finite) >= 0)
         return cn_fail(err, "%s: tensor %s holds non-finite values", path, want->name);
-    long at = ends_with(want->name, ".running_var") ? first_negative(got) : -1;
+    long at = ends_with(want->name, ".running_var") ? first_bad(got, negative) : -1;
     if (at >= 0)
         return cn_fail(err, "%s: tensor %s holds a negative variance (element %ld)", path,
                        want->name, at);
