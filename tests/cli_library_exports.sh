@@ -38,7 +38,7 @@ if command -v g++ >/dev/null; then
   printf '#include <cnnc.h>\nint main() { return cn_isa_name(CN_ISA_GENERIC)[0] == 0; }\n' \
     >"$tmp/use.cc"
   g++ ${CNNC_TEST_CFLAGS:-} -I"$root/include" "$tmp/use.cc" "$build/libcnnc.a" -lm -lpthread \
-    $(pkg-config --libs zlib cairo jansson 2>/dev/null) -o "$tmp/use" 2>"$tmp/cxx.err" ||
+    $(pkg-config --libs zlib cairo jansson libjpeg 2>/dev/null) -o "$tmp/use" 2>"$tmp/cxx.err" ||
     fail "a C++ program cannot use cnnc.h: $(head -5 "$tmp/cxx.err")"
 fi
 

@@ -3,8 +3,8 @@
 # as root; otherwise prints the exact apt-get line and stops. It changes nothing when all are
 # present. Usage: tools/deps.sh train|test|bench|fuzz
 set -eu
-common="gcc make pkg-config zlib1g-dev libcairo2-dev libjansson-dev fonts-dejavu-core
-  libopenmpi-dev openmpi-bin"
+common="gcc make pkg-config zlib1g-dev libcairo2-dev libjansson-dev libjpeg62-turbo-dev
+  fonts-dejavu-core libopenmpi-dev openmpi-bin"
 testing="libcmocka-dev time gzip util-linux bsdutils groff-base"
 case "${1:-train}" in
   train) want="$common dataset-fashion-mnist" ;;
