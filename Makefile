@@ -8,7 +8,7 @@
 CC       ?= cc
 CFLAGS   ?= -O3 -g
 WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-PKGS     := zlib cairo cairo-ft freetype2 jansson
+PKGS     := zlib cairo cairo-ft freetype2 jansson libjpeg
 CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
 # Every object is position-independent, so that one set serves the static and the shared
 # library. Training speed is unchanged with these flags (README, "Install"). Symbols are hidden

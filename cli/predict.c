@@ -1,11 +1,15 @@
 /* predict.c — `cnnc predict`: the class, and the probability of each of the ten classes, that a
- * saved model gives to 28x28 grey images — PNG or PGM files, or one sample of an IDX file. The
- * model and every input are read and checked before anything is printed. It trains nothing,
- * writes no files, and does not resize or centre images (other sizes are refused). */
+ * saved model gives to grey images — PNG, JPEG or PGM files of any size, scaled to the model's
+ * 28x28 (area averaging when shrinking, bilinear when enlarging; see cn_image_resize_grey), or
+ * one sample of an IDX file, taken as it is. Images with a light background are inverted unless
+ * --invert says otherwise (see cn_image_light_background); each line says what was done to its
+ * image. The model and every input are read and checked before anything is printed. It trains
+ * nothing, writes no files, and does not crop or centre images. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -16,16 +20,26 @@ typedef struct {
     const char *checkpoint; /* required */
     const char *idx;        /* IDX images file, or NULL */
     int index;              /* sample of idx; -1 when not given */
-    int invert;             /* 255 - v for every pixel */
+    int invert;             /* INVERT_*: when to use 255 - v for every pixel */
     char **images;          /* image files */
     int num_images;
 } predict_settings;
 
-/* The inputs, read: n images of PIXELS bytes and a name each. */
+enum { INVERT_AUTO, INVERT_YES, INVERT_NO };
+static const char *const invert_names[] = {"auto", "yes", "no"};
+
+/* One input as read: its name, its size in the file, whether it was inverted. */
+typedef struct {
+    char *name; /* points into argv, except the IDX sample's (malloc'd, the last) */
+    int rows, cols;
+    int inverted;
+} predict_input;
+
+/* The inputs, read: n images of PIXELS bytes, as the model sees them. */
 typedef struct {
     int n;
     uint8_t *pixels;
-    char **names; /* point into argv, except the IDX sample's (malloc'd, the last) */
+    predict_input *items;
     int idx_name_owned;
 } predict_inputs;
 
@@ -40,31 +54,56 @@ static const struct option predict_options[] = {
     {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
     {"idx", required_argument, NULL, OPT_IDX},
     {"index", required_argument, NULL, OPT_INDEX},
-    {"invert", no_argument, NULL, OPT_INVERT},
+    {"invert", optional_argument, NULL, OPT_INVERT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 void cli_predict_help(FILE *out)
 {
-    fputs("Usage: cnnc predict --checkpoint FILE [--invert] IMAGE...\n"
-          "       cnnc predict --checkpoint FILE [--invert] --idx FILE --index I\n"
+    fputs("Usage: cnnc predict --checkpoint FILE [--invert[=WHEN]] IMAGE...\n"
+          "       cnnc predict --checkpoint FILE [--invert[=WHEN]] --idx FILE --index I\n"
           "Prints the class a saved model predicts for each image, with the probability of\n"
-          "each of the ten classes.\n"
+          "each of the ten classes. A line says \"[resized from WxH]\" and \"[inverted]\"\n"
+          "when that was done to its image.\n"
           "\n"
           "  --checkpoint FILE    model from 'cnnc train --save' or --checkpoint-dir, or a\n"
           "                       PyTorch state_dict saved as safetensors (required)\n"
-          "  IMAGE                a 28x28 PNG or PGM (P2 or P5) file, told apart by content;\n"
-          "                       colour becomes grey (0.299 R + 0.587 G + 0.114 B),\n"
-          "                       transparency is composited over black, other sizes are\n"
-          "                       refused (nothing is resized)\n"
+          "  IMAGE                a PNG, JPEG or PGM (P2 or P5) file, told apart by its\n"
+          "                       content; colour becomes grey (0.299 R + 0.587 G +\n"
+          "                       0.114 B), transparency is composited over black. Other\n"
+          "                       sizes are scaled to 28x28, each side on its own (the\n"
+          "                       aspect ratio is not kept): a side that shrinks by area\n"
+          "                       averaging, a side that grows by bilinear interpolation\n"
+          "                       (the pixels of PIL's resize with BOX and BILINEAR). At\n"
+          "                       most 32767 pixels a side, 33554432 in all, 16 MiB a file\n"
           "  --idx FILE           an IDX file of 28x28 images (.gz or not), such as\n"
           "                       t10k-images-idx3-ubyte.gz\n"
           "  --index I            the sample of --idx to predict, from 0\n"
-          "  --invert             use 255 - v for every pixel: for dark objects on a light\n"
-          "                       background (Fashion-MNIST has light objects on black)\n"
+          "  --invert[=WHEN]      when to use 255 - v for every pixel (Fashion-MNIST has\n"
+          "                       light objects on black): auto (the default) inverts an\n"
+          "                       IMAGE whose border, its outermost pixels after scaling,\n"
+          "                       has a mean of 128 or more (a light background), but no\n"
+          "                       --idx sample; yes (also --invert alone) inverts every\n"
+          "                       input; no inverts none\n"
           "  -h, --help           show this help and exit\n",
           out);
+}
+
+/* --invert alone is --invert=yes. */
+static int parse_invert(const char *arg, int *invert)
+{
+    if (!arg) {
+        *invert = INVERT_YES;
+        return 0;
+    }
+    for (int i = 0; i < 3; i++)
+        if (strcmp(arg, invert_names[i]) == 0) {
+            *invert = i;
+            return 0;
+        }
+    cli_usage_error("predict", "--invert=%s: WHEN is auto, yes or no", arg);
+    return -1;
 }
 
 static int apply_option(predict_settings *s, int c, const char *arg)
@@ -73,9 +112,21 @@ static int apply_option(predict_settings *s, int c, const char *arg)
     case OPT_CHECKPOINT: s->checkpoint = arg; return 0;
     case OPT_IDX: s->idx = arg; return 0;
     case OPT_INDEX: return cli_parse_int("predict", "--index", arg, 0, INT_MAX, &s->index);
-    case OPT_INVERT: s->invert = 1; return 0;
+    case OPT_INVERT: return parse_invert(arg, &s->invert);
     default: return -1;
     }
+}
+
+/* "--invert no" (with a space) leaves "no" as an IMAGE: say how to write it. */
+static int check_invert_words(const predict_settings *s)
+{
+    for (int i = 0; i < s->num_images; i++)
+        for (int w = 0; w < 3; w++)
+            if (strcmp(s->images[i], invert_names[w]) == 0 && access(s->images[i], F_OK) != 0)
+                return cli_usage_error("predict", "IMAGE '%s' does not exist; to say when to "
+                                       "invert, write --invert=%s", s->images[i],
+                                       invert_names[w]);
+    return CLI_OK;
 }
 
 static int check_settings(const predict_settings *s)
@@ -89,7 +140,7 @@ static int check_settings(const predict_settings *s)
     if (!s->idx && s->num_images == 0)
         return cli_usage_error("predict", "nothing to predict: give IMAGE files or --idx FILE "
                                           "--index I");
-    return CLI_OK;
+    return check_invert_words(s);
 }
 
 /* Returns CLI_OK (with *help set when --help was given) or CLI_USAGE. */
@@ -113,7 +164,7 @@ static int parse_predict_flags(int argc, char **argv, predict_settings *s, int *
 
 /* ---------------------------------------------------------------- inputs */
 
-static int read_idx_sample(const predict_settings *s, uint8_t *pixels, char **name)
+static int read_idx_sample(const predict_settings *s, uint8_t *pixels, predict_input *item)
 {
     cn_error err = {{0}};
     uint8_t *data = NULL;
@@ -129,10 +180,11 @@ static int read_idx_sample(const predict_settings *s, uint8_t *pixels, char **na
                              s->idx, dims[0], dims[0] - 1);
     if (rc == CLI_OK) {
         memcpy(pixels, data + (size_t)s->index * PIXELS, PIXELS);
+        item->rows = item->cols = SIDE;
         size_t len = strlen(s->idx) + 16;
-        *name = malloc(len);
-        if (*name)
-            snprintf(*name, len, "%s[%d]", s->idx, s->index);
+        item->name = malloc(len);
+        if (item->name)
+            snprintf(item->name, len, "%s[%d]", s->idx, s->index);
         else
             rc = cli_failure("out of memory");
     }
@@ -140,37 +192,49 @@ static int read_idx_sample(const predict_settings *s, uint8_t *pixels, char **na
     return rc;
 }
 
+/* Inverts the image when WHEN says so; auto looks at image files only, never at IDX data. */
+static void maybe_invert(int invert, int is_file, uint8_t *pixels, predict_input *item)
+{
+    item->inverted = invert == INVERT_YES ||
+                     (invert == INVERT_AUTO && is_file &&
+                      cn_image_light_background(pixels, SIDE, SIDE));
+    if (item->inverted)
+        for (int i = 0; i < PIXELS; i++) pixels[i] = (uint8_t)(255 - pixels[i]);
+}
+
 static int read_inputs(const predict_settings *s, predict_inputs *in)
 {
     cn_error err = {{0}};
     in->n = s->num_images + (s->idx != NULL);
     in->pixels = malloc((size_t)in->n * PIXELS);
-    in->names = calloc((size_t)in->n, sizeof *in->names);
-    if (!in->pixels || !in->names)
+    in->items = calloc((size_t)in->n, sizeof *in->items);
+    if (!in->pixels || !in->items)
         return cli_failure("out of memory for %d images", in->n);
     for (int i = 0; i < s->num_images; i++) {
-        in->names[i] = s->images[i];
-        if (cn_image_read_grey(s->images[i], SIDE, SIDE, in->pixels + (size_t)i * PIXELS,
-                               &err) != 0)
+        predict_input *item = &in->items[i];
+        item->name = s->images[i];
+        if (cn_image_read_grey_resized(s->images[i], SIDE, SIDE, in->pixels + (size_t)i * PIXELS,
+                                       &item->rows, &item->cols, &err) != 0)
             return cli_library_error(&err, s->images[i]);
     }
     if (s->idx) {
         int rc = read_idx_sample(s, in->pixels + (size_t)s->num_images * PIXELS,
-                                 &in->names[s->num_images]);
+                                 &in->items[s->num_images]);
         if (rc != CLI_OK)
             return rc;
         in->idx_name_owned = 1;
     }
-    if (s->invert)
-        for (size_t i = 0; i < (size_t)in->n * PIXELS; i++) in->pixels[i] = 255 - in->pixels[i];
+    for (int i = 0; i < in->n; i++)
+        maybe_invert(s->invert, i < s->num_images, in->pixels + (size_t)i * PIXELS,
+                     &in->items[i]);
     return CLI_OK;
 }
 
 static void free_inputs(predict_inputs *in)
 {
-    if (in->names && in->idx_name_owned)
-        free(in->names[in->n - 1]);
-    free(in->names);
+    if (in->items && in->idx_name_owned)
+        free(in->items[in->n - 1].name);
+    free(in->items);
     free(in->pixels);
 }
 
@@ -185,10 +249,18 @@ static int best_class(const float *logp)
     return best;
 }
 
-static void print_prediction(const char *name, const float *logp)
+/* "NAME: CLASS (P%)", then what was done to the image: " [resized from WxH, inverted]". */
+static void print_prediction(const predict_input *item, const float *logp)
 {
     int best = best_class(logp);
-    printf("%s: %s (%.2f%%)\n", name, cn_class_names[best], 100 * exp((double)logp[best]));
+    char note[64] = "";
+    size_t at = 0;
+    if (item->rows != SIDE || item->cols != SIDE)
+        at = (size_t)snprintf(note, sizeof note, "resized from %dx%d", item->cols, item->rows);
+    if (item->inverted)
+        snprintf(note + at, sizeof note - at, "%sinverted", at ? ", " : "");
+    printf("%s: %s (%.2f%%)%s%s%s\n", item->name, cn_class_names[best],
+           100 * exp((double)logp[best]), *note ? " [" : "", note, *note ? "]" : "");
     for (int c = 0; c < CN_NUM_CLASSES; c++)
         printf("  %-12s %.6f\n", cn_class_names[c], exp((double)logp[c]));
 }
@@ -203,14 +275,14 @@ static int predict_all(cn_model *model, const predict_inputs *in, const char *ch
     int rc = cn_model_predict(model, in->pixels, in->n, logp, &err);
     if (rc == 0)
         for (int i = 0; i < in->n; i++)
-            print_prediction(in->names[i], logp + (size_t)i * CN_NUM_CLASSES);
+            print_prediction(&in->items[i], logp + (size_t)i * CN_NUM_CLASSES);
     free(logp);
     return rc == 0 ? CLI_OK : cli_library_error(&err, checkpoint);
 }
 
 static predict_settings predict_defaults(void)
 {
-    return (predict_settings){.index = -1};
+    return (predict_settings){.index = -1, .invert = INVERT_AUTO};
 }
 
 int cli_predict_check_flags(int argc, char **argv)

@@ -1,8 +1,8 @@
 /* pgm.c — a strict reader of Netpbm grey images: binary P5 and plain P2, maxval 1..65535, comments
- * in the header. The size is compared with the one wanted before the raster is read, and
+ * in the header. The size is checked (cn_image_start) before the raster is read, and
  * anything the format does not allow is refused with a message saying where: missing or extra
  * samples, samples above maxval, a second image in the same file. It does not read PBM, PPM or
- * PAM, and does not resize. */
+ * PAM, and does not resize (image.c does). */
 #include <stdio.h>
 #include <string.h>
 
@@ -118,8 +118,8 @@ static int plain_raster(cursor *c, int rows, int cols, long maxval, uint8_t *pix
     return 0;
 }
 
-int cn_pgm_decode(const uint8_t *bytes, size_t len, const char *path, int rows, int cols,
-                  uint8_t *pixels, cn_error *err)
+int cn_pgm_decode(const uint8_t *bytes, size_t len, const char *path, const cn_image_want *want,
+                  cn_grey_image *img, cn_error *err)
 {
     cursor c = {bytes, bytes + len, path};
     if (len < 3 || bytes[0] != 'P' || (bytes[1] != '2' && bytes[1] != '5') ||
@@ -131,9 +131,10 @@ int cn_pgm_decode(const uint8_t *bytes, size_t len, const char *path, int rows, 
     if (header_field(&c, "width", 1, MAX_SIDE, &width, err) ||
         header_field(&c, "height", 1, MAX_SIDE, &height, err))
         return -1;
-    if (width != cols || height != rows)
-        return cn_image_size_refused(path, width, height, rows, cols, err);
+    if (cn_image_start(path, "PGM", width, height, want, img, err)) return -1;
     if (header_field(&c, "maxval", 1, 65535, &maxval, err)) return -1;
+    int rows = img->rows, cols = img->cols;
+    uint8_t *pixels = img->pixels;
     if (!binary) return plain_raster(&c, rows, cols, maxval, pixels, err);
     if (c.p >= c.end || !is_space(*c.p))
         return cn_fail(err, "%s: PGM header: no white space between maxval and the raster", path);

@@ -1,9 +1,12 @@
 #!/bin/sh
 # cli_predict.sh — `cnnc predict` with the PyTorch-trained model on the image fixtures of
 # tools/gen_predict_fixtures.py (PNG: grey, colour, RGBA, grey+alpha; PGM: P5, P2, 16-bit,
-# inverted): the class and the ten probabilities PyTorch gave for each (within 2e-5); exactly the
-# output of the same test image read from the IDX file; the first 20 test images' classes as
-# PyTorch's and as many right as `cnnc eval` counts; every refusal, with nothing printed.
+# inverted; JPEG: grey, colour, a progressive "photo"; other sizes, scaled by PIL's filters): the
+# class and the ten probabilities PyTorch gave for each (within 2e-5) and the note on what was
+# done to the image ("[resized from WxH, inverted]"); exactly the output of the same test image
+# read from the IDX file; --invert auto (the default; never for IDX data), yes and no; the first
+# 20 test images' classes as PyTorch's and as many right as `cnnc eval` counts; every refusal
+# (damaged PNG and JPEG files among them), with nothing printed.
 # Needs Debian's Fashion-MNIST; skipped without it.
 # Usage: sh tests/cli_predict.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
@@ -46,22 +49,27 @@ close_enough() {
 checked=0
 while read -r name index class p; do
   [ "$name" = idx ] && continue
-  flags=""
-  case $name in *inverted*) flags=--invert ;; esac
-  # shellcheck disable=SC2086
-  run predict --checkpoint "$model" $flags "$fix/$name"
+  run predict --checkpoint "$model" "$fix/$name"
   if [ "$status" -ne 0 ]; then
     fail "predict $name: exit status $status: $(cat err)"
     continue
   fi
   cp out image.out
   want=$(class_name image.out "$class")
-  head -n 1 image.out | grep -q -F "$fix/$name: $want (" ||
-    fail "predict $name: '$(head -n 1 image.out)', PyTorch says $want"
+  case $name in
+    *inverted*) note=" [inverted]" ;;
+    *photo*) note=" [resized from 100x80, inverted]" ;;
+    *-[0-9]*x[0-9]*.*) note=" [resized from $(echo "$name" | sed 's/.*-\([0-9x]*\)\..*/\1/')]" ;;
+    *) note="" ;;
+  esac
+  case $(head -n 1 image.out) in
+    "$fix/$name: $want ("*"%)$note") ;;
+    *) fail "predict $name: '$(head -n 1 image.out)', expected $want and '$note'" ;;
+  esac
   close_enough "$(probs image.out)" "$p" ||
     fail "predict $name: probabilities '$(probs image.out)', PyTorch's '$p'"
   case $name in
-    *rgb*) ;; # its grey pixels are not the test image's
+    *rgb* | *colour* | *.jpg | *x[0-9]*) ;; # its grey pixels are not the test image's
     *)
       run predict --checkpoint "$model" --idx "$idx" --index "$index"
       [ "$(tail -n +2 out)" = "$(tail -n +2 image.out)" ] ||
@@ -69,7 +77,39 @@ while read -r name index class p; do
   esac
   checked=$((checked + 1))
 done <"$fix/expected.txt"
-[ "$checked" -eq 8 ] || fail "checked $checked image fixtures, expected 8"
+[ "$checked" -eq 13 ] || fail "checked $checked image fixtures, expected 13"
+
+# Enlarged to 56x56 and scaled back, test image 10 keeps its class.
+run predict --checkpoint "$model" --idx "$idx" --index 10
+grep -q "^$idx\[10\]: Coat (" out || fail "test image 10 is no longer a coat: $(head -n 1 out)"
+run predict --checkpoint "$model" "$fix/t10k-10-56x56.png"
+grep -q "56x56.png: Coat (.*%) \[resized from 56x56\]$" out ||
+  fail "test image 10 at 56x56: $(head -n 1 out)"
+
+# ---------------------------------------------------------------- --invert=WHEN
+# The inverted fixture is 255 - test image 7: taken as it is with --invert=no, it is what
+# --invert=yes makes of the IDX sample; --invert alone means yes.
+run predict --checkpoint "$model" --invert=no "$fix/t10k-7-inverted.pgm"
+cp out kept.out
+run predict --checkpoint "$model" --invert=yes --idx "$idx" --index 7
+[ "$(tail -n +2 out)" = "$(tail -n +2 kept.out)" ] ||
+  fail "--invert=no on the inverted file and --invert=yes on its IDX sample differ"
+grep -q "^$idx\[7\]: .*%) \[inverted\]$" out || fail "--invert=yes on IDX: $(head -n 1 out)"
+if grep -q "inverted\]" kept.out; then fail "--invert=no inverted: $(head -n 1 kept.out)"; fi
+run predict --checkpoint "$model" "$fix/t10k-7-inverted.pgm"
+cp out auto.out
+run predict --checkpoint "$model" --invert "$fix/t10k-7-inverted.pgm"
+[ "$(cat out)" = "$(cat auto.out)" ] || fail "--invert alone is not --invert=yes: $(head -n 1 out)"
+run predict --checkpoint "$model" --invert=yes "$fix/t10k-0.png"
+grep -q "t10k-0.png: .*%) \[inverted\]$" out || fail "--invert=yes: $(head -n 1 out)"
+# IDX data is never inverted on its own, even on a light background.
+printf '\000\000\010\003\000\000\000\001\000\000\000\034\000\000\000\034' >light.idx
+tail -c 784 "$fix/t10k-7-inverted.pgm" >>light.idx
+run predict --checkpoint "$model" --idx light.idx --index 0
+[ "$status" -eq 0 ] || fail "predict --idx light.idx: exit status $status: $(cat err)"
+if [ "$(tail -n +2 out)" != "$(tail -n +2 kept.out)" ] || grep -q inverted out; then
+  fail "an IDX sample on a light background was inverted: $(head -n 1 out)"
+fi
 
 # All at once: the same blocks, in the order given.
 run predict --checkpoint "$model" "$fix/t10k-0.png" "$fix/t10k-1.pgm" --idx "$idx" --index 2
@@ -91,14 +131,29 @@ run eval --checkpoint "$model" --test-samples 20 --threads 2
 accuracy=$(awk -v c="$correct" 'BEGIN { printf "Accuracy=%.2f%%", 100 * c / 20 }')
 grep -q -x -e "$accuracy" out || fail "eval of 20 test images: $(grep Accuracy out), predict: $accuracy"
 
+# Other sizes are scaled, and said to be.
+run predict --checkpoint "$model" "$fix/wrong-size.png" "$fix/wrong-size.pgm"
+[ "$status" -eq 0 ] || fail "predict of images of other sizes: exit status $status: $(cat err)"
+grep -q "wrong-size.png: .*%) \[resized from 32x32\]$" out || fail "32x32: $(head -n 1 out)"
+grep -q "wrong-size.pgm: .*%) \[resized from 27x28\]$" out || fail "27x28: $(grep pgm: out)"
+
 # ---------------------------------------------------------------- refusals
-expect_quiet 1 "wrong-size.png: image is 32x32 pixels; the model takes 28x28" \
-  predict --checkpoint "$model" "$fix/wrong-size.png"
-expect_quiet 1 "wrong-size.pgm: image is 27x28 pixels" predict --checkpoint "$model" \
-  "$fix/t10k-0.png" "$fix/wrong-size.pgm"
 expect_quiet 1 "absent.png: cannot open" predict --checkpoint "$model" absent.png
 printf 'not an image\n' >text.png
-expect_quiet 1 "text.png: not a PNG or PGM image" predict --checkpoint "$model" text.png
+expect_quiet 1 "text.png: not a PNG, JPEG or PGM image" predict --checkpoint "$model" text.png
+head -c 300 "$fix/t10k-8.jpg" >truncated.jpg
+expect_quiet 1 "truncated.jpg: truncated JPEG: the file ends before its image data" \
+  predict --checkpoint "$model" "$fix/t10k-0.png" truncated.jpg
+head -c 200 "$fix/t10k-0.png" >truncated.png
+expect_quiet 1 "truncated.png: truncated PNG: chunk IDAT at byte 33" \
+  predict --checkpoint "$model" truncated.png
+cp "$fix/t10k-0.png" damaged.png
+printf 'X' | dd of=damaged.png bs=1 seek=50 conv=notrunc 2>/dev/null
+expect_quiet 1 "damaged.png: not a valid PNG: chunk IDAT at byte 33 has a wrong CRC" \
+  predict --checkpoint "$model" damaged.png
+printf 'P5 40000 40000 255\n' >huge.pgm
+expect_quiet 1 "huge.pgm: image is 40000x40000 pixels, more than cnnc reads" \
+  predict --checkpoint "$model" huge.pgm
 expect_quiet 1 "absent.safetensors: cannot open" predict --checkpoint absent.safetensors \
   "$fix/t10k-0.png"
 expect_quiet 1 "labels" predict --checkpoint "$model" --idx "$data/t10k-labels-idx1-ubyte.gz" \
@@ -111,5 +166,9 @@ expect_quiet 2 "--index" predict --checkpoint "$model" --idx "$idx" --index -1
 expect_quiet 2 "--index 10000: .* holds 10000 images (0..9999)" predict --checkpoint "$model" \
   --idx "$idx" --index 10000
 expect_quiet 2 "--bogus" predict --bogus
+expect_quiet 2 "--invert=maybe: WHEN is auto, yes or no" predict --checkpoint "$model" \
+  --invert=maybe "$fix/t10k-0.png"
+expect_quiet 2 "IMAGE 'no' does not exist; to say when to invert, write --invert=no" \
+  predict --checkpoint "$model" --invert no "$fix/t10k-0.png"
 
 finish "$checked image files, 20 test images as PyTorch"

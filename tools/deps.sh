@@ -4,7 +4,7 @@
 # present. Usage: tools/deps.sh train|test|bench|fuzz
 set -eu
 common="gcc make pkg-config zlib1g-dev libcairo2-dev libfreetype-dev libjansson-dev
-  fonts-dejavu-core libopenmpi-dev openmpi-bin"
+  libjpeg62-turbo-dev fonts-dejavu-core libopenmpi-dev openmpi-bin"
 testing="libcmocka-dev time gzip util-linux bsdutils groff-base"
 case "${1:-train}" in
   train) want="$common dataset-fashion-mnist" ;;

@@ -9,15 +9,25 @@ Outputs (in tests/fixtures/predict/ unless --out is given), each from a Fashion-
   t10k-4-rgb.png        colour PNG: its grey is PIL's luma of the colours
   t10k-5-rgba.png       RGBA PNG: the object opaque, the background transparent over random colours
   t10k-6-grey-alpha.png grey + alpha PNG, all opaque
-  t10k-7-inverted.pgm   dark object on white (255 - v), to be read with --invert
-  wrong-size.png        32x32, wrong-size.pgm 27x28: refused
+  t10k-7-inverted.pgm   dark object on white (255 - v): inverted by `cnnc predict` on its own
+  t10k-8.jpg            grey JPEG (quality 90)
+  t10k-9-colour.jpg     colour JPEG (the colours of t10k-4-rgb.png; 4:2:0 chroma)
+  t10k-10-56x56.png     enlarged to 56x56 (bilinear): cnnc shrinks it back
+  t10k-11-20x40.pgm     20 wide (area average), 40 high (bilinear): cnnc scales both sides back
+  t10k-12-photo.jpg     a "photo": 100x80, dark object on white, in colour, progressive JPEG
+  wrong-size.png        32x32 black, wrong-size.pgm 27x28 black: scaled to 28x28
   expected.txt          one line per image file: name, test index, the grey pixels' PyTorch class
                         and ten probabilities; then "idx I LABEL CLASS p0..p9" for test images
                         0..19, predicted from the IDX file itself
+  pil/NAME.pgm          for each JPEG and each image of another size than 28x28: the 28x28 grey
+                        pixels PIL makes of it (Image.open, convert("L"), resize with BOX along
+                        a side that shrinks and BILINEAR along one that grows), before any
+                        inversion; the pixels that cnnc must read
 
-Run with Debian's interpreter (python3-torch 1.13): /usr/bin/python3 tools/gen_predict_fixtures.py
-PNG files are written with zlib by hand (PIL is not needed). Deterministic. Not here: anything the
-C tests decide (which tolerance, which messages).
+Run with Debian's interpreters (python3-torch 1.13, python3-pil 9.4 with libjpeg-turbo):
+/usr/bin/python3 tools/gen_predict_fixtures.py
+PNG files are written with zlib by hand; JPEG files and resized images by PIL. Deterministic for a
+given libjpeg-turbo. Not here: anything the C tests decide (which tolerance, which messages).
 """
 import argparse
 import json
@@ -28,6 +38,7 @@ import zlib
 
 import numpy as np
 import torch
+from PIL import Image
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_fixtures import DATA_DIR, FashionMNIST, load_split, normalize  # noqa: E402
@@ -68,6 +79,28 @@ def write_pgm_plain(path, img):
         lines.append('\t' + '  '.join(str(v) for v in row[14:]))
     with open(path, 'w') as f:
         f.write('\n'.join(lines) + '\n')
+
+
+def write_jpeg(path, img, **options):
+    """img: uint8 [H, W] (grey) or [H, W, 3] (RGB)."""
+    Image.fromarray(img, 'L' if img.ndim == 2 else 'RGB').save(path, 'JPEG', quality=90,
+                                                               **options)
+
+
+def pil_resize(img, width, height):
+    """PIL's resize, each side on its own: BOX along a side that shrinks, BILINEAR along one that
+    grows (width first, as PIL's own two passes)."""
+    im = Image.fromarray(img, 'L')
+    if width != im.width:
+        im = im.resize((width, im.height), Image.BOX if width < im.width else Image.BILINEAR)
+    if height != im.height:
+        im = im.resize((width, height), Image.BOX if height < im.height else Image.BILINEAR)
+    return np.asarray(im)
+
+
+def pil_read(path):
+    """The 28x28 grey pixels PIL makes of an image file."""
+    return pil_resize(np.asarray(Image.open(path).convert('L')), 28, 28)
 
 
 def luma(rgb):
@@ -128,7 +161,33 @@ def write_images(out, imgs):
     return [('t10k-0.png', 0, imgs[0]), ('t10k-1.pgm', 1, imgs[1]), ('t10k-2.pgm', 2, imgs[2]),
             ('t10k-3-16bit.pgm', 3, imgs[3]), ('t10k-4-rgb.png', 4, luma(rgb)),
             ('t10k-5-rgba.png', 5, imgs[5]), ('t10k-6-grey-alpha.png', 6, imgs[6]),
-            ('t10k-7-inverted.pgm', 7, imgs[7])]
+            ('t10k-7-inverted.pgm', 7, imgs[7])] + write_decoded_images(out, imgs)
+
+
+def write_decoded_images(out, imgs):
+    """The JPEG files and the images of other sizes, with PIL's reading of each in pil/;
+    returns [(file, test index, grey image the model sees)]."""
+    os.makedirs(os.path.join(out, 'pil'), exist_ok=True)
+    write_jpeg(os.path.join(out, 't10k-8.jpg'), imgs[8])
+    v = imgs[9].astype(np.uint32)
+    write_jpeg(os.path.join(out, 't10k-9-colour.jpg'),
+               np.stack([v, v * 3 // 4, 255 - v // 2], axis=-1).astype(np.uint8))
+    write_png(os.path.join(out, 't10k-10-56x56.png'), pil_resize(imgs[10], 56, 56), 0)
+    write_pgm_binary(os.path.join(out, 't10k-11-20x40.pgm'), pil_resize(imgs[11], 20, 40), 255)
+    v = 255 - pil_resize(imgs[12], 100, 80).astype(np.uint32)
+    write_jpeg(os.path.join(out, 't10k-12-photo.jpg'),
+               np.stack([v, v * 7 // 8, v * 3 // 4], axis=-1).astype(np.uint8), progressive=True)
+    names = [('t10k-8.jpg', 8, False), ('t10k-9-colour.jpg', 9, False),
+             ('t10k-10-56x56.png', 10, False), ('t10k-11-20x40.pgm', 11, False),
+             ('t10k-12-photo.jpg', 12, True), ('wrong-size.png', 0, False),
+             ('wrong-size.pgm', 0, False)]
+    files = []
+    for name, index, inverted in names:
+        grey = pil_read(os.path.join(out, name))
+        write_pgm_binary(os.path.join(out, 'pil', name + '.pgm'), grey, 255)
+        if not name.startswith('wrong-size'):
+            files.append((name, index, 255 - grey if inverted else grey))
+    return files
 
 
 def main():

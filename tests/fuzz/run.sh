@@ -15,7 +15,7 @@ sanitize="-fsanitize=address,undefined -fno-sanitize-recover=all"
 make --no-print-directory -j"$(nproc)" BUILD=$out CC=clang MPI=0 \
   CFLAGS="-O1 -g -fno-omit-frame-pointer $sanitize -fsanitize=fuzzer-no-link" $out/libcnnc.a \
   $(ls cli/*.c | grep -v '^cli/main\.c$' | sed "s|^\(.*\)\.c\$|$out/\1.o|")
-libs="$(pkg-config --libs zlib cairo cairo-ft freetype2 jansson) -lpthread -lm"
+libs="$(pkg-config --libs zlib cairo cairo-ft freetype2 jansson libjpeg) -lpthread -lm"
 mkdir -p "$out/findings" "$out/tmp"
 export TMPDIR="$out/tmp" # where the targets write each input as a file
 failed=""
