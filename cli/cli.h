@@ -101,10 +101,12 @@ int cli_require_file(const char *command, const char *flag, const char *path);
  * malloc'd (the caller frees it); CLI_OK, or CLI_FAILURE after a message (an empty folder). */
 int cli_checkpoint_file(const char *flag, const char *path, char **file);
 
-/* A new Fashion-MNIST model with the weights of the safetensors file at path (a model or
- * training checkpoint of cnnc, or a PyTorch state_dict). Returns CLI_OK, or CLI_FAILURE after
- * the library's message; the caller frees *model in both cases (cn_model_free), if not NULL. */
-int cli_load_model(const char *path, cn_model **model);
+/* A new Fashion-MNIST model with the weights of the safetensors file that path names for
+ * --checkpoint (cli_checkpoint_file: a model or training checkpoint of cnnc, a PyTorch
+ * state_dict, or a checkpoint folder's newest); *file gets that file's name. Returns CLI_OK, or
+ * CLI_FAILURE after the message; the caller frees *model (cn_model_free) and *file (free) in
+ * both cases. */
+int cli_load_model(const char *path, cn_model **model, char **file);
 
 /* Loads split ("train" or "t10k") from dir and keeps only the first limit samples (0: all).
  * Prints the library's message and returns -1 on failure; ds is then empty. */

@@ -409,9 +409,13 @@ int cli_checkpoint_file(const char *flag, const char *path, char **file)
     return CLI_OK;
 }
 
-int cli_load_model(const char *path, cn_model **model)
+int cli_load_model(const char *path, cn_model **model, char **file)
 {
     cn_error err = {{0}};
+    *model = NULL;
+    if (cli_checkpoint_file("--checkpoint", path, file) != CLI_OK)
+        return CLI_FAILURE;
+    path = *file;
     *model = cn_model_fashion_mnist(&err);
     if (!*model)
         return cli_library_error(&err, NULL);

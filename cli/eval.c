@@ -167,11 +167,8 @@ int cli_eval(int argc, char **argv)
     if (rc == CLI_OK && s.confusion && cli_check_output_path("--confusion", s.confusion) != 0)
         rc = CLI_FAILURE;
     if (rc == CLI_OK)
-        rc = cli_checkpoint_file("--checkpoint", s.checkpoint, &file);
-    if (rc == CLI_OK) {
-        s.checkpoint = file;
-        rc = cli_load_model(s.checkpoint, &model);
-    }
+        rc = cli_load_model(s.checkpoint, &model, &file);
+    s.checkpoint = file;
     if (rc == CLI_OK && cli_load_dataset(&test, s.data_dir, "t10k", s.test_samples) != 0)
         rc = CLI_FAILURE;
     if (rc == CLI_OK)

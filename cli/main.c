@@ -18,7 +18,7 @@ static const command commands[] = {
     {"train", "train the Fashion-MNIST CNN; the defaults reproduce the reference job",
      cli_train, cli_train_help},
     {"eval", "score a saved model on the test set, per class too", cli_eval, cli_eval_help},
-    {"predict", "classify 28x28 grey images (PNG, PGM, or a sample of an IDX file)",
+    {"predict", "classify images (PNG, JPEG or PGM, any size) or a sample of an IDX file",
      cli_predict, cli_predict_help},
     {"plot", "draw loss and accuracy curves from a metrics file", cli_plot, cli_plot_help},
     {"info", "show the CPU, SIMD path, FMA peak, MPI support and dataset", cli_info,

@@ -61,14 +61,15 @@ static const struct option predict_options[] = {
 
 void cli_predict_help(FILE *out)
 {
-    fputs("Usage: cnnc predict --checkpoint FILE [--invert[=WHEN]] IMAGE...\n"
-          "       cnnc predict --checkpoint FILE [--invert[=WHEN]] --idx FILE --index I\n"
+    fputs("Usage: cnnc predict --checkpoint FILE|DIR [--invert[=WHEN]] IMAGE...\n"
+          "       cnnc predict --checkpoint FILE|DIR [--invert[=WHEN]] --idx FILE --index I\n"
           "Prints the class a saved model predicts for each image, with the probability of\n"
           "each of the ten classes. A line says \"[resized from WxH]\" and \"[inverted]\"\n"
           "when that was done to its image.\n"
           "\n"
-          "  --checkpoint FILE    model from 'cnnc train --save' or --checkpoint-dir, or a\n"
-          "                       PyTorch state_dict saved as safetensors (required)\n"
+          "  --checkpoint FILE|DIR  model from 'cnnc train --save' or a training\n"
+          "                       checkpoint, a PyTorch state_dict saved as safetensors,\n"
+          "                       or a --checkpoint-dir folder: its newest (required)\n"
           "  IMAGE                a PNG, JPEG or PGM (P2 or P5) file, told apart by its\n"
           "                       content; colour becomes grey (0.299 R + 0.587 G +\n"
           "                       0.114 B), transparency is composited over black. Other\n"
@@ -304,15 +305,17 @@ int cli_predict(int argc, char **argv)
     }
     cn_model *model = NULL;
     predict_inputs in = {0};
+    char *file = NULL;
     rc = cli_check_isa();
     if (rc == CLI_OK)
-        rc = cli_load_model(s.checkpoint, &model);
+        rc = cli_load_model(s.checkpoint, &model, &file);
     if (rc == CLI_OK)
         rc = read_inputs(&s, &in);
     if (rc == CLI_OK)
-        rc = predict_all(model, &in, s.checkpoint);
+        rc = predict_all(model, &in, file);
     free_inputs(&in);
     if (model)
         cn_model_free(model);
+    free(file);
     return rc;
 }

@@ -296,6 +296,9 @@ run eval --checkpoint planned --test-samples 300 --threads 2
 [ "$status" -eq 0 ] || fail "eval of a checkpoint folder: exit status $status: $(cat err)"
 grep -q "^Checkpoint planned/checkpoint-epoch-0005.safetensors: 300 test images" out ||
   fail "eval of a checkpoint folder did not take its newest: $(head -n 1 out)"
+run predict --checkpoint planned --idx "$data/t10k-images-idx3-ubyte.gz" --index 0
+[ "$status" -eq 0 ] && grep -q "t10k-images-idx3-ubyte.gz\[0\]: " out ||
+  fail "predict with a checkpoint folder: exit status $status: $(cat err)"
 
 # A stop without --checkpoint-dir says that nothing was kept, and how to keep it.
 # shellcheck disable=SC2086
