@@ -11,7 +11,7 @@ WARN     := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmis
 PKGS     := zlib cairo cairo-ft freetype2 jansson libjpeg
 CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
 # Every object is position-independent, so that one set serves the static and the shared
-# library. Training speed is unchanged with these flags (README, "Install"). Symbols are hidden
+# library. Training speed is unchanged with these flags (docs/speed.md). Symbols are hidden
 # unless the public header marks them CN_API, so the shared library exports exactly cnnc.h.
 PIC_FLAGS := -fPIC -fno-semantic-interposition -fvisibility=hidden
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -3,7 +3,7 @@
  * copies (im2col, im2row, col2im) of those convolutions and the gradients taken from a
  * max-pool's picks, which have no OpenBLAS counterpart. Prints the time per call and GFLOP/s
  * (or GB/s) for each, best of many repetitions. Run by `make bench-gemm`; the result decides
- * which one cnnc uses and is recorded in bench/README.md. Measures; asserts nothing. */
+ * which one cnnc uses and is recorded in docs/speed.md. Measures; asserts nothing. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 # thread each, on this machine; for each, the training rate of the last epoch, the share of it
 # spent in communication, and whether its weights equal the threaded run's; then the cost of one
 # step's exchange by itself (build/mpi_exchange), the figure the scaling model in
-# bench/README.md starts from. It measures and asserts nothing; the raw output and
+# docs/distributed.md starts from. It measures and asserts nothing; the raw output and
 # summary.json stay in BUILD/mpi-scaling/.
 # Usage: bench/mpi_scaling.sh BUILD_DIR [EPOCHS]
 set -eu

@@ -2,8 +2,11 @@
 # cli_install.sh — the install round trip in a temporary prefix: `make install PREFIX=...` puts
 # exactly the command, static and shared library (with its soname link), header, pkg-config file
 # and man page there; the example is built against that copy with `pkg-config --cflags --libs
-# cnnc`, shared (with an rpath) and static, and runs; `make uninstall` leaves no file behind;
-# DESTDIR stages the same tree under another root. It never touches the system's folders.
+# cnnc` and started each way docs/library.md ("cannot open shared object file") describes:
+# without an rpath it fails to start, with LD_LIBRARY_PATH, with an rpath and linked statically
+# it runs; make runs ldconfig only for /usr/lib or /usr/local/lib, as root, without DESTDIR;
+# `make uninstall` leaves no file behind; DESTDIR stages the same tree under another root. It
+# never touches the system's folders (ldconfig is replaced by a stand-in that only records).
 # Usage: sh tests/cli_install.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
@@ -56,6 +59,22 @@ if command -v man >/dev/null; then
   [ -s "$tmp/man.err" ] && fail "man -l cnnc.1 complains: $(cat "$tmp/man.err")"
 fi
 
+# run_example EX [ENV...]: runs ./EX (with the environment assignments given) on the dataset, or
+# on a missing folder without it; fails unless it reports its accuracy (or names the folder).
+run_example() {
+  ex=$1
+  shift
+  if [ -d "$data" ]; then
+    env "$@" "./$ex" "$data" >"$tmp/$ex.out" 2>&1 ||
+      fail "$ex $*: exit status $?: $(cat "$tmp/$ex.out")"
+    grep -qE "^test loss [0-9.]+, accuracy [0-9.]+% on 1000 images" "$tmp/$ex.out" ||
+      fail "$ex $*: does not report its accuracy: $(cat "$tmp/$ex.out")"
+  else
+    env "$@" "./$ex" "$tmp/no-data" >"$tmp/$ex.out" 2>&1
+    [ $? -eq 1 ] && grep -q "no-data" "$tmp/$ex.out" || fail "$ex $*: $(cat "$tmp/$ex.out")"
+  fi
+}
+
 # ---------------------------------------------------------------- the example, via pkg-config
 PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 export PKG_CONFIG_PATH
@@ -67,6 +86,9 @@ strict="-std=c11 -Wall -Wextra -Wpedantic -Werror -O2 ${CNNC_TEST_CFLAGS:-}"
 # shellcheck disable=SC2046,SC2086
 cc $strict $(pkg-config --cflags cnnc) example.c -o ex-shared $(pkg-config --libs cnnc) \
   -Wl,-rpath,"$prefix/lib" 2>"$tmp/cc.err" || fail "shared build failed: $(cat "$tmp/cc.err")"
+# shellcheck disable=SC2046,SC2086
+cc $strict $(pkg-config --cflags cnnc) example.c -o ex-norpath $(pkg-config --libs cnnc) \
+  2>"$tmp/cc.err" || fail "shared build without rpath failed: $(cat "$tmp/cc.err")"
 # Static: the archive by name, the dependencies from Libs.private and Requires.private.
 # shellcheck disable=SC2046,SC2086
 cc $strict $(pkg-config --cflags cnnc) example.c -o ex-static \
@@ -76,25 +98,61 @@ readelf -d ex-shared | grep -q "NEEDED.*\[libcnnc.so.$major\]" || fail "ex-share
 ldd ex-shared | grep -q "libcnnc.so.$major => $prefix/lib/libcnnc.so.$major" ||
   fail "ex-shared does not load the installed library: $(ldd ex-shared | grep cnnc)"
 readelf -d ex-static | grep -q "libcnnc" && fail "ex-static still needs the shared library"
-for ex in ex-shared ex-static; do
-  if [ -d "$data" ]; then
-    "./$ex" "$data" >"$tmp/$ex.out" 2>&1 || fail "$ex: exit status $?: $(cat "$tmp/$ex.out")"
-    grep -qE "^test loss [0-9.]+, accuracy [0-9.]+% on 1000 images" "$tmp/$ex.out" ||
-      fail "$ex does not report its accuracy: $(cat "$tmp/$ex.out")"
-  else
-    "./$ex" "$tmp/no-data" >"$tmp/$ex.out" 2>&1
-    [ $? -eq 1 ] && grep -q "no-data" "$tmp/$ex.out" || fail "$ex: $(cat "$tmp/$ex.out")"
-  fi
-done
+run_example ex-shared
+run_example ex-static
+# Without an rpath, under a prefix the run-time linker does not know: the program fails to
+# start, with the message docs/library.md quotes, unless LD_LIBRARY_PATH names the folder.
+# Checked only where the system has no libcnnc.so of that soname of its own (say, one installed
+# in /usr/local/lib): ldd must find none for this program.
+elsewhere=$(env -u LD_LIBRARY_PATH ldd ex-norpath |
+  sed -n "s|.*libcnnc.so.$major => \(/[^ ]*\).*|\1|p")
+if [ -n "$elsewhere" ]; then
+  echo "$suite: skipped the starts without the prefix's library: the system has $elsewhere"
+else
+  env -u LD_LIBRARY_PATH ./ex-norpath "$tmp/no-data" >"$tmp/norpath.out" 2>&1
+  st=$?
+  [ $st -eq 127 ] || fail "ex-norpath without LD_LIBRARY_PATH: exit status $st, expected 127"
+  grep -q "libcnnc.so.$major: cannot open shared object file" "$tmp/norpath.out" ||
+    fail "ex-norpath does not say it cannot find the library: $(cat "$tmp/norpath.out")"
+fi
+run_example ex-norpath LD_LIBRARY_PATH="$prefix/lib"
 
 # ---------------------------------------------------------------- uninstall
 run_make uninstall PREFIX="$prefix" || fail "make uninstall failed: $(cat "$tmp/make.log")"
 left=$(files_under "$prefix")
 [ -z "$left" ] || fail "make uninstall left: $(echo "$left" | tr '\n' ' ')"
-./ex-shared "$tmp/no-data" >/dev/null 2>&1
-[ $? -eq 127 ] || fail "ex-shared still starts without the installed library"
+if [ -z "$elsewhere" ]; then
+  env -u LD_LIBRARY_PATH ./ex-shared "$tmp/no-data" >/dev/null 2>&1
+  [ $? -eq 127 ] || fail "ex-shared still starts without the installed library"
+fi
 ./ex-static "$tmp/no-data" >/dev/null 2>&1
 [ $? -eq 1 ] || fail "ex-static needs the uninstalled library"
+
+# ---------------------------------------------------------------- ldconfig
+# make install refreshes the run-time linker's cache for /usr/lib and /usr/local/lib only, as
+# root and without DESTDIR (docs/library.md). The Makefile's own rule is evaluated for each case,
+# installing nothing, with a stand-in ldconfig first on PATH that only records that it ran.
+mkdir -p "$tmp/fakebin"
+printf '#!/bin/sh\necho "$*" >>"%s"\n' "$tmp/ldconfig.calls" >"$tmp/fakebin/ldconfig"
+chmod +x "$tmp/fakebin/ldconfig"
+# ldconfig_runs MAKE_ARGS...: true when make's ldconfig rule, with these settings, calls ldconfig.
+ldconfig_runs() {
+  rm -f "$tmp/ldconfig.calls"
+  # shellcheck disable=SC2016 # $(LDCONFIG) is make's, not the shell's
+  (PATH="$tmp/fakebin:$PATH" && export PATH &&
+    run_make --eval 'ldconfig-rule: ; @$(LDCONFIG)' ldconfig-rule "$@") ||
+    fail "make's ldconfig rule failed with $*: $(cat "$tmp/make.log")"
+  [ -f "$tmp/ldconfig.calls" ]
+}
+if [ "$(id -u)" -eq 0 ]; then
+  ldconfig_runs PREFIX=/usr/local || fail "make install PREFIX=/usr/local would not run ldconfig"
+  ldconfig_runs PREFIX=/usr || fail "make install PREFIX=/usr would not run ldconfig"
+  ldconfig_runs PREFIX="$prefix" && fail "make install PREFIX=$prefix would run ldconfig"
+  ldconfig_runs PREFIX=/usr/local DESTDIR="$tmp/stage" &&
+    fail "make install DESTDIR=... PREFIX=/usr/local would run ldconfig"
+else
+  echo "$suite: skipped the ldconfig rule: it runs only as root"
+fi
 
 # ---------------------------------------------------------------- DESTDIR staging
 stage=$tmp/stage
