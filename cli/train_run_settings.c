@@ -25,9 +25,10 @@ typedef struct {
     int min, max;     /* an int's range */
 } run_setting;
 
+#define EPOCHS_KEY "run.num_epochs"
 #define AT(field) offsetof(train_settings, field)
 static const run_setting run_settings[] = {
-    {"run.num_epochs", "--num-epochs", TRAIN_GIVEN_NUM_EPOCHS, RUN_INT, AT(num_epochs), 1,
+    {EPOCHS_KEY, "--num-epochs", TRAIN_GIVEN_NUM_EPOCHS, RUN_INT, AT(num_epochs), 1,
      TRAIN_MAX_EPOCHS},
     {"run.test_samples", "--test-samples", TRAIN_GIVEN_TEST_SAMPLES, RUN_INT, AT(test_samples),
      0, INT_MAX},
@@ -59,6 +60,11 @@ static int *int_at(train_settings *s, const run_setting *r)
 static const char **path_at(train_settings *s, const run_setting *r)
 {
     return (const char **)(void *)((char *)s + r->offset);
+}
+
+static size_t field_size(const run_setting *r)
+{
+    return r->kind == RUN_INT ? sizeof(int) : sizeof(const char *);
 }
 
 void run_settings_record(const train_settings *s, char text[][RUN_VALUE_MAX], const char **meta)
@@ -107,26 +113,28 @@ static int adopt_path(train_settings *s, train_run *run, int i, const char *valu
     return CLI_OK;
 }
 
+/* Every recorded value is read and checked, given on the command line or not; then those not
+ * given are taken. */
 int run_settings_adopt(train_settings *s, train_run *run, const cn_safetensors *f,
                        const char *path)
 {
+    train_settings recorded = *s;
     for (int i = 0; i < RUN_SETTINGS_COUNT; i++) {
         const run_setting *r = &run_settings[i];
         const char *value = cn_safetensors_meta(f, r->key);
         if (!value)
             continue; /* written before the setting was recorded: the default stands */
-        if (r == &run_settings[0]) { /* the planned length, kept for run_settings_check_epochs */
-            train_settings recorded = *s;
-            if (adopt_int(&recorded, r, value, path) != CLI_OK)
-                return CLI_FAILURE;
-            run->planned_epochs = recorded.num_epochs;
-        }
-        if (s->given & r->given)
-            continue;
-        int rc = r->kind == RUN_INT ? adopt_int(s, r, value, path)
-                                    : adopt_path(s, run, i, value, path);
+        int rc = r->kind == RUN_INT ? adopt_int(&recorded, r, value, path)
+                                    : adopt_path(&recorded, run, i, value, path);
         if (rc != CLI_OK)
             return rc;
+    }
+    if (cn_safetensors_meta(f, EPOCHS_KEY))
+        run->planned_epochs = recorded.num_epochs;
+    for (int i = 0; i < RUN_SETTINGS_COUNT; i++) {
+        const run_setting *r = &run_settings[i];
+        if (!(s->given & r->given))
+            memcpy((char *)s + r->offset, (char *)&recorded + r->offset, field_size(r));
     }
     return CLI_OK;
 }

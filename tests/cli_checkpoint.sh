@@ -280,10 +280,15 @@ cmp -s planned.st straight3.st || fail "the resumed run saved another model than
 # More epochs on the resume line extend the run, in one line; as many as done are refused.
 expect 2 "the run is complete (3 of 3 epochs)" train --resume planned
 expect 2 "has already trained 3 epochs" train --resume planned --num-epochs 3
-run train --resume planned --num-epochs 4
+run train --resume planned --num-epochs 4 --test-samples 100 --metrics-file extended.jsonl
 [ "$status" -eq 0 ] || fail "extending to 4 epochs: exit status $status: $(cat err)"
 grep -q "^Extending the run from 3 to 4 epochs" out || fail "no word of the extension: $(head -n 3 out)"
 grep -q "^Epoch 4/4 " out || fail "the extended run did not train epoch 4: $(tail -n 3 out)"
+grep -q '"epoch":4,.*"test_samples":100' extended.jsonl ||
+  fail "flags given on the resume line did not win: $(cat extended.jsonl)"
+# A damaged recorded setting is refused, naming it.
+sed 's/"run.keep":"3"/"run.keep":"x"/' planned/checkpoint-epoch-0004.safetensors >damaged.st
+expect 1 '"run.keep" is "x", not an integer' train --resume damaged.st --num-epochs 9
 
 # --quiet: errors and the final result only, not the checkpoints and the resume.
 run train --resume planned --num-epochs 5 -q
