@@ -342,8 +342,9 @@ static int check_one_step_fits(const train_settings *s, const cn_dataset *train)
     if (train->count >= per_step)
         return CLI_OK;
     return cli_usage_error("train",
-                           "--num-cores %d x --batch-size %d needs at least %ld training images "
-                           "per step, but only %d are used: not even one step per epoch",
+                           "--num-cores/--replicas %d x --batch-size %d needs at least %ld "
+                           "training images per step, but only %d are used: not even one step "
+                           "per epoch",
                            s->num_cores, s->batch_size, per_step, train->count);
 }
 

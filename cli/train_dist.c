@@ -23,9 +23,9 @@ int train_dist_replicas(const cli_dist *d, train_settings *s)
 {
     int size = cli_dist_size(d);
     if (s->num_cores % size != 0)
-        return cli_usage_error("train", "--num-cores %d cannot be shared evenly among %d "
-                               "processes: give a multiple of %d (each process runs the same "
-                               "number of replicas)", s->num_cores, size, size);
+        return cli_usage_error("train", "--num-cores/--replicas %d cannot be shared evenly "
+                               "among %d processes: give a multiple of %d (each process runs "
+                               "the same number of replicas)", s->num_cores, size, size);
     if (cli_dist_rank(d) > 0)
         s->checkpoint_dir = NULL;
     return CLI_OK;

@@ -126,7 +126,7 @@ expect_all_fail 2 "rank 1 has another seed" "another --seed" \
   -np 1 sh -c "$record" "$cnnc" $small : -np 1 sh -c "$record" "$cnnc" $small --seed 2
 grep -q " 1$" "$tmp/status" && fail "different flags: expected exit status 2: $(cat "$tmp/status")"
 # shellcheck disable=SC2086
-expect_all_fail 3 "4 replicas among 3 processes" "--num-cores 4 cannot be shared evenly among 3" \
+expect_all_fail 3 "4 replicas among 3 processes" "--num-cores/--replicas 4 cannot be shared evenly among 3" \
   -np 3 sh -c "$record" "$cnnc" $small
 grep -q " 1$" "$tmp/status" && fail "uneven replicas: expected exit status 2: $(cat "$tmp/status")"
 # shellcheck disable=SC2086
