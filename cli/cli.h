@@ -96,6 +96,9 @@ int cli_check_output_path(const char *flag, const char *path);
  * required") or empty. Returns CLI_OK or CLI_USAGE. */
 int cli_require_file(const char *command, const char *flag, const char *path);
 
+/* "DIR/NAME", malloc'd (the caller frees it); NULL when out of memory. */
+char *cli_join_path(const char *dir, const char *name);
+
 /* The checkpoint file that path names for flag: path itself, or the newest checkpoint
  * (checkpoint-epoch-....safetensors) of the folder path, as --resume takes it. *file is
  * malloc'd (the caller frees it); CLI_OK, or CLI_FAILURE after a message (an empty folder). */

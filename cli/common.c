@@ -385,6 +385,15 @@ int cli_require_file(const char *command, const char *flag, const char *path)
     return CLI_OK;
 }
 
+char *cli_join_path(const char *dir, const char *name)
+{
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(len);
+    if (path)
+        snprintf(path, len, "%s/%s", dir, name);
+    return path;
+}
+
 int cli_checkpoint_file(const char *flag, const char *path, char **file)
 {
     cn_error err = {{0}};
@@ -401,12 +410,8 @@ int cli_checkpoint_file(const char *flag, const char *path, char **file)
     if (count == 0)
         return cli_failure("%s: %s: no checkpoint in this folder "
                            "(checkpoint-epoch-NNNN.safetensors)", flag, path);
-    size_t len = strlen(path) + strlen(newest) + 2;
-    *file = malloc(len);
-    if (!*file)
-        return cli_failure("out of memory");
-    snprintf(*file, len, "%s/%s", path, newest);
-    return CLI_OK;
+    *file = cli_join_path(path, newest);
+    return *file ? CLI_OK : cli_failure("out of memory");
 }
 
 int cli_load_model(const char *path, cn_model **model, char **file)

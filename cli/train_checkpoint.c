@@ -17,14 +17,6 @@
 #include "cli.h"
 #include "train.h"
 
-static char *join_path(const char *dir, const char *name)
-{
-    size_t len = strlen(dir) + strlen(name) + 2;
-    char *path = malloc(len);
-    if (path) snprintf(path, len, "%s/%s", dir, name);
-    return path;
-}
-
 static int is_folder(const char *path)
 {
     struct stat st;
@@ -316,7 +308,7 @@ int checkpoint_save(const train_settings *s, train_run *run)
     cn_error err = {{0}};
     char name[CN_CHECKPOINT_NAME_MAX];
     cn_checkpoint_name(name, &run->position, run->steps);
-    char *path = join_path(s->checkpoint_dir, name);
+    char *path = cli_join_path(s->checkpoint_dir, name);
     if (!path)
         return cli_failure("out of memory");
     run->state.position = run->position;
