@@ -445,14 +445,15 @@ static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
     }
     double trained = cli_seconds();
     r->train_seconds = trained - start;
-    r->train_samples = (long)(pos->step - first_step) * s->num_cores * s->batch_size;
+    long per_step = (long)s->num_cores * s->batch_size;
+    r->timed_samples = (long)(pos->step - first_step) * per_step;
+    r->train_samples = (long)run->steps * per_step;
     if (pos->step < run->steps) {
         progress_break(&run->progress);
         return CLI_OK; /* stopped inside the epoch */
     }
     r->train_loss = (float)(pos->loss_sum / run->steps);
-    r->train_accuracy = 100.0 * (double)pos->correct / ((double)run->steps * s->num_cores *
-                                                        s->batch_size);
+    r->train_accuracy = 100.0 * (double)pos->correct / (double)r->train_samples;
     progress_epoch_trained(&run->progress, pos->epoch, run->steps);
     if (cn_evaluate(run->trainer, &run->test, run->test.count, &r->test_loss, &r->test_accuracy,
                     run->predictions, &err) != 0) {
@@ -512,10 +513,13 @@ static int stop_training(const train_settings *s, train_run *run)
     return rc == CLI_OK ? 128 + sig : rc;
 }
 
+/* The last epoch's checkpoint waits for the run's outputs (train_and_finish): a folder whose
+ * newest checkpoint completes the run then always comes with the model and pictures, and a kill
+ * before it leaves a run that resumes and writes them. */
 static int checkpoint_after_epoch(const train_settings *s, train_run *run)
 {
     int epoch = run->position.epoch;
-    if (epoch % s->save_every != 0 && epoch != s->num_epochs)
+    if (epoch % s->save_every != 0 || epoch == s->num_epochs)
         return CLI_OK;
     return checkpoint_save(s, run);
 }
@@ -545,7 +549,9 @@ static int train_epochs(const train_settings *s, train_run *run, epoch_report *l
             return rc;
         if (stopped)
             return stop_training(s, run);
-        if (run->position.epoch < s->num_epochs && cli_dist_first(run->dist, train_stop_signal()))
+        if (run->position.epoch == s->num_epochs)
+            break; /* the position stays at the run's end, for its last checkpoint */
+        if (cli_dist_first(run->dist, train_stop_signal()))
             return stop_training(s, run);
         run->position = (cn_epoch_position){.epoch = run->position.epoch + 1};
     }
@@ -604,6 +610,8 @@ static int train_and_finish(const train_settings *s, train_run *run)
         rc = draw_result_picture(s, run, &last);
     if (rc == CLI_OK)
         rc = draw_training_curves(s, run);
+    if (rc == CLI_OK)
+        rc = checkpoint_save(s, run);
     return rc;
 }
 

@@ -148,12 +148,14 @@ int resume_read(train_settings *s, train_run *run)
     if (!run->resume_file || cn_train_checkpoint_state(run->resume_file, path, &run->state,
                                                        &err) != 0)
         return cli_library_error(&err, path);
+    int done = epochs_done(&run->state.position, run->state.steps_per_epoch);
     rc = adopt_settings(s, &run->state, path);
     if (rc == CLI_OK)
         rc = run_settings_adopt(s, run, run->resume_file, path);
     if (rc == CLI_OK)
-        rc = run_settings_check_epochs(
-            s, epochs_done(&run->state.position, run->state.steps_per_epoch), path);
+        rc = run_settings_check_epochs(s, done, path);
+    if (rc == CLI_OK)
+        rc = curves_history_adopt(run, run->resume_file, path, done);
     if (rc != CLI_OK)
         return rc;
     if (!s->checkpoint_dir && is_folder(s->resume))
@@ -312,12 +314,19 @@ int checkpoint_save(const train_settings *s, train_run *run)
     if (!path)
         return cli_failure("out of memory");
     run->state.position = run->position;
-    char text[RUN_SETTINGS_COUNT][RUN_VALUE_MAX];
-    const char *meta[2 * RUN_SETTINGS_COUNT];
+    char text[RUN_SETTINGS_COUNT][RUN_VALUE_MAX], *history;
+    const char *meta[2 * (RUN_SETTINGS_COUNT + 1)];
     run_settings_record(s, text, meta);
+    if (curves_history_text(run, &history) != 0) {
+        free(path);
+        return cli_failure("out of memory");
+    }
+    meta[2 * RUN_SETTINGS_COUNT] = curves_history_key();
+    meta[2 * RUN_SETTINGS_COUNT + 1] = history;
     double start = cli_seconds();
     int rc = cn_train_checkpoint_save(run->model, cn_trainer_momentum(run->trainer), &run->state,
-                                      meta, RUN_SETTINGS_COUNT, path, &err);
+                                      meta, RUN_SETTINGS_COUNT + 1, path, &err);
+    free(history);
     if (rc == 0) {
         if (s->verbosity >= PROGRESS_NORMAL)
             printf("Saved checkpoint %s in %.3f s\n", path, cli_seconds() - start);

@@ -1,9 +1,13 @@
 /* train_curves.c — the training-curves picture `cnnc train` writes at the end of a run (--plot):
  * it keeps each epoch's train loss, test loss and test accuracy in memory and hands them to the
  * library's cn_plot_curves; also the list of epochs and the picture's title, which `cnnc plot`
- * shares. It does not read the metrics file; `cnnc plot` does that. */
+ * shares. Every checkpoint carries the list as text (HISTORY_KEY), so a resumed run draws the
+ * whole run, not the epochs since the resume. It does not read the metrics file; `cnnc plot`
+ * does that. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "train.h"
@@ -30,6 +34,72 @@ int record_curves(train_run *run, const epoch_report *r)
         .test_accuracy = r->test_accuracy,
     };
     return cli_epoch_list_append(&run->history, &e);
+}
+
+/* One epoch in the checkpoint's text: "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY;", each value
+ * with the 17 digits that read back as the same double, so the picture is drawn the same. */
+#define HISTORY_KEY "run.history"
+#define HISTORY_ENTRY_MAX (12 + 3 * 26)
+
+int curves_history_text(const train_run *run, char **text)
+{
+    const cli_epoch_list *list = &run->history;
+    size_t cap = (size_t)list->count * HISTORY_ENTRY_MAX + 1, len = 0;
+    *text = malloc(cap);
+    if (!*text)
+        return -1;
+    (*text)[0] = '\0';
+    for (int i = 0; i < list->count; i++) {
+        const cn_epoch_metrics *e = &list->epochs[i];
+        len += (size_t)snprintf(*text + len, cap - len, "%d %.17g %.17g %.17g;", e->epoch,
+                                e->train_loss, e->test_loss, e->test_accuracy);
+    }
+    return 0;
+}
+
+const char *curves_history_key(void)
+{
+    return HISTORY_KEY;
+}
+
+/* Reads one "EPOCH A B C;" at *p into e; 0, or -1 when it is not one. */
+static int read_entry(const char **p, cn_epoch_metrics *e)
+{
+    char *end;
+    long epoch = strtol(*p, &end, 10);
+    if (end == *p || epoch < 1 || epoch > TRAIN_MAX_EPOCHS)
+        return -1;
+    e->epoch = (int)epoch;
+    double *value[3] = {&e->train_loss, &e->test_loss, &e->test_accuracy};
+    for (int k = 0; k < 3; k++) {
+        const char *at = end;
+        if (*at != ' ')
+            return -1;
+        *value[k] = strtod(at + 1, &end);
+        if (end == at + 1)
+            return -1;
+    }
+    if (*end != ';')
+        return -1;
+    *p = end + 1;
+    return 0;
+}
+
+int curves_history_adopt(train_run *run, const cn_safetensors *f, const char *path, int done)
+{
+    const char *p = cn_safetensors_meta(f, HISTORY_KEY);
+    if (!p)
+        return CLI_OK; /* written before the history was recorded: the curves start here */
+    for (int n = 1; *p; n++) {
+        cn_epoch_metrics e;
+        int last = run->history.count ? run->history.epochs[run->history.count - 1].epoch : 0;
+        if (read_entry(&p, &e) != 0 || e.epoch <= last || e.epoch > done)
+            return cli_failure("%s: __metadata__ \"%s\": entry %d is not an epoch's losses and "
+                               "accuracy in order (the file is damaged)", path, HISTORY_KEY, n);
+        if (cli_epoch_list_append(&run->history, &e) != 0)
+            return cli_failure("out of memory for the training curves");
+    }
+    return CLI_OK;
 }
 
 void cli_curves_title(char *buf, size_t size, const cn_epoch_metrics *epochs, int n)

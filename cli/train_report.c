@@ -94,7 +94,7 @@ int write_metrics_line(FILE *f, const epoch_report *r)
     write_json_number(f, "train_seconds", r->train_seconds);
     write_json_number(f, "eval_seconds", r->eval_seconds);
     write_json_number(f, "train_samples_per_second",
-                      per_second((double)r->train_samples, r->train_seconds));
+                      per_second((double)r->timed_samples, r->train_seconds));
     fprintf(f, ",\"train_samples\":%ld,\"test_samples\":%d", r->train_samples, r->test_samples);
     write_json_number(f, "data_seconds", p->data);
     write_json_number(f, "forward_seconds", p->forward);

@@ -6,7 +6,8 @@
  * Test hook, compiled only into the test builds (-DCNNC_TEST_HOOKS, never into the shipped
  * library): with CNNC_TEST_STALL_WRITE=1 in the environment, a write stops half-way through its
  * temporary (header and the first half of the tensors written), says so on stderr and waits to
- * be killed; the tests use it to kill a process in the middle of a write.
+ * be killed; the tests use it to kill a process in the middle of a write. Any other value stalls
+ * only the writes whose path contains it.
  * It deliberately does not memory-map files, convert dtypes, read dtypes other than F32 and I64,
  * or run on big-endian hosts (tensor bytes are written and read as the host holds them). */
 #include <errno.h>
@@ -236,10 +237,10 @@ static void stall_forever(FILE *f, const char *tmp)
     for (;;) pause();
 }
 
-static int stall_requested(void)
+static int stall_requested(const char *path)
 {
     const char *value = getenv("CNNC_TEST_STALL_WRITE");
-    return value && strcmp(value, "1") == 0;
+    return value && *value && (strcmp(value, "1") == 0 || strstr(path, value));
 }
 #else
 static void stall_forever(FILE *f, const char *tmp)
@@ -247,8 +248,9 @@ static void stall_forever(FILE *f, const char *tmp)
     (void)f, (void)tmp;
 }
 
-static int stall_requested(void)
+static int stall_requested(const char *path)
 {
+    (void)path;
     return 0;
 }
 #endif
@@ -292,7 +294,7 @@ static int fill_temporary(int fd, const char *tmp, const char *json,
         close(fd);
         return rc;
     }
-    int rc = write_contents(f, json, tensors, num_tensors, stall_requested() ? tmp : NULL);
+    int rc = write_contents(f, json, tensors, num_tensors, stall_requested(tmp) ? tmp : NULL);
     if (fclose(f) != 0 && rc == 0) rc = errno ? errno : EIO;
     return rc;
 }

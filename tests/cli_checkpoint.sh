@@ -154,7 +154,7 @@ expect 1 "training diverged" train --resume huge $quiet --num-epochs 2
 mkdir killed
 cp straight/checkpoint-epoch-0001.safetensors killed/
 # shellcheck disable=SC2086
-CNNC_TEST_STALL_WRITE=1 "$build/tests/cnnc-test-hooks" train --resume killed --num-epochs 2 $quiet >k.out 2>k.err &
+CNNC_TEST_STALL_WRITE=killed/ "$build/tests/cnnc-test-hooks" train --resume killed --num-epochs 2 $quiet >k.out 2>k.err &
 pid=$!
 if wait_for k.err "stalled writing killed/checkpoint-epoch-0002.safetensors.tmp."; then
   expect 1 "another cnnc train is using this folder" train --resume killed --num-epochs 3
@@ -178,14 +178,37 @@ if wait_for k.err "stalled writing killed/checkpoint-epoch-0002.safetensors.tmp.
     fail "after the resume killed/ holds: $(listing killed)"
 else
   kill -KILL "$pid" 2>/dev/null
-  fail "CNNC_TEST_STALL_WRITE=1 did not stall the write: $(cat k.err)"
+  fail "CNNC_TEST_STALL_WRITE=killed/ did not stall the write: $(cat k.err)"
+fi
+
+# ---------------------------------------------------------------- killed while writing the outputs
+# A run killed while it writes its model has not written its last checkpoint yet: the resume
+# trains the last epoch again and writes the model (a folder that says "complete" without the
+# model would lose it).
+mkdir last
+cp straight/checkpoint-epoch-0001.safetensors last/
+# shellcheck disable=SC2086
+CNNC_TEST_STALL_WRITE=last.st "$build/tests/cnnc-test-hooks" train --resume last --num-epochs 2 \
+  $quiet --save last.st >l.out 2>l.err &
+pid=$!
+if wait_for l.err "stalled writing last.st.tmp."; then
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null
+  [ -e last/checkpoint-epoch-0002.safetensors ] &&
+    fail "killed while writing --save, the run already has its last checkpoint: $(listing last)"
+  run train --resume last --save last.st # the folder's checkpoint is the straight run's
+  [ "$status" -eq 0 ] || fail "resume after a kill in the model's write: $status: $(cat err)"
+  cmp -s last.st s2.safetensors || fail "resume after a kill in the model's write: another model"
+else
+  kill -KILL "$pid" 2>/dev/null
+  fail "CNNC_TEST_STALL_WRITE=last.st did not stall the model's write: $(cat l.err)"
 fi
 
 # ---------------------------------------------------------------- a second signal kills at once
 mkdir twice
 cp straight/checkpoint-epoch-0001.safetensors twice/
 # shellcheck disable=SC2086
-CNNC_TEST_STALL_WRITE=1 "$build/tests/cnnc-test-hooks" train --resume twice --num-epochs 2 $quiet >t.out 2>t.err &
+CNNC_TEST_STALL_WRITE=twice/ "$build/tests/cnnc-test-hooks" train --resume twice --num-epochs 2 $quiet >t.out 2>t.err &
 pid=$!
 if wait_for t.err "stalled writing"; then
   kill -INT "$pid"
@@ -203,7 +226,7 @@ if wait_for t.err "stalled writing"; then
     fail "the second signal damaged the previous checkpoint"
 else
   kill -KILL "$pid" 2>/dev/null
-  fail "CNNC_TEST_STALL_WRITE=1 did not stall the write: $(cat t.err)"
+  fail "CNNC_TEST_STALL_WRITE=twice/ did not stall the write: $(cat t.err)"
 fi
 
 # ---------------------------------------------------------------- SIGINT and SIGTERM
@@ -260,7 +283,7 @@ run eval --checkpoint "sigterm/$newest" --test-samples 512 --threads 2
 # stopped in epoch 2 and resumed with the command it printed, ends where a straight run ends.
 rm -f training_curves.png
 stop_run INT planned --num-epochs 3 --test-samples 300 --log-steps 1 --save planned.st \
-  --metrics-file planned.jsonl --plot none
+  --metrics-file planned.jsonl --plot planned.png
 [ "$status" -eq 130 ] || fail "planned run: exit status $status: $(tail -n 3 sig.err)"
 resume=$(sed -n 's/^Resume with: //p' sig.out)
 [ "$resume" = "$cnnc train --resume planned" ] ||
@@ -272,10 +295,17 @@ grep -q "^Epoch 4" resumed.out && fail "the resumed run went past its 3 epochs"
 grep -q '"test_samples":300' planned.jsonl && ! grep -q '"test_samples":[^3]' planned.jsonl ||
   fail "the resumed run did not keep --test-samples 300: $(cat planned.jsonl)"
 # shellcheck disable=SC2086
-run train $small --threads 2 --result-image none --plot none --num-epochs 3 --test-samples 300 \
-  --save straight3.st
+run train $small --threads 2 --result-image none --plot straight3.png --num-epochs 3 \
+  --test-samples 300 --save straight3.st --metrics-file straight3.jsonl
 cmp -s planned.st straight3.st || fail "the resumed run saved another model than a straight one"
-[ -e training_curves.png ] && fail "the resumed run drew curves its run was told not to draw"
+[ -e training_curves.png ] && fail "the resumed run drew curves at the default name, not its own"
+# Its metrics and curves are the whole run's too: the epoch stopped in counts all its samples,
+# and the curves begin at epoch 1, not at the resume.
+untimed() { sed -E 's/,"[a-z_]*(seconds|per_second)":[-0-9.e+]*//g' "$1"; }
+[ "$(untimed planned.jsonl)" = "$(untimed straight3.jsonl)" ] ||
+  fail "the resumed run's metrics differ from a straight run's:" \
+    "$(diff planned.jsonl straight3.jsonl | head -n 4)"
+cmp -s planned.png straight3.png || fail "the resumed run's curves differ from a straight run's"
 
 # More epochs on the resume line extend the run, in one line; as many as done are refused.
 expect 2 "the run is complete (3 of 3 epochs)" train --resume planned
