@@ -248,6 +248,9 @@ grep -q '^x\\x1b\[31m.png: ' out || fail "predict does not escape the file's nam
 run predict --checkpoint "$model" "$(printf 'no\033]0;such\007.png')"
 grep -q 'no\\x1b\]0;such\\x07.png: cannot open' err ||
   fail "an error message does not escape the file's name: $(cat err)"
+run predict --checkpoint "$model" "$(printf 'c1\302\233[2J.png')" # U+009B, CSI in UTF-8
+grep -q 'c1\\xc2\\x9b\[2J.png: cannot open' err ||
+  fail "an error message does not escape a C1 control: $(od -c err | head -n 3)"
 
 # ---------------------------------------------------------------- messages that say what is wrong
 # A checkpoint copied to a later epoch's name, in a folder and on its own.
