@@ -137,9 +137,15 @@ wait "$reader"
 quick 1 "--metrics-file: pipe.jsonl: a named pipe that no process is reading" train $small \
   --metrics-file pipe.jsonl
 grep -q "^Epoch" out && fail "--metrics-file to a pipe without a reader: it trained first"
-# A character device is a metrics file too.
+# A character device is a metrics file too; /dev/stdout sent to a file writes its lines between
+# the output's, through the same descriptor, rather than over them.
 # shellcheck disable=SC2086
 quick 0 "" train $small --metrics-file /dev/null
+# shellcheck disable=SC2086
+timeout 60 "$cnnc" train $small --num-epochs 2 --metrics-file /dev/stdout >log.txt 2>err
+[ "$(grep -c '^{"epoch":[12],.*}$' log.txt)" -eq 2 ] && grep -q '^cnnc .*: 2 epochs' log.txt &&
+  grep -q '^Total Training time = ' log.txt ||
+  fail "--metrics-file /dev/stdout into a file: the lines are mixed up: $(cat log.txt err)"
 # Outputs written through a temporary file and a rename may not be pipes: the rename would
 # replace the pipe.
 # shellcheck disable=SC2086
