@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "cnnc.h"
 
@@ -55,6 +56,15 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Prints "cnnc: error: ..." to stderr; returns CLI_FAILURE. */
 int cli_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "cnnc: warning: ..." to stderr. */
+void cli_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints one line to stdout (the newline is added), escaped as the messages are. For every
+ * line that shows a file's name or text from a file. */
+void cli_print_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Every message and every cli_print_line is one line whatever it quotes: each control character
+ * (bytes 0x00-0x1f and 0x7f, and the C1 controls U+0080-U+009F in UTF-8) is written as \xNN, so
+ * that a file name or a file's text cannot move the cursor, recolour the terminal or forge a
+ * line. */
 
 /* "Did you mean" for a mistyped name: the names among names[0..count) that word[0..len) was
  * most likely meant as, all equally good, at most CLI_SUGGEST_MAX, into found; returns how
@@ -88,9 +98,48 @@ int cli_parse_float(const char *command, const char *flag, const char *text, flo
 #define CLI_MAX_THREADS 1024
 int cli_default_threads(void);
 
-/* Checks that path can be written later: its folder exists, is a folder and is writable, and
- * path itself is not a folder. Prints "cnnc: error: FLAG: PATH: ..." and returns -1 if not. */
-int cli_check_output_path(const char *flag, const char *path);
+/* ---------------------------------------------------------------- outputs (outputs.c) */
+
+/* How an output is written: whole, to a temporary file renamed over it (a model, a checkpoint,
+ * a picture), or streamed into the file as it is (the metrics file). */
+typedef enum { CLI_REPLACED, CLI_STREAMED } cli_output_kind;
+
+/* An output file as the flag names it, and which file that is. */
+typedef struct {
+    const char *flag, *path; /* as given */
+    int exists;              /* path names an existing file (through any symbolic link)... */
+    dev_t dev;               /* ...which is this one */
+    ino_t ino;
+    char *where;             /* cli_resolve_path(path), or NULL when it cannot be resolved */
+} cli_output;
+
+/* Checks that path can be written later: its folder exists, is a folder and is writable; path
+ * itself is not a folder, not a symbolic link to nothing, and, when it exists, a regular file
+ * (CLI_REPLACED) or a regular file, named pipe or character device (CLI_STREAMED). Fills o
+ * (free it with cli_output_free, also after a failure). CLI_OK, or CLI_FAILURE after printing
+ * "cnnc: error: FLAG: PATH: ...". */
+int cli_output_check(cli_output *o, const char *flag, const char *path, cli_output_kind kind);
+void cli_output_free(cli_output *o);
+/* cli_output_check of the one CLI_REPLACED output of command, which may not be the existing
+ * file input that the command reads (NULL: none), input_what says what that is ("the metrics
+ * file"): CLI_USAGE then. */
+int cli_check_output_path(const char *command, const char *flag, const char *path,
+                          const char *input, const char *input_what);
+/* Whether a and b are one file: the same existing file (device and inode), or, when neither
+ * exists yet, the same name in the same real folder. */
+int cli_same_output(const cli_output *a, const cli_output *b);
+/* Whether o is the existing file path names (an input, say), through any link. */
+int cli_output_is(const cli_output *o, const char *path);
+/* CLI_OK, or CLI_USAGE after saying which two of outputs[0..n) are the same file. */
+int cli_outputs_distinct(const char *command, const cli_output *outputs, int n);
+/* The absolute path of path with every symbolic link resolved (realpath); for a path that does
+ * not exist yet, its folder's real path and its name. malloc'd; NULL when it cannot be told. */
+char *cli_resolve_path(const char *path);
+/* Opens a streamed output (cli_output_check'd) for writing, emptied or appended to, without
+ * waiting: a named pipe that no process reads is refused at once. A file that is already this
+ * process's standard output or error is written through that descriptor. NULL after printing
+ * why. */
+FILE *cli_open_stream(const char *flag, const char *path, int append);
 
 /* For a required file flag of command: a usage error when path is NULL ("FLAG FILE is
  * required") or empty. Returns CLI_OK or CLI_USAGE. */
@@ -98,6 +147,10 @@ int cli_require_file(const char *command, const char *flag, const char *path);
 
 /* "DIR/NAME", malloc'd (the caller frees it); NULL when out of memory. */
 char *cli_join_path(const char *dir, const char *name);
+
+/* Opens the text file path for reading (cn_open_regular: a named pipe or a device is refused,
+ * never waited on). NULL after printing "cnnc: error: [FLAG: ]PATH: what is wrong". */
+FILE *cli_open_input(const char *flag, const char *path);
 
 /* The checkpoint file that path names for flag: path itself, or the newest checkpoint
  * (checkpoint-epoch-....safetensors) of the folder path, as --resume takes it. *file is

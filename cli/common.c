@@ -1,7 +1,8 @@
-/* common.c — the helpers every cnnc subcommand uses: error messages in one format, "did you
- * mean" suggestions for mistyped flags and commands, strict number parsing, output-folder
- * checks, dataset loading and a clock. It does not decide exit statuses beyond returning them,
- * and it never writes to stdout. */
+/* common.c — the helpers every cnnc subcommand uses: error messages and lines that name files in
+ * one escaped format, "did you mean" suggestions for mistyped flags and commands, strict number
+ * parsing, opening input files, dataset loading and a clock. It does not decide exit statuses
+ * beyond returning them, and writes to stdout only the lines handed to cli_print_line. Output
+ * files are outputs.c's. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -17,11 +18,56 @@
 
 #include "cli.h"
 
+/* Writes text with every control character as \xNN: the bytes below 0x20 and 0x7f, and the C1
+ * controls U+0080..U+009F as UTF-8 writes them (0xc2 0x80..0x9f), so that text from a file or
+ * a file name can neither move the cursor, recolour the terminal nor start a line of its own. */
+static void put_escaped(FILE *out, const char *text)
+{
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f) {
+            fprintf(out, "\\x%02x", *c);
+        } else if (*c == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f) {
+            fprintf(out, "\\x%02x\\x%02x", c[0], c[1]);
+            c++;
+        } else {
+            fputc(*c, out);
+        }
+    }
+}
+
+/* One line: prefix, then the formatted message escaped (put_escaped), then the newline. */
+static void print_line(FILE *out, const char *prefix, const char *fmt, va_list ap)
+{
+    char *text = NULL;
+    fputs(prefix, out);
+    if (vasprintf(&text, fmt, ap) >= 0) {
+        put_escaped(out, text);
+        free(text);
+    } else {
+        fputs("(out of memory for the message)", out);
+    }
+    fputc('\n', out);
+}
+
 static void print_error_line(const char *fmt, va_list ap)
 {
-    fputs("cnnc: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    print_line(stderr, "cnnc: error: ", fmt, ap);
+}
+
+void cli_warning(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    print_line(stderr, "cnnc: warning: ", fmt, ap);
+    va_end(ap);
+}
+
+void cli_print_line(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    print_line(stdout, "", fmt, ap);
+    va_end(ap);
 }
 
 static void print_help_hint(const char *command)
@@ -49,17 +95,6 @@ int cli_failure(const char *fmt, ...)
     print_error_line(fmt, ap);
     va_end(ap);
     return CLI_FAILURE;
-}
-
-/* As cli_failure, for the checks that return -1. */
-static int check_failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int check_failed(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    print_error_line(fmt, ap);
-    va_end(ap);
-    return -1;
 }
 
 /* ---------------------------------------------------------------- suggestions */
@@ -258,21 +293,22 @@ int cli_parse_int(const char *command, const char *flag, const char *text, int m
                   int *out)
 {
     char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
+    long long v = strtoll(text, &end, 10); /* clamped when out of its range: refused below */
     if (!starts_like_a_number(text) || *end != '\0') {
         cli_usage_error(command, "%s: '%s' is not an integer", flag, text);
         return -1;
     }
-    if (errno == ERANGE || v < min || v > max) {
-        if (max == INT_MAX)
-            cli_usage_error(command, "%s: '%s' is out of range (at least %d)", flag, text, min);
-        else
-            cli_usage_error(command, "%s: '%s' is out of range (%d..%d)", flag, text, min, max);
-        return -1;
+    if (max == INT_MAX && v > max)
+        cli_usage_error(command, "%s: '%s' is too large (at most %d)", flag, text, max);
+    else if (max == INT_MAX && v < min)
+        cli_usage_error(command, "%s: '%s' is out of range (at least %d)", flag, text, min);
+    else if (v < min || v > max)
+        cli_usage_error(command, "%s: '%s' is out of range (%d..%d)", flag, text, min, max);
+    else {
+        *out = (int)v;
+        return 0;
     }
-    *out = (int)v;
-    return 0;
+    return -1;
 }
 
 int cli_parse_u64(const char *command, const char *flag, const char *text, uint64_t *out)
@@ -338,44 +374,6 @@ int cli_default_threads(void)
     return n > CLI_MAX_THREADS ? CLI_MAX_THREADS : (int)n;
 }
 
-/* The folder part of path: "." for a bare name, "/" for a file in the root. */
-static char *folder_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        return strdup(".");
-    if (slash == path)
-        return strdup("/");
-    return strndup(path, (size_t)(slash - path));
-}
-
-static int check_folder(const char *flag, const char *path, const char *folder)
-{
-    struct stat st;
-    if (stat(folder, &st) != 0)
-        return check_failed("%s: %s: folder %s: %s", flag, path, folder, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return check_failed("%s: %s: %s is not a folder", flag, path, folder);
-    if (access(folder, W_OK | X_OK) != 0)
-        return check_failed("%s: %s: folder %s is not writable: %s", flag, path, folder,
-                            strerror(errno));
-    return 0;
-}
-
-int cli_check_output_path(const char *flag, const char *path)
-{
-    struct stat st;
-    size_t len = strlen(path);
-    if (len == 0 || path[len - 1] == '/' || (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
-        return check_failed("%s: '%s' is not a file name", flag, path);
-    char *folder = folder_of(path);
-    if (!folder)
-        return check_failed("%s: out of memory", flag);
-    int rc = check_folder(flag, path, folder);
-    free(folder);
-    return rc;
-}
-
 int cli_require_file(const char *command, const char *flag, const char *path)
 {
     if (!path)
@@ -392,6 +390,22 @@ char *cli_join_path(const char *dir, const char *name)
     if (path)
         snprintf(path, len, "%s/%s", dir, name);
     return path;
+}
+
+FILE *cli_open_input(const char *flag, const char *path)
+{
+    cn_error err = {{0}};
+    int fd = cn_open_regular(path, &err);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (fd >= 0 && !f) {
+        cn_fail(&err, "%s: %s", path, strerror(errno));
+        close(fd);
+    }
+    if (!f && flag)
+        cli_failure("%s: %s", flag, err.msg);
+    else if (!f)
+        cli_failure("%s", err.msg);
+    return f;
 }
 
 int cli_checkpoint_file(const char *flag, const char *path, char **file)

@@ -126,7 +126,8 @@ static int score(const eval_settings *s, cn_model *model, const cn_dataset *test
         free(predictions);
         return cli_library_error(&err, s->checkpoint);
     }
-    printf("Checkpoint %s: %d test images in %.2f s\n", s->checkpoint, test->count, seconds);
+    cli_print_line("Checkpoint %s: %d test images in %.2f s", s->checkpoint, test->count,
+                   seconds);
     printf("Test loss=%.4f\n", loss);
     printf("Accuracy=%.2f%%\n", accuracy);
     rc = report_classes(test, predictions, accuracy, s->checkpoint, s->confusion);
@@ -164,11 +165,11 @@ int cli_eval(int argc, char **argv)
     cn_dataset test = {0};
     char *file = NULL;
     rc = cli_check_isa();
-    if (rc == CLI_OK && s.confusion && cli_check_output_path("--confusion", s.confusion) != 0)
-        rc = CLI_FAILURE;
     if (rc == CLI_OK)
         rc = cli_load_model(s.checkpoint, &model, &file);
     s.checkpoint = file;
+    if (rc == CLI_OK && s.confusion)
+        rc = cli_check_output_path("eval", "--confusion", s.confusion, file, "the checkpoint");
     if (rc == CLI_OK && cli_load_dataset(&test, s.data_dir, "t10k", s.test_samples) != 0)
         rc = CLI_FAILURE;
     if (rc == CLI_OK)

@@ -37,7 +37,7 @@ static int draw_confusion(const char *path, const int64_t *counts, const char *c
     cn_error err = {{0}};
     if (cn_confusion_picture(path, counts, CN_NUM_CLASSES, cn_class_names, title, &err) != 0)
         return cli_library_error(&err, path);
-    printf("Saved confusion matrix to %s\n", path);
+    cli_print_line("Saved confusion matrix to %s", path);
     return CLI_OK;
 }
 

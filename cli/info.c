@@ -78,8 +78,12 @@ static int parse_info_flags(int argc, char **argv, info_settings *s, int *help)
 static void cpu_model(char *buf, size_t size)
 {
     snprintf(buf, size, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
+    int fd = cn_open_regular("/proc/cpuinfo", NULL);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return;
+    }
     char line[512];
     while (fgets(line, sizeof line, f)) {
         char *colon = strchr(line, ':');
@@ -133,10 +137,10 @@ static void print_dataset(const info_settings *s)
     const char *where = s->data_dir_given ? "--data-dir" : "default";
     if (cn_dataset_load(&train, s->data_dir, "train", &err) == 0 &&
         cn_dataset_load(&test, s->data_dir, "t10k", &err) == 0)
-        printf("Dataset:   %s (%s): %d training and %d test images\n", s->data_dir, where,
-               train.count, test.count);
+        cli_print_line("Dataset:   %s (%s): %d training and %d test images", s->data_dir, where,
+                       train.count, test.count);
     else
-        printf("Dataset:   not usable in %s (%s): %s\n", s->data_dir, where, err.msg);
+        cli_print_line("Dataset:   not usable in %s (%s): %s", s->data_dir, where, err.msg);
     cn_dataset_free(&train);
     cn_dataset_free(&test);
 }
@@ -147,7 +151,7 @@ static void print_info(const info_settings *s)
     cpu_model(model, sizeof model);
     long online = sysconf(_SC_NPROCESSORS_ONLN), configured = sysconf(_SC_NPROCESSORS_CONF);
     printf("cnnc %s\n", CN_VERSION);
-    printf("CPU:       %s\n", model);
+    cli_print_line("CPU:       %s", model); /* text from a file */
     printf("Cores:     %ld online (of %ld)\n", online, configured);
     print_simd();
     print_peak(s->threads);

@@ -80,8 +80,6 @@ static int parse_plot_flags(int argc, char **argv, plot_settings *s, int *help)
     s->metrics = argv[optind];
     if (s->output[0] == '\0')
         return cli_usage_error("plot", "--output: empty file name");
-    if (strcmp(s->output, s->metrics) == 0)
-        return cli_usage_error("plot", "--output: '%s' is the metrics file itself", s->output);
     return cli_no_positional("plot", argc, argv, optind + 1);
 }
 
@@ -180,8 +178,8 @@ static int read_lines(const char *path, FILE *f, char *buf, cli_epoch_list *list
 
 static int read_metrics(const char *path, cli_epoch_list *list)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return cli_failure("%s: %s", path, strerror(errno));
+    FILE *f = cli_open_input(NULL, path);
+    if (!f) return CLI_FAILURE;
     char *buf = malloc(PLOT_LINE_MAX);
     int rc = buf ? read_lines(path, f, buf, list) : cli_failure("%s: out of memory", path);
     free(buf);
@@ -200,8 +198,8 @@ static int draw(const plot_settings *s, const cli_epoch_list *list)
     if (cn_plot_curves(s->output, list->epochs, list->count, s->width, s->height, title,
                        &err) != 0)
         return cli_library_error(&err, s->output);
-    printf("Plotted %d epoch%s from %s to %s\n", list->count, list->count == 1 ? "" : "s",
-           s->metrics, s->output);
+    cli_print_line("Plotted %d epoch%s from %s to %s", list->count, list->count == 1 ? "" : "s",
+                   s->metrics, s->output);
     return CLI_OK;
 }
 
@@ -226,7 +224,8 @@ int cli_plot(int argc, char **argv)
         if (help) cli_plot_help(stdout);
         return rc;
     }
-    if (cli_check_output_path("--output", s.output) != 0) return CLI_FAILURE;
+    rc = cli_check_output_path("plot", "--output", s.output, s.metrics, "the metrics file");
+    if (rc != CLI_OK) return rc;
     cli_epoch_list list = {NULL, 0, 0};
     rc = read_metrics(s.metrics, &list);
     if (rc == CLI_OK) rc = draw(&s, &list);

@@ -260,8 +260,8 @@ static void print_prediction(const predict_input *item, const float *logp)
         at = (size_t)snprintf(note, sizeof note, "resized from %dx%d", item->cols, item->rows);
     if (item->inverted)
         snprintf(note + at, sizeof note - at, "%sinverted", at ? ", " : "");
-    printf("%s: %s (%.2f%%)%s%s%s\n", item->name, cn_class_names[best],
-           100 * exp((double)logp[best]), *note ? " [" : "", note, *note ? "]" : "");
+    cli_print_line("%s: %s (%.2f%%)%s%s%s", item->name, cn_class_names[best],
+                   100 * exp((double)logp[best]), *note ? " [" : "", note, *note ? "]" : "");
     for (int c = 0; c < CN_NUM_CLASSES; c++)
         printf("  %-12s %.6f\n", cn_class_names[c], exp((double)logp[c]));
 }

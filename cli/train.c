@@ -1,11 +1,11 @@
 /* train.c — `cnnc train`: the seed's Fashion-MNIST job. Parses and checks every flag, loads the
- * data and checks the output folders before any work, then trains epoch by epoch with a test
- * pass after each, shows progress, writes a metrics line per epoch, at the end saves the model
- * and draws the result picture and the training curves. The numerics live in the library; this
- * file only drives them and reports. Reporting (epoch lines, metrics file) is in
- * train_report.c, the progress bar and plain lines in progress.c, the curves in
- * train_curves.c, checkpoints and resume in train_checkpoint.c, SIGINT/SIGTERM in
- * train_signals.c. */
+ * data and checks the outputs (each a file of its own, of a kind it may be) before any work,
+ * then trains epoch by epoch with a test pass after each, shows progress, writes a metrics line
+ * per epoch, at the end saves the model and draws the result picture and the training curves.
+ * The numerics live in the library; this file only drives them and reports. Reporting (epoch
+ * lines, metrics file) is in train_report.c, the progress bar and plain lines in progress.c,
+ * the curves in train_curves.c, checkpoints and resume in train_checkpoint.c, SIGINT/SIGTERM in
+ * train_signals.c, what an output file may be in outputs.c. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -110,7 +110,9 @@ void cli_train_help(FILE *out)
           "  --result-image FILE  PNG of the first 25 test images with their predictions;\n"
           "                       'none' or '' skips it (default: test_result.png)\n"
           "  --metrics-file FILE  one JSON object per epoch, JSON Lines; a resumed run\n"
-          "                       appends to it (default: none)\n"
+          "                       appends to it. A regular file, a named pipe whose\n"
+          "                       reader runs, or a character device such as\n"
+          "                       /dev/stdout (default: none)\n"
           "  --checkpoint-dir DIR save training checkpoints in DIR, created if missing,\n"
           "                       as checkpoint-epoch-NNNN.safetensors (default: none)\n"
           "  --save-every N       checkpoint every N epochs and after the last one,\n"
@@ -312,28 +314,48 @@ static int parse_train_flags(int argc, char **argv, train_settings *s, int *help
     return rc == CLI_OK ? merge_replicas(s, replicas) : rc;
 }
 
-static int same_path(const char *a, const char *b)
+/* The files the run writes, each checked (cli_output_check) into outputs; *n of them. */
+static int check_each_output(const train_settings *s, cli_output outputs[4], int *n)
 {
-    return a && b && strcmp(a, b) == 0;
+    const struct {
+        const char *flag, *path;
+        cli_output_kind kind;
+    } all[] = {
+        {"--save", s->save_path, CLI_REPLACED},
+        {"--result-image", s->result_image, CLI_REPLACED},
+        {"--metrics-file", s->metrics_path, CLI_STREAMED},
+        {"--plot", s->plot_path, CLI_REPLACED},
+    };
+    *n = 0;
+    for (int i = 0; i < 4; i++) {
+        if (!all[i].path)
+            continue;
+        int rc = cli_output_check(&outputs[*n], all[i].flag, all[i].path, all[i].kind);
+        (*n)++;
+        if (rc != CLI_OK)
+            return rc;
+    }
+    return CLI_OK;
 }
 
-static int check_outputs(const train_settings *s)
+/* Every output is a file of its own, apart from the checkpoints and the file resumed from. */
+static int check_outputs(const train_settings *s, const train_run *run)
 {
-    const char *plot = s->plot_path;
-    if (same_path(s->save_path, s->result_image) || same_path(s->save_path, s->metrics_path) ||
-        same_path(s->result_image, s->metrics_path) || same_path(plot, s->save_path) ||
-        same_path(plot, s->result_image) || same_path(plot, s->metrics_path))
-        return cli_usage_error("train", "--save, --result-image, --metrics-file and --plot must "
-                                        "name different files");
-    if (s->save_path && cli_check_output_path("--save", s->save_path) != 0)
-        return CLI_FAILURE;
-    if (s->result_image && cli_check_output_path("--result-image", s->result_image) != 0)
-        return CLI_FAILURE;
-    if (s->metrics_path && cli_check_output_path("--metrics-file", s->metrics_path) != 0)
-        return CLI_FAILURE;
-    if (plot && cli_check_output_path("--plot", plot) != 0)
-        return CLI_FAILURE;
-    return CLI_OK;
+    cli_output outputs[4];
+    int n = 0;
+    int rc = check_each_output(s, outputs, &n);
+    if (rc == CLI_OK)
+        rc = cli_outputs_distinct("train", outputs, n);
+    for (int i = 0; rc == CLI_OK && i < n && run->resume_path; i++)
+        if (cli_output_is(&outputs[i], run->resume_path))
+            rc = cli_usage_error("train", "%s %s is the checkpoint being resumed (%s): give "
+                                 "the output a file of its own", outputs[i].flag,
+                                 outputs[i].path, run->resume_path);
+    if (rc == CLI_OK && s->checkpoint_dir)
+        rc = checkpoints_check_outputs(s->checkpoint_dir, outputs, n);
+    for (int i = 0; i < n; i++)
+        cli_output_free(&outputs[i]);
+    return rc;
 }
 
 static int check_one_step_fits(const train_settings *s, const cn_dataset *train)
@@ -380,10 +402,8 @@ static int open_metrics_file(const train_settings *s, train_run *run)
         return CLI_OK;
     if (run->resume_path)
         return metrics_open_for_resume(s, run);
-    run->metrics = fopen(s->metrics_path, "w");
-    if (!run->metrics)
-        return cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
-    return CLI_OK;
+    run->metrics = cli_open_stream("--metrics-file", s->metrics_path, 0);
+    return run->metrics ? CLI_OK : CLI_FAILURE;
 }
 
 /* Everything that can fail before the first step: data, sizes, model, trainer, files. */
@@ -566,7 +586,7 @@ static int save_model(const train_settings *s, train_run *run)
     if (cn_model_save(run->model, s->save_path, &err) != 0)
         return cli_library_error(&err, s->save_path);
     if (progress_shows(&run->progress, PROGRESS_NORMAL))
-        printf("Saved model to %s\n", s->save_path);
+        cli_print_line("Saved model to %s", s->save_path);
     return CLI_OK;
 }
 
@@ -586,7 +606,7 @@ static int draw_result_picture(const train_settings *s, const train_run *run,
                           n, rows, cols, title, &err) != 0)
         return cli_library_error(&err, s->result_image);
     if (progress_shows(&run->progress, PROGRESS_NORMAL))
-        printf("Saved result picture to %s\n", s->result_image);
+        cli_print_line("Saved result picture to %s", s->result_image);
     return CLI_OK;
 }
 
@@ -642,7 +662,7 @@ static int set_up(train_settings *s, train_run *run, int argc, char **argv)
     if (rc == CLI_OK)
         rc = train_dist_outputs(run->dist, s);
     if (rc == CLI_OK)
-        rc = check_outputs(s);
+        rc = check_outputs(s, run);
     if (rc == CLI_OK)
         rc = train_dist_replicas(run->dist, s);
     if (rc == CLI_OK)

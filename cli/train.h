@@ -137,6 +137,10 @@ int resume_read(train_settings *s, train_run *run);
 /* After the data and the trainer exist: checks the data against the checkpoint and restores the
  * weights and momentum; opens, locks and tidies the checkpoint folder. */
 int checkpoints_prepare(const train_settings *s, train_run *run);
+/* Before anything is written: refuses an output (checked by cli_output_check) in the
+ * checkpoint folder dir under a checkpoint's name or that is one of its checkpoints by another
+ * name, and one that is the folder itself. CLI_OK or CLI_USAGE after the message. */
+int checkpoints_check_outputs(const char *dir, const cli_output *outputs, int n);
 /* Opens the metrics file of a resumed run for appending, dropping lines of epochs the
  * checkpoint does not hold. */
 int metrics_open_for_resume(const train_settings *s, train_run *run);

@@ -1,9 +1,11 @@
 /* train_checkpoint.c — the checkpoint side of `cnnc train`: --resume (finding the checkpoint,
- * taking the math settings from it and refusing differing ones, checking the data, restoring
- * weights and momentum), the --checkpoint-dir folder (created, locked against a second run,
- * cleared of temporaries left by a killed write, never holding checkpoints newer than the run),
- * saving and pruning, and the metrics file of a resumed run. The file format and the folder's
- * naming rules are the library's; when to save is train.c's. */
+ * checking that its name says the position it holds, taking the math settings from it and
+ * refusing differing ones, checking the data, restoring weights and momentum), the
+ * --checkpoint-dir folder (created, locked against a second run, cleared of temporaries left by
+ * a killed write, never holding checkpoints newer than the run, nor another output under a
+ * checkpoint's name), saving and pruning, and the metrics file of a resumed run. The file format
+ * and the folder's naming rules are the library's; when to save is train.c's. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -127,6 +129,35 @@ static cn_epoch_position start_of(const cn_train_state *st)
     return *p;
 }
 
+/* "epoch 3", or "epoch 3, step 7" for a position inside the epoch (step -1: complete). */
+static void describe_position(char *buf, size_t size, int epoch, int step)
+{
+    if (step < 0)
+        snprintf(buf, size, "epoch %d", epoch);
+    else
+        snprintf(buf, size, "epoch %d, step %d", epoch, step);
+}
+
+/* A checkpoint's name says where its run stands, and the folder is ordered by the names: a
+ * file that holds another position than its name (copied or renamed) is refused, saying both. */
+static int check_name_matches(const char *path, const cn_train_state *st)
+{
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    char expected[CN_CHECKPOINT_NAME_MAX], named[48], holds[48];
+    int epoch, step;
+    cn_checkpoint_name(expected, &st->position, st->steps_per_epoch);
+    if (!cn_checkpoint_parse_name(name, &epoch, &step) || strcmp(name, expected) == 0)
+        return CLI_OK; /* another kind of name says nothing about the position */
+    describe_position(named, sizeof named, epoch, step);
+    const cn_epoch_position *p = &st->position;
+    describe_position(holds, sizeof holds, p->epoch,
+                      p->step >= st->steps_per_epoch ? -1 : p->step);
+    return cli_failure("%s: the name says %s, the contents say %s (a checkpoint renamed or "
+                       "copied?): its own name is %s; rename it, or move it out of the folder",
+                       path, named, holds, expected);
+}
+
 static int check_checkpoint_flags(const train_settings *s)
 {
     if (!s->checkpoint_dir && (s->given & (TRAIN_GIVEN_SAVE_EVERY | TRAIN_GIVEN_KEEP)))
@@ -149,7 +180,9 @@ int resume_read(train_settings *s, train_run *run)
                                                        &err) != 0)
         return cli_library_error(&err, path);
     int done = epochs_done(&run->state.position, run->state.steps_per_epoch);
-    rc = adopt_settings(s, &run->state, path);
+    rc = check_name_matches(path, &run->state);
+    if (rc == CLI_OK)
+        rc = adopt_settings(s, &run->state, path);
     if (rc == CLI_OK)
         rc = run_settings_adopt(s, run, run->resume_file, path);
     if (rc == CLI_OK)
@@ -187,9 +220,9 @@ static int check_resumed_data(const train_settings *s, const train_run *run,
                            PRIx32 ")", s->data_dir, now->train_samples, run->resume_path,
                            now->train_crc32, saved->train_crc32);
     if (strcmp(now->isa, saved->isa) != 0)
-        fprintf(stderr, "cnnc: warning: %s was written with the %s kernels, this run uses %s: "
-                "the weights may differ in the last bits from an uninterrupted run\n",
-                run->resume_path, saved->isa, now->isa);
+        cli_warning("%s was written with the %s kernels, this run uses %s: the weights may "
+                    "differ in the last bits from an uninterrupted run", run->resume_path,
+                    saved->isa, now->isa);
     return CLI_OK;
 }
 
@@ -284,6 +317,61 @@ int checkpoints_prepare(const train_settings *s, train_run *run)
     return rc;
 }
 
+/* An output in the checkpoint folder under a name that begins like the checkpoints' would be
+ * overwritten or deleted by the run's saves and pruning; the folder itself is no output file. */
+static int check_output_name(const char *dir, const char *real_dir, const cli_output *o)
+{
+    const char *slash = o->where ? strrchr(o->where, '/') : NULL;
+    if (!slash)
+        return CLI_OK;
+    size_t folder_len = slash == o->where ? 1 : (size_t)(slash - o->where);
+    if (strcmp(o->where, real_dir) == 0)
+        return cli_usage_error("train", "%s %s is the --checkpoint-dir folder %s", o->flag,
+                               o->path, dir);
+    if (strlen(real_dir) == folder_len && strncmp(o->where, real_dir, folder_len) == 0 &&
+        strncmp(slash + 1, CN_CHECKPOINT_PREFIX, strlen(CN_CHECKPOINT_PREFIX)) == 0)
+        return cli_usage_error("train", "%s %s: in the --checkpoint-dir folder %s the names "
+                               "that begin " CN_CHECKPOINT_PREFIX " are the run's checkpoints, "
+                               "which it writes and deletes: give the output another name",
+                               o->flag, o->path, dir);
+    return CLI_OK;
+}
+
+/* An existing output that is one of the folder's checkpoints under another name (a hard link)
+ * would be written through or lose its contents to a save. */
+static int check_output_links(const char *dir, const cli_output *outputs, int n)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return CLI_OK; /* a new folder; one that cannot be read is open_folder's to report */
+    struct dirent *e;
+    int rc = CLI_OK;
+    while (rc == CLI_OK && (e = readdir(d)) != NULL) {
+        struct stat st;
+        if (strncmp(e->d_name, CN_CHECKPOINT_PREFIX, strlen(CN_CHECKPOINT_PREFIX)) != 0 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        for (int i = 0; rc == CLI_OK && i < n; i++)
+            if (outputs[i].exists && outputs[i].dev == st.st_dev && outputs[i].ino == st.st_ino)
+                rc = cli_usage_error("train", "%s %s is the same file as %s/%s, a checkpoint of "
+                                     "the --checkpoint-dir folder: give the output a file of "
+                                     "its own", outputs[i].flag, outputs[i].path, dir,
+                                     e->d_name);
+    }
+    closedir(d);
+    return rc;
+}
+
+int checkpoints_check_outputs(const char *dir, const cli_output *outputs, int n)
+{
+    char *real_dir = cli_resolve_path(dir);
+    int rc = CLI_OK;
+    for (int i = 0; real_dir && rc == CLI_OK && i < n; i++)
+        rc = check_output_name(dir, real_dir, &outputs[i]);
+    free(real_dir);
+    return rc == CLI_OK ? check_output_links(dir, outputs, n) : rc;
+}
+
 void checkpoints_close(train_run *run)
 {
     if (run->checkpoint_fd >= 0)
@@ -329,7 +417,7 @@ int checkpoint_save(const train_settings *s, train_run *run)
     free(history);
     if (rc == 0) {
         if (s->verbosity >= PROGRESS_NORMAL)
-            printf("Saved checkpoint %s in %.3f s\n", path, cli_seconds() - start);
+            cli_print_line("Saved checkpoint %s in %.3f s", path, cli_seconds() - start);
         run->saved = run->position;
         run->have_saved = 1;
     }
@@ -373,26 +461,34 @@ static long keep_length(FILE *f, const char *path, int done, int *dropped)
     return keep < 0 ? at : keep;
 }
 
-int metrics_open_for_resume(const train_settings *s, train_run *run)
+/* A regular metrics file keeps the lines of the epochs the checkpoint holds and loses later
+ * ones; a named pipe or a device has no earlier lines to read back. */
+static int drop_later_lines(const train_settings *s, const train_run *run)
 {
     const char *path = s->metrics_path;
-    FILE *f = fopen(path, "r");
-    if (!f && errno != ENOENT)
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return CLI_OK; /* a new file, or one cli_open_stream refuses or streams into */
+    FILE *f = cli_open_input("--metrics-file", path);
+    if (!f)
+        return CLI_FAILURE;
+    int dropped = 0;
+    long keep = keep_length(f, path, epochs_done(&run->saved, run->steps), &dropped);
+    fclose(f);
+    if (keep < 0)
+        return CLI_FAILURE;
+    if (dropped > 0 && truncate(path, keep) != 0)
         return cli_failure("--metrics-file: %s: %s", path, strerror(errno));
-    if (f) {
-        int dropped = 0;
-        long keep = keep_length(f, path, epochs_done(&run->saved, run->steps), &dropped);
-        fclose(f);
-        if (keep < 0)
-            return CLI_FAILURE;
-        if (dropped > 0 && truncate(path, keep) != 0)
-            return cli_failure("--metrics-file: %s: %s", path, strerror(errno));
-        if (dropped > 0 && s->verbosity >= PROGRESS_NORMAL)
-            printf("Dropped %d line%s of epochs after the checkpoint from %s\n", dropped,
-                   dropped == 1 ? "" : "s", path);
-    }
-    run->metrics = fopen(path, "a");
-    if (!run->metrics)
-        return cli_failure("--metrics-file: %s: %s", path, strerror(errno));
+    if (dropped > 0 && s->verbosity >= PROGRESS_NORMAL)
+        cli_print_line("Dropped %d line%s of epochs after the checkpoint from %s", dropped,
+                       dropped == 1 ? "" : "s", path);
     return CLI_OK;
+}
+
+int metrics_open_for_resume(const train_settings *s, train_run *run)
+{
+    if (drop_later_lines(s, run) != CLI_OK)
+        return CLI_FAILURE;
+    run->metrics = cli_open_stream("--metrics-file", s->metrics_path, 1);
+    return run->metrics ? CLI_OK : CLI_FAILURE;
 }

@@ -127,6 +127,6 @@ int draw_training_curves(const train_settings *s, const train_run *run)
                        CN_PLOT_HEIGHT, title, &err) != 0)
         return cli_library_error(&err, s->plot_path);
     if (progress_shows(&run->progress, PROGRESS_NORMAL))
-        printf("Saved training curves to %s\n", s->plot_path);
+        cli_print_line("Saved training curves to %s", s->plot_path);
     return CLI_OK;
 }

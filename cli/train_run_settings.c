@@ -157,10 +157,10 @@ void run_settings_print_resume(const train_settings *s, const train_run *run)
     const cn_train_state *st = &run->state;
     const cn_epoch_position *p = &st->position;
     if (p->step == st->steps_per_epoch)
-        printf("Resuming from %s: epoch %d complete\n", run->resume_path, p->epoch);
+        cli_print_line("Resuming from %s: epoch %d complete", run->resume_path, p->epoch);
     else
-        printf("Resuming from %s: epoch %d, %d of %d steps done\n", run->resume_path, p->epoch,
-               p->step, st->steps_per_epoch);
+        cli_print_line("Resuming from %s: epoch %d, %d of %d steps done", run->resume_path,
+                       p->epoch, p->step, st->steps_per_epoch);
     int planned = run->planned_epochs;
     if (planned > 0 && planned != s->num_epochs)
         printf("%s the run from %d to %d epochs (--num-epochs %d)\n",

@@ -49,6 +49,20 @@ typedef struct {
  * that failing paths read `return cn_fail(err, "%s: truncated", path);`. Never fails. */
 CN_API int cn_fail(cn_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---------------------------------------------------------------- input files */
+
+/* Opens path for reading when it is a regular file, without ever waiting: it is opened with
+ * O_NONBLOCK (a named pipe without a writer, or a device, would otherwise block the open or the
+ * first read), checked with fstat, and only then made blocking. Returns the descriptor
+ * (close-on-exec; the caller closes it), or -1 with "PATH: cannot open: REASON" or "PATH: not a
+ * regular file (a named pipe)" (the kind as cn_file_kind says it) in err. Every file the
+ * library reads is opened through it. */
+CN_API int cn_open_regular(const char *path, cn_error *err);
+/* The kind of file a stat mode (st_mode) describes, for messages: "a regular file", "a folder",
+ * "a named pipe", "a character device", "a block device", "a socket", "a symbolic link".
+ * A constant string. */
+CN_API const char *cn_file_kind(unsigned mode);
+
 /* ---------------------------------------------------------------- data */
 
 #define CN_NUM_CLASSES 10
@@ -487,9 +501,13 @@ CN_API int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_sa
 /* Checkpoint folders. checkpoint-epoch-EEEE.safetensors holds a run after epoch EEEE;
  * checkpoint-epoch-EEEE-step-SSSSS.safetensors a run stopped after step SSSSS of epoch EEEE
  * (numbers zero-padded to at least 4 and 5 digits). Nothing else in a folder is taken for a
- * checkpoint, the atomic writer's temporaries (NAME.tmp.PID.N) included. A folder is meant to
- * have one writer at a time; these functions do not lock it. */
+ * checkpoint, the atomic writer's temporaries (NAME.tmp.PID.N) included; a checkpoint's name
+ * that is not a regular file (a folder, a named pipe, a symbolic link) makes the folder's
+ * listing fail, naming it. Every name of a checkpoint or of its temporary begins with
+ * CN_CHECKPOINT_PREFIX. A folder is meant to have one writer at a time; these functions do not
+ * lock it. */
 #define CN_CHECKPOINT_NAME_MAX 64
+#define CN_CHECKPOINT_PREFIX "checkpoint-epoch-"
 
 /* The file name for a position (an epoch is complete when pos->step == steps_per_epoch). */
 CN_API void cn_checkpoint_name(char name[CN_CHECKPOINT_NAME_MAX], const cn_epoch_position *pos,
@@ -500,7 +518,8 @@ CN_API int cn_checkpoint_parse_name(const char *name, int *epoch, int *step);
 /* Orders positions as parsed: epoch, then step, a complete epoch (-1) after all its steps. */
 CN_API int cn_checkpoint_compare(int epoch_a, int step_a, int epoch_b, int step_b);
 /* Counts the checkpoints in dir and puts the newest one's name into newest (when there is one);
- * -1 with a message when dir cannot be read. */
+ * -1 with a message when dir cannot be read or a checkpoint's name there is not a regular
+ * file. */
 CN_API int cn_checkpoint_find(const char *dir, char newest[CN_CHECKPOINT_NAME_MAX], cn_error *err);
 /* Deletes all but the newest keep checkpoints of dir (keep >= 1; INT_MAX keeps all) and every
  * temporary file left there by an interrupted write of a checkpoint, then syncs the folder. */

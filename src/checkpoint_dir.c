@@ -14,7 +14,7 @@
 
 #include "cnnc.h"
 
-#define NAME_PREFIX "checkpoint-epoch-"
+#define NAME_PREFIX CN_CHECKPOINT_PREFIX
 #define NAME_STEP "-step-"
 #define NAME_SUFFIX ".safetensors"
 /* What cn_safetensors_write adds to a name for its temporary: NAME.tmp.PID.N */
@@ -94,6 +94,21 @@ static int is_regular_file(int dir_fd, const char *name)
     return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A checkpoint's name on something else than a regular file would be found by no listing, and
+ * then be in the way of the save of that position (a folder), or be written through or replaced
+ * (a named pipe, a link): refused, so that a run stops before it starts rather than at that
+ * save. 1: a regular file; 0: gone meanwhile; -1 with the message. */
+static int check_checkpoint_file(int dir_fd, const char *dir, const char *name, cn_error *err)
+{
+    struct stat st;
+    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : cn_fail(err, "%s/%s: %s", dir, name, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return cn_fail(err, "%s/%s: named like a checkpoint but is %s, not a regular file: "
+                       "move it out of the folder", dir, name, cn_file_kind(st.st_mode));
+    return 1;
+}
+
 static int compare_found(const void *pa, const void *pb)
 {
     const found *a = pa, *b = pb;
@@ -126,13 +141,14 @@ static int list_checkpoints(DIR *d, const char *dir, found **list, int *count, c
         errno = 0;
         struct dirent *e = readdir(d);
         if (!e) break;
-        int epoch, step;
-        if (!cn_checkpoint_parse_name(e->d_name, &epoch, &step) ||
-            !is_regular_file(dirfd(d), e->d_name))
-            continue;
-        if (append(list, count, &cap, epoch, step) != 0) {
+        int epoch, step, regular = 0;
+        if (cn_checkpoint_parse_name(e->d_name, &epoch, &step))
+            regular = check_checkpoint_file(dirfd(d), dir, e->d_name, err);
+        if (regular == 1 && append(list, count, &cap, epoch, step) != 0)
+            regular = cn_fail(err, "%s: %s", dir, strerror(ENOMEM));
+        if (regular < 0) {
             free(*list);
-            return cn_fail(err, "%s: %s", dir, strerror(ENOMEM));
+            return -1;
         }
     }
     if (errno != 0) {

@@ -4,7 +4,6 @@
  * never asks fontconfig for a font, and draws text with cairo's toy text calls on those faces
  * (no pango, no line breaking). */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,16 +38,15 @@ static cairo_font_face_t *load_face(const char *dir, const char *name, cn_error 
         font_fail(err, name, "the font folder's name is too long");
         return NULL;
     }
-    /* Opened here first for errno's word on a missing or unreadable file (not blocking on a
-     * FIFO, whose wait FreeType would not survive). */
-    struct stat sb;
-    int fd = open(file, O_RDONLY | O_NONBLOCK);
-    int e = fd < 0 ? errno : fstat(fd, &sb) != 0 ? errno : S_ISREG(sb.st_mode) ? 0 : -1;
-    if (fd >= 0) close(fd);
-    if (e != 0) {
-        font_fail(err, file, e > 0 ? strerror(e) : "not a regular file");
+    /* Opened here first for the word on a missing or unreadable file, and so that a named
+     * pipe is refused rather than waited on (FreeType would wait). */
+    cn_error why = {{0}};
+    int fd = cn_open_regular(file, &why);
+    if (fd < 0) {
+        cn_fail(err, "font %s (install Debian's fonts-dejavu-core)", why.msg);
         return NULL;
     }
+    close(fd);
     FT_Library library;
     FT_Face face;
     if (FT_Init_FreeType(&library) != 0) {

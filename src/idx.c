@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "cnnc.h"
@@ -73,15 +74,15 @@ static idx_source *source_open(const char *path, cn_error *err)
         return NULL;
     }
     s->path = path;
-    s->file = fopen(path, "rb");
-    struct stat st;
-    if (!s->file) {
+    int fd = cn_open_regular(path, err); /* refuses a named pipe rather than waiting on it */
+    if (fd >= 0 && !(s->file = fdopen(fd, "rb"))) {
         cn_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    } else if (fstat(fileno(s->file), &st) != 0) {
+        close(fd);
+    }
+    struct stat st;
+    if (s->file && fstat(fileno(s->file), &st) != 0) {
         cn_fail(err, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        cn_fail(err, "%s: not a regular file", path);
-    } else {
+    } else if (s->file) {
         s->file_size = (uint64_t)st.st_size;
         if (detect_gzip(s, err) == 0 && (!s->gzip || start_inflate(s, err) == 0)) return s;
     }

@@ -379,20 +379,18 @@ static int check_start(const char *path, const uint8_t *start, size_t got, uint6
     return 0;
 }
 
-/* Reads the first bytes of path and checks them (check_start) without reading the rest. The
- * file is opened without blocking, so that a named pipe is refused rather than waited on. */
+/* Reads the first bytes of path and checks them (check_start) without reading the rest. A named
+ * pipe or a device is refused by cn_open_regular rather than waited on. */
 static int peek_start(const char *path, cn_error *err)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return cn_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    int fd = cn_open_regular(path, err);
+    if (fd < 0) return -1;
     struct stat st;
     uint8_t start[8];
     ssize_t got = 0;
     int rc = 0;
     if (fstat(fd, &st) != 0)
         rc = cn_fail(err, "%s: cannot read: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = cn_fail(err, "%s: not a regular file", path);
     else if ((got = pread(fd, start, sizeof start, 0)) < 0)
         rc = cn_fail(err, "%s: cannot read: %s", path, strerror(errno));
     else

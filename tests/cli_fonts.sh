@@ -76,9 +76,9 @@ mkdir empty broken half
 printf 'not a font\n' >broken/DejaVuSans.ttf
 cp "$fontdir/DejaVuSans.ttf" half/
 if [ -d "$fontdir" ] && unshare -m mount --bind empty "$fontdir" 2>/dev/null; then
-  expect_font_error empty DejaVuSans.ttf "No such file or directory"
+  expect_font_error empty DejaVuSans.ttf "cannot open: No such file or directory"
   expect_font_error broken DejaVuSans.ttf "not a font FreeType can read, its error 2"
-  expect_font_error half DejaVuSans-Bold.ttf "No such file or directory"
+  expect_font_error half DejaVuSans-Bold.ttf "cannot open: No such file or directory"
   cp "$fontdir/DejaVuSans-Bold.ttf" half/
   plot_with_fonts half
   if [ "$status" -ne 0 ] || ! cmp -s curves.png curves.png.system; then

@@ -72,8 +72,8 @@ expect_refusal 1 'badepoch.jsonl:1: "epoch"' plot badepoch.jsonl -o curves.png
 expect_refusal 1 "array.jsonl:1: not a JSON object" plot array.jsonl -o curves.png
 expect_refusal 1 "blank.jsonl: no epochs" plot blank.jsonl -o curves.png
 expect_refusal 1 "long.jsonl:1: line longer than" plot long.jsonl -o curves.png
-expect_refusal 1 "no-such.jsonl: No such file" plot no-such.jsonl -o curves.png
-expect_refusal 1 "$tmp: Is a directory" plot "$tmp" -o curves.png
+expect_refusal 1 "no-such.jsonl: cannot open: No such file" plot no-such.jsonl -o curves.png
+expect_refusal 1 "$tmp: not a regular file (a folder)" plot "$tmp" -o curves.png
 expect_refusal 1 "--output: .*no-dir" plot good.jsonl -o no-dir/curves.png
 expect_refusal 2 "missing the metrics file" plot
 expect_refusal 2 "unexpected argument 'extra'" plot good.jsonl extra
@@ -110,7 +110,8 @@ if have_data "the training checks"; then
   expect_refusal 1 "--plot: .*no-dir" $small --plot no-dir/c.png --save never.safetensors
   [ -e never.safetensors ] && fail "a refused --plot still trained and saved"
   # shellcheck disable=SC2086
-  expect_refusal 2 "must name different files" $small --plot same.x --metrics-file same.x
+  expect_refusal 2 "--metrics-file same.x and --plot same.x are the same file" $small \
+    --plot same.x --metrics-file same.x
 
   # ---------------------------------------------------------------- eval: classes, confusion
   run eval --checkpoint m.safetensors --test-samples 1000 --confusion confusion.png

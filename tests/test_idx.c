@@ -291,6 +291,29 @@ static void test_missing_file_and_folder(void **state)
     assert_null(data);
 }
 
+/* fifo: a named pipe without a writer is refused at once, not waited on, by cn_open_regular and
+ * so by every reader. An alarm ends the test (failed) if a regression makes it wait. */
+static void test_fifo_refused_at_once(void **state)
+{
+    (void)state;
+    tu_place p = tu_place_make("fifo", "t10k-labels-idx1-ubyte");
+    assert_int_equal(mkfifo(p.file, 0600), 0);
+    uint8_t *data = NULL;
+    int dims[3];
+    cn_error err = {{0}};
+    alarm(5);
+    assert_int_equal(cn_open_regular(p.file, &err), -1);
+    expect_contains(err.msg, "t10k-labels-idx1-ubyte: not a regular file (a named pipe)");
+    assert_int_equal(cn_idx_read(p.file, 1, &data, dims, &err), -1);
+    expect_contains(err.msg, "t10k-labels-idx1-ubyte: not a regular file (a named pipe)");
+    alarm(0);
+    assert_null(data);
+    int fd = cn_open_regular("/nonexistent/cnnc/x.idx", &err);
+    assert_int_equal(fd, -1);
+    expect_contains(err.msg, "/nonexistent/cnnc/x.idx: cannot open: No such file");
+    tu_place_remove(&p);
+}
+
 /* ------------------------------------------------------------------ bad sizes */
 
 static void test_truncated_payload(void **state)
@@ -690,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_zero_count),
         cmocka_unit_test(test_empty_and_short_header),
         cmocka_unit_test(test_missing_file_and_folder),
+        cmocka_unit_test(test_fifo_refused_at_once),
         cmocka_unit_test(test_truncated_payload),
         cmocka_unit_test(test_trailing_bytes),
         cmocka_unit_test(test_truncated_gzip_stream),

@@ -140,14 +140,14 @@ static void test_fonts_missing_or_broken(void **state)
 {
     (void)state;
     tu_place p = tu_place_make("fonts", CN_FONT_REGULAR);
-    expect_font_refused(p.dir, CN_FONT_REGULAR, "No such file or directory");
+    expect_font_refused(p.dir, CN_FONT_REGULAR, "cannot open: No such file or directory");
     FILE *f = fopen(p.file, "wb");
     assert_non_null(f);
     assert_int_equal(fputs("not a font\n", f) >= 0, 1);
     assert_int_equal(fclose(f), 0);
     expect_font_refused(p.dir, CN_FONT_REGULAR, "not a font FreeType can read");
     copy_file(CN_FONT_DIR "/" CN_FONT_REGULAR, p.file); /* the regular face alone */
-    expect_font_refused(p.dir, CN_FONT_BOLD, "No such file or directory");
+    expect_font_refused(p.dir, CN_FONT_BOLD, "cannot open: No such file or directory");
     tu_place_remove(&p);
 }
 

@@ -621,8 +621,6 @@ static void test_find_and_prune(void **state)
     touch(dir, "checkpoint-epoch-0011.safetensors.tmp.99.0"); /* a write that was killed */
     touch(dir, "notes.txt");
     touch(dir, "model.safetensors");
-    char *sub = tu_join(dir, "checkpoint-epoch-0012.safetensors");
-    assert_int_equal(mkdir(sub, 0700), 0);
     assert_int_equal(cn_checkpoint_find(dir, newest, &err), 4);
     assert_string_equal(newest, "checkpoint-epoch-0010.safetensors");
 
@@ -636,15 +634,46 @@ static void test_find_and_prune(void **state)
     assert_true(exists(dir, "checkpoint-epoch-0010.safetensors"));
     assert_true(exists(dir, "notes.txt"));
     assert_true(exists(dir, "model.safetensors"));
-    assert_true(exists(dir, "checkpoint-epoch-0012.safetensors"));
     assert_int_equal(cn_checkpoint_prune(dir, 0, &err), -1);
     assert_non_null(strstr(err.msg, "cannot keep 0 checkpoints"));
     char *missing = tu_join(dir, "absent");
     assert_int_equal(cn_checkpoint_find(missing, newest, &err), -1);
     assert_non_null(strstr(err.msg, "absent: cannot open the folder: No such file"));
     free(missing);
-    assert_int_equal(rmdir(sub), 0);
-    free(sub);
+    tu_remove_dir(dir);
+}
+
+/* A checkpoint's name on a folder, a named pipe or a link: the listing fails naming it (a run
+ * would otherwise meet it only at that position's save), and pruning deletes nothing. */
+static void expect_listing_refused(const char *dir, const char *name, const char *kind)
+{
+    cn_error err = {{0}};
+    char newest[CN_CHECKPOINT_NAME_MAX], want[256];
+    snprintf(want, sizeof want, "/%s: named like a checkpoint but is %s, not a regular file",
+             name, kind);
+    assert_int_equal(cn_checkpoint_find(dir, newest, &err), -1);
+    if (!strstr(err.msg, want)) fail_msg("message \"%s\", expected \"%s\"", err.msg, want);
+    assert_int_equal(cn_checkpoint_prune(dir, 1, &err), -1);
+    assert_non_null(strstr(err.msg, want));
+    assert_true(exists(dir, "checkpoint-epoch-0001.safetensors"));
+}
+
+static void test_listing_refuses_what_is_not_a_file(void **state)
+{
+    (void)state;
+    char *dir = tu_make_temp_dir("tck");
+    touch(dir, "checkpoint-epoch-0001.safetensors");
+    char *path = tu_join(dir, "checkpoint-epoch-0002.safetensors");
+    assert_int_equal(mkdir(path, 0700), 0);
+    expect_listing_refused(dir, "checkpoint-epoch-0002.safetensors", "a folder");
+    assert_int_equal(rmdir(path), 0);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    expect_listing_refused(dir, "checkpoint-epoch-0002.safetensors", "a named pipe");
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(symlink("checkpoint-epoch-0001.safetensors", path), 0);
+    expect_listing_refused(dir, "checkpoint-epoch-0002.safetensors", "a symbolic link");
+    assert_int_equal(unlink(path), 0);
+    free(path);
     tu_remove_dir(dir);
 }
 
@@ -665,6 +694,7 @@ int main(void)
         cmocka_unit_test(test_model_only_file_is_not_a_training_checkpoint),
         cmocka_unit_test(test_names_sort_by_position),
         cmocka_unit_test(test_find_and_prune),
+        cmocka_unit_test(test_listing_refuses_what_is_not_a_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
