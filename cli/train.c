@@ -39,6 +39,7 @@ enum {
     OPT_RESUME,
     OPT_PLOT,
     OPT_REPLICAS,
+    OPT_MPI_TIMEOUT,
 };
 
 static const struct option train_options[] = {
@@ -64,6 +65,7 @@ static const struct option train_options[] = {
     {"keep", required_argument, NULL, OPT_KEEP},
     {"resume", required_argument, NULL, OPT_RESUME},
     {"plot", required_argument, NULL, OPT_PLOT},
+    {"mpi-timeout", required_argument, NULL, OPT_MPI_TIMEOUT},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -125,6 +127,11 @@ void cli_train_help(FILE *out)
           "                       (default: a fresh run)\n"
           "  --plot FILE          PNG of the loss and accuracy curves, written at the end;\n"
           "                       'none' or '' skips it (default: training_curves.png)\n"
+          "  --mpi-timeout SEC    under mpirun or srun: when a process has waited SEC\n"
+          "                       seconds for another in an exchange, every process stops\n"
+          "                       with a message naming the one it waited for; the last\n"
+          "                       complete checkpoint stays usable. 0..604800, 0 = wait\n"
+          "                       for ever; not recorded in checkpoints (default: 300)\n"
           "  -q, --quiet          print only errors and the final result: the last\n"
           "                       epoch's summary and the total time (default: off)\n"
           "  -v, --verbose        also print where each epoch's time went (default: off)\n"
@@ -160,6 +167,7 @@ static void default_settings(train_settings *s)
         .keep = 3,
         .plot_path = "training_curves.png",
         .verbosity = PROGRESS_NORMAL,
+        .mpi_timeout = CLI_MPI_TIMEOUT,
     };
 }
 
@@ -268,6 +276,8 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_KEEP: return cli_parse_int("train", "--keep", arg, 1, TRAIN_MAX_EPOCHS, &s->keep);
     case OPT_RESUME: return parse_path("--resume", arg, &s->resume);
     case OPT_PLOT: s->plot_path = optional_path(arg); return 0;
+    case OPT_MPI_TIMEOUT:
+        return cli_parse_int("train", "--mpi-timeout", arg, 0, 604800, &s->mpi_timeout);
     case 'q': s->verbosity = PROGRESS_QUIET; return 0;
     case 'v': s->verbosity = PROGRESS_VERBOSE; return 0;
     default: return -1;

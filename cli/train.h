@@ -36,6 +36,7 @@ typedef struct {
     unsigned given;           /* TRAIN_GIVEN_* bits: flags given on the command line */
     const char *plot_path;    /* NULL: no training curves */
     progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
+    int mpi_timeout;          /* seconds an exchange waits for another process; 0: for ever */
 } train_settings;
 
 /* Flags whose presence matters on resume: a given flag wins over what the checkpoint says. */
