@@ -4,8 +4,8 @@
  * and draws the result picture and the training curves. The numerics live in the library; this
  * file only drives them and reports. Reporting (epoch lines, metrics file) is in
  * train_report.c, the progress bar and plain lines in progress.c, the curves in
- * train_curves.c, checkpoints and resume in train_checkpoint.c, SIGINT/SIGTERM in
- * train_signals.c. */
+ * train_curves.c, checkpoints and resume in train_checkpoint.c, SIGINT/SIGTERM and a closed
+ * stdout in train_signals.c. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -475,50 +475,56 @@ static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
 }
 
 /* word as a shell reads it back: as it is when that is safe, else in single quotes. */
-static void print_shell_word(const char *word)
+static void print_shell_word(FILE *out, const char *word)
 {
     static const char *const safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                     "0123456789_./-+=:,@%";
     if (word[0] != '\0' && strspn(word, safe) == strlen(word)) {
-        fputs(word, stdout);
+        fputs(word, out);
         return;
     }
-    putchar('\'');
+    fputc('\'', out);
     for (const char *c = word; *c; c++)
-        fputs(*c == '\'' ? "'\\''" : (char[]){*c, '\0'}, stdout);
-    putchar('\'');
+        fputs(*c == '\'' ? "'\\''" : (char[]){*c, '\0'}, out);
+    fputc('\'', out);
 }
 
 /* After a stop: the command that continues the run (its checkpoints record every setting), or
  * that nothing was kept and how to make a run resumable. */
-static void print_how_to_resume(const train_settings *s, const train_run *run)
+static void print_how_to_resume(FILE *out, const train_settings *s, const train_run *run)
 {
     if (!s->checkpoint_dir) {
-        printf("Nothing was saved (no --checkpoint-dir%s).\n"
-               "Give a run --checkpoint-dir DIR to make it resumable.\n",
-               s->save_path ? "; --save writes the model only at the end" : "");
+        fprintf(out, "Nothing was saved (no --checkpoint-dir%s).\n"
+                "Give a run --checkpoint-dir DIR to make it resumable.\n",
+                s->save_path ? "; --save writes the model only at the end" : "");
         return;
     }
-    fputs("Resume with: ", stdout);
+    fputs("Resume with: ", out);
     if (cli_dist_launched(run->dist))
-        printf("mpirun -np %d ", cli_dist_size(run->dist));
-    print_shell_word(program_invocation_name);
-    fputs(" train --resume ", stdout);
-    print_shell_word(s->checkpoint_dir);
-    putchar('\n');
+        fprintf(out, "mpirun -np %d ", cli_dist_size(run->dist));
+    print_shell_word(out, program_invocation_name);
+    fputs(" train --resume ", out);
+    print_shell_word(out, s->checkpoint_dir);
+    fputc('\n', out);
 }
 
-/* Saves where training stands and returns 128 + the signal, as a shell reports it. */
+/* Saves where training stands and returns 128 + the signal, as a shell reports it. When stdout
+ * is lost (SIGPIPE), rank 0 says so on stderr instead. */
 static int stop_training(const train_settings *s, train_run *run)
 {
     int sig = cli_dist_first(run->dist, train_stop_signal()); /* the signal one rank got */
+    FILE *out = sig == SIGPIPE && cli_dist_rank(run->dist) == 0 ? stderr : stdout;
+    if (sig == SIGPIPE) /* from now on stdout goes nowhere, without another error */
+        (void)!freopen("/dev/null", "w", stdout);
     progress_break(&run->progress);
-    printf("Stopped by %s at epoch %d, %d of %d steps done\n",
-           sig == SIGTERM ? "SIGTERM" : "SIGINT", run->position.epoch, run->position.step,
-           run->steps);
+    fprintf(out, "Stopped by %s at epoch %d, %d of %d steps done\n",
+            sig == SIGPIPE   ? "SIGPIPE (nothing reads standard output any more)"
+            : sig == SIGTERM ? "SIGTERM"
+                             : "SIGINT",
+            run->position.epoch, run->position.step, run->steps);
     int rc = checkpoint_save(s, run);
     if (rc == CLI_OK)
-        print_how_to_resume(s, run);
+        print_how_to_resume(out, s, run);
     return rc == CLI_OK ? 128 + sig : rc;
 }
 
@@ -657,6 +663,7 @@ static int set_up(train_settings *s, train_run *run, int argc, char **argv)
 int cli_train(int argc, char **argv)
 {
     cli_dist dist;
+    train_signals_ignore_pipe(); /* a closed stdout stops training (train_stop_signal) */
     int rc = cli_dist_start(&dist);
     if (rc != CLI_OK)
         return rc;

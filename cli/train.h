@@ -145,10 +145,13 @@ int metrics_open_for_resume(const train_settings *s, train_run *run);
 int checkpoint_save(const train_settings *s, train_run *run);
 void checkpoints_close(train_run *run);
 
-/* SIGINT and SIGTERM (train_signals.c): the first one sets a flag, a second one kills. */
+/* SIGINT and SIGTERM (train_signals.c): the first one sets a flag, a second one kills; one
+ * ignored at start stays ignored. */
 void train_signals_install(void);
 void train_signals_restore(void);
-/* The signal that asked training to stop, or 0. */
+/* From the start of `cnnc train`: a write to a closed pipe fails instead of killing. */
+void train_signals_ignore_pipe(void);
+/* The signal that asked training to stop, SIGPIPE when writing to stdout failed, or 0. */
 int train_stop_signal(void);
 /* Keeps the epoch's losses and accuracy for the curves (train_curves.c); -1 when out of memory. */
 int record_curves(train_run *run, const epoch_report *r);
