@@ -5,9 +5,11 @@
 # data, runs with other flags, diverges, cannot write its metrics on rank 0, or where the
 # replicas do not divide among the processes stops on every rank with a non-zero status within
 # seconds; a signal to mpirun or to one rank stops every rank after the same step, with a
-# checkpoint from which 4 processes end with an unstopped run's weights. It does not test the
-# numerics of the step (test_dist.c and test_trainer.c do). Skipped when mpirun, the dataset, or
-# MPI in this cnnc is missing.
+# checkpoint from which 4 processes end with an unstopped run's weights; a rank killed with
+# kill -9 is named by the other after --mpi-timeout and the job ends, and kill -9 of mpirun ends
+# the ranks at once with nothing written after it. It does not test the numerics of the step
+# (test_dist.c and test_trainer.c do). Skipped when mpirun, the dataset, or MPI in this cnnc is
+# missing.
 # Usage: sh tests/cli_mpi.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
