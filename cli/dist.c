@@ -1,15 +1,35 @@
 /* dist.c — a cnnc command as one of several processes: deciding at start whether MPI is in
  * play, rank 0 as the only voice on stdout, the other ranks' error messages held back where
  * rank 0 would say the same, and the agreement on a status that keeps every rank at the same
- * point of the run. One process alone goes through the same calls, which then do nothing. No
- * MPI calls here (dist_mpi.c) and nothing specific to training (train_dist.c). */
+ * point of the run; a process that a launcher started dies with the launcher. One process alone
+ * goes through the same calls, which then do nothing. No MPI calls here (dist_mpi.c) and
+ * nothing specific to training (train_dist.c). */
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "cli.h"
 #include "dist.h"
+
+/* A process started by a launcher (mpirun, its orted on another host, srun's slurmstepd: its
+ * parent) dies the moment the launcher does, whatever it is doing: with nobody left to collect
+ * its output or stop it, it would otherwise train on and write checkpoints into a folder that a
+ * new run may already use. Linux only (PR_SET_PDEATHSIG); elsewhere the launcher's own
+ * clean-up has to do. */
+static int die_with_launcher(void)
+{
+#ifdef __linux__
+    pid_t launcher = getppid();
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != launcher)
+        return cli_failure("the launcher that started this process is gone"); /* just now */
+#endif
+    return CLI_OK;
+}
 
 int cli_dist_start(cli_dist *d)
 {
@@ -17,6 +37,8 @@ int cli_dist_start(cli_dist *d)
     int size, rank;
     if (!cli_mpi_launched(&size, &rank))
         return CLI_OK;
+    if (die_with_launcher() != CLI_OK)
+        return CLI_FAILURE;
     char library[64];
     if (!cli_mpi_library(library, sizeof library)) {
         if (size <= 1)
@@ -168,6 +190,13 @@ int cli_dist_agree(cli_dist *d, int status)
     }
     free(all);
     return agreed;
+}
+
+int cli_dist_deadline(cli_dist *d, double seconds, const char *afterword)
+{
+    if (d->mpi && cli_mpi_deadline(&d->comm, seconds, afterword) != 0)
+        return cli_failure("out of memory");
+    return CLI_OK;
 }
 
 int cli_dist_finish(cli_dist *d, int status)

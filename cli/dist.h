@@ -16,6 +16,10 @@
  * stops, and cli_dist_finish turns it into CLI_OK. */
 #define CLI_DONE (-1)
 
+/* The default of --mpi-timeout: the seconds an exchange waits for the other processes before
+ * the ones waiting stop, taking the rest with them (docs/distributed.md says why 300). */
+#define CLI_MPI_TIMEOUT 300
+
 typedef struct {
     cn_comm comm;      /* rank 0 of 1 when alone */
     int mpi;           /* MPI was started and must be finished */
@@ -25,7 +29,8 @@ typedef struct {
 } cli_dist;
 
 /* Joins the other processes when an MPI launcher started this one, else sets up one process.
- * On ranks other than 0, stdout goes to /dev/null. CLI_OK, or CLI_FAILURE after a message. */
+ * Under a launcher this process is killed (SIGKILL) when the launcher dies. On ranks other
+ * than 0, stdout goes to /dev/null. CLI_OK, or CLI_FAILURE after a message. */
 int cli_dist_start(cli_dist *d);
 /* The communicator for the library: NULL when this process is alone. */
 const cn_comm *cli_dist_comm(const cli_dist *d);
@@ -47,6 +52,11 @@ int cli_dist_agree(cli_dist *d, int status);
 /* Every rank gives a value and gets the lowest rank's non-zero one, or 0 (such as the signal
  * that one rank received). The same call on every rank. */
 int cli_dist_first(cli_dist *d, int value);
+/* From now on an exchange that waits more than seconds (0: for ever; CLI_MPI_TIMEOUT until
+ * this is called) for another process stops every process, with a message that names the
+ * processes it waited for and ends with afterword (what is left usable; may be NULL). Nothing
+ * to do for one process. CLI_OK, or CLI_FAILURE after a message. */
+int cli_dist_deadline(cli_dist *d, double seconds, const char *afterword);
 /* Agrees on the final status, leaves MPI, and returns the status to exit with. */
 int cli_dist_finish(cli_dist *d, int status);
 
@@ -57,6 +67,8 @@ int cli_mpi_launched(int *size, int *rank);
 /* MPI_Init and a communicator of every process; 0, or -1 after printing why. */
 int cli_mpi_start(cn_comm *comm, char *library, size_t library_size);
 void cli_mpi_finish(cn_comm *comm);
+/* cli_dist_deadline for the communicator of cli_mpi_start; 0, or -1 when out of memory. */
+int cli_mpi_deadline(cn_comm *comm, double seconds, const char *afterword);
 /* Whether this cnnc was built with MPI: 1 with the library's name ("Open MPI v4.1.4") in
  * name, else 0. Needs no MPI_Init. */
 int cli_mpi_library(char *name, size_t size);

@@ -1,12 +1,17 @@
 /* dist_mpi.c — the only file that calls MPI: recognising a process started by mpirun or srun,
- * MPI_Init, the allgather the library's communicator runs on, stopping every process when a
- * collective fails, and MPI_Finalize. Built without CNNC_MPI (make MPI=0) it still recognises a
- * launcher, so that a build without MPI refuses to run as several processes rather than run
- * several independent trainings. It decides nothing about training. */
+ * MPI_Init, the allgather the library's communicator runs on (point-to-point messages polled
+ * against a deadline, so that a rank that died or hangs stops the others instead of leaving them
+ * waiting for ever), stopping every process when a collective fails, and MPI_Finalize. Built
+ * without CNNC_MPI (make MPI=0) it still recognises a launcher, so that a build without MPI
+ * refuses to run as several processes rather than run several independent trainings. It decides
+ * nothing about training: what the message on a lost rank ends with comes from the caller. */
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "dist.h"
@@ -47,8 +52,16 @@ int cli_mpi_launched(int *size, int *rank)
 #ifdef CNNC_MPI
 #include <mpi.h>
 
+/* The tag of the exchange's messages: consecutive exchanges between two ranks match in order. */
+#define EXCHANGE_TAG 0x636e
+
 typedef struct {
-    MPI_Comm world; /* a duplicate of MPI_COMM_WORLD that returns errors instead of dying */
+    MPI_Comm world;        /* a duplicate of MPI_COMM_WORLD that returns errors instead of dying */
+    int rank, size;
+    MPI_Request *requests; /* [2 * size]: the receive from each rank, then the send to each */
+    double timeout;        /* seconds an exchange waits for the other ranks; 0: for ever */
+    char *afterword;       /* what the message on a lost rank ends with, or NULL */
+    int stderr_fd;         /* the real stderr, even while dist.c holds this rank's back */
 } mpi_state;
 
 static void stop_everyone(MPI_Comm comm, const char *what)
@@ -59,20 +72,128 @@ static void stop_everyone(MPI_Comm comm, const char *what)
     exit(1); /* MPI_Abort does not return; this keeps the compiler sure of it */
 }
 
+static void stop_on_error(MPI_Comm comm, const char *call, int rc)
+{
+    char text[MPI_MAX_ERROR_STRING], what[MPI_MAX_ERROR_STRING + 32];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    snprintf(what, sizeof what, "%s: %s", call, text);
+    stop_everyone(comm, what);
+}
+
+/* Posts the receive of every other rank's block and the send of this rank's to every other,
+ * each in the order rank + 1, rank + 2, ... (mod size). */
+static int post_exchange(mpi_state *m, char *blocks, int block)
+{
+    MPI_Request *recv = m->requests, *send = m->requests + m->size;
+    int rc = MPI_SUCCESS;
+    for (int k = 0; k < 2 * m->size; k++) m->requests[k] = MPI_REQUEST_NULL;
+    for (int i = 1; i < m->size && rc == MPI_SUCCESS; i++) {
+        int k = (m->rank + i) % m->size;
+        rc = MPI_Irecv(blocks + (size_t)k * (size_t)block, block, MPI_BYTE, k, EXCHANGE_TAG,
+                       m->world, &recv[k]);
+    }
+    char *mine = blocks + (size_t)m->rank * (size_t)block;
+    for (int i = 1; i < m->size && rc == MPI_SUCCESS; i++) {
+        int k = (m->rank + i) % m->size;
+        rc = MPI_Isend(mine, block, MPI_BYTE, k, EXCHANGE_TAG, m->world, &send[k]);
+    }
+    return rc;
+}
+
+/* Tests every request not yet complete; *left counts those still pending. */
+static int test_exchange(mpi_state *m, int *left)
+{
+    *left = 0;
+    for (int i = 0; i < 2 * m->size; i++) {
+        if (m->requests[i] == MPI_REQUEST_NULL)
+            continue;
+        int done = 0, rc = MPI_Test(&m->requests[i], &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        *left += !done;
+    }
+    return MPI_SUCCESS;
+}
+
+/* Between two tests: nothing for the first 100 us (an exchange alone takes tens), then an
+ * eighth of the time waited so far, at most 1 ms: an answer is seen at most an eighth (or 1 ms)
+ * late, and a long wait costs about a thousand wake-ups a second instead of a core. */
+static void pause_after(double waited)
+{
+    if (waited < 100e-6)
+        return;
+    double pause = waited / 8 < 1e-3 ? waited / 8 : 1e-3;
+    struct timespec ts = {0, (long)(pause * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* "1, 3": the ranks whose receive is still pending or, when every receive is complete, whose
+ * send is (*sent set); *count is how many. */
+static void lost_ranks(const mpi_state *m, char *out, size_t size, int *count, int *sent)
+{
+    const MPI_Request *recv = m->requests, *send = m->requests + m->size;
+    *sent = 1;
+    for (int k = 0; k < m->size; k++) *sent &= recv[k] == MPI_REQUEST_NULL;
+    const MPI_Request *pending = *sent ? send : recv;
+    size_t used = 0;
+    out[0] = '\0';
+    *count = 0;
+    for (int k = 0; k < m->size && used < size; k++) {
+        if (pending[k] == MPI_REQUEST_NULL)
+            continue;
+        int n = snprintf(out + used, size - used, "%s%d", *count ? ", " : "", k);
+        used += n > 0 ? (size_t)n : 0;
+        (*count)++;
+    }
+}
+
+/* Past the deadline: names the ranks that did not deliver, then ends every process without
+ * MPI_Finalize, which would wait for them too. An alarm ends this one should MPI_Abort hang. */
+static void stop_lost(mpi_state *m)
+{
+    char ranks[256];
+    int count, sent;
+    lost_ranks(m, ranks, sizeof ranks, &count, &sent);
+    fflush(stderr);
+    int fd = m->stderr_fd >= 0 ? m->stderr_fd : STDERR_FILENO;
+    dprintf(fd, "cnnc: error: rank%s %s %s rank %d for %g s (--mpi-timeout); %s "
+            "probably gone. Stopping every process%s%s\n", count > 1 ? "s" : "", ranks,
+            sent ? "took nothing from" : "sent nothing to", m->rank, m->timeout,
+            count > 1 ? "they are" : "it is", m->afterword ? "; " : "",
+            m->afterword ? m->afterword : "");
+    alarm(10);
+    MPI_Abort(m->world, 1);
+    _exit(1);
+}
+
+/* Waits until every request is complete, or stops every process past the deadline. */
+static int wait_exchange(mpi_state *m)
+{
+    double start = cli_seconds();
+    for (;;) {
+        int left, rc = test_exchange(m, &left);
+        if (rc != MPI_SUCCESS || left == 0)
+            return rc;
+        double waited = cli_seconds() - start;
+        if (m->timeout > 0 && waited >= m->timeout)
+            stop_lost(m);
+        pause_after(waited);
+    }
+}
+
+/* Every rank's block to every other, the same bytes in the same places as MPI_Allgather. */
 static int mpi_allgather(void *ctx, void *blocks, size_t block, cn_error *err)
 {
     mpi_state *m = ctx;
     if (block > INT_MAX) /* every rank has the same block size, so every rank refuses */
-        return cn_fail(err, "%zu bytes per process is more than one MPI_Allgather sends", block);
-    int rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, blocks, (int)block, MPI_BYTE,
-                           m->world);
-    if (rc != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING], what[MPI_MAX_ERROR_STRING + 32];
-        int len = 0;
-        MPI_Error_string(rc, text, &len);
-        snprintf(what, sizeof what, "MPI_Allgather: %s", text);
-        stop_everyone(m->world, what);
-    }
+        return cn_fail(err, "%zu bytes per process is more than one message sends", block);
+    int rc = post_exchange(m, blocks, (int)block);
+    if (rc != MPI_SUCCESS)
+        stop_on_error(m->world, "posting the exchange", rc);
+    rc = wait_exchange(m);
+    if (rc != MPI_SUCCESS)
+        stop_on_error(m->world, "the exchange", rc);
     return 0;
 }
 
@@ -91,6 +212,15 @@ static void library_name(char *out, size_t size)
     snprintf(out, size, "%s", text);
 }
 
+static void free_state(mpi_state *m)
+{
+    if (m->stderr_fd >= 0)
+        close(m->stderr_fd);
+    free(m->requests);
+    free(m->afterword);
+    free(m);
+}
+
 int cli_mpi_start(cn_comm *comm, char *library, size_t library_size)
 {
     int provided = 0;
@@ -99,18 +229,35 @@ int cli_mpi_start(cn_comm *comm, char *library, size_t library_size)
         cli_failure("MPI_Init failed");
         return -1;
     }
-    mpi_state *m = malloc(sizeof *m);
-    if (!m) {
+    mpi_state *m = calloc(1, sizeof *m);
+    if (m) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &m->world);
+        MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(m->world, &m->rank);
+        MPI_Comm_size(m->world, &m->size);
+        m->timeout = CLI_MPI_TIMEOUT;
+        m->stderr_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+        m->requests = malloc(2 * (size_t)m->size * sizeof *m->requests);
+    }
+    if (!m || !m->requests) {
         cli_failure("out of memory starting MPI");
         MPI_Abort(MPI_COMM_WORLD, 1);
         return -1;
     }
-    MPI_Comm_dup(MPI_COMM_WORLD, &m->world);
-    MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
-    *comm = (cn_comm){0, 1, m, mpi_allgather, mpi_abort};
-    MPI_Comm_rank(m->world, &comm->rank);
-    MPI_Comm_size(m->world, &comm->size);
+    *comm = (cn_comm){m->rank, m->size, m, mpi_allgather, mpi_abort};
     library_name(library, library_size);
+    return 0;
+}
+
+int cli_mpi_deadline(cn_comm *comm, double seconds, const char *afterword)
+{
+    mpi_state *m = comm->ctx;
+    char *copy = afterword ? strdup(afterword) : NULL;
+    if (afterword && !copy)
+        return -1;
+    free(m->afterword);
+    m->afterword = copy;
+    m->timeout = seconds;
     return 0;
 }
 
@@ -118,7 +265,7 @@ void cli_mpi_finish(cn_comm *comm)
 {
     mpi_state *m = comm->ctx;
     MPI_Comm_free(&m->world);
-    free(m);
+    free_state(m);
     comm->ctx = NULL;
     MPI_Finalize();
 }
@@ -135,6 +282,12 @@ int cli_mpi_start(cn_comm *comm, char *library, size_t library_size)
 {
     (void)comm, (void)library, (void)library_size;
     return -1; /* cli_dist_start says why, once */
+}
+
+int cli_mpi_deadline(cn_comm *comm, double seconds, const char *afterword)
+{
+    (void)comm, (void)seconds, (void)afterword;
+    return 0;
 }
 
 void cli_mpi_finish(cn_comm *comm)

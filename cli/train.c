@@ -4,8 +4,8 @@
  * per epoch, at the end saves the model and draws the result picture and the training curves.
  * The numerics live in the library; this file only drives them and reports. Reporting (epoch
  * lines, metrics file) is in train_report.c, the progress bar and plain lines in progress.c,
- * the curves in train_curves.c, checkpoints and resume in train_checkpoint.c, SIGINT/SIGTERM in
- * train_signals.c, what an output file may be in outputs.c. */
+ * the curves in train_curves.c, checkpoints and resume in train_checkpoint.c, SIGINT/SIGTERM
+ * and a closed stdout in train_signals.c, what an output file may be in outputs.c. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -39,6 +39,7 @@ enum {
     OPT_RESUME,
     OPT_PLOT,
     OPT_REPLICAS,
+    OPT_MPI_TIMEOUT,
 };
 
 static const struct option train_options[] = {
@@ -64,6 +65,7 @@ static const struct option train_options[] = {
     {"keep", required_argument, NULL, OPT_KEEP},
     {"resume", required_argument, NULL, OPT_RESUME},
     {"plot", required_argument, NULL, OPT_PLOT},
+    {"mpi-timeout", required_argument, NULL, OPT_MPI_TIMEOUT},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -127,6 +129,11 @@ void cli_train_help(FILE *out)
           "                       (default: a fresh run)\n"
           "  --plot FILE          PNG of the loss and accuracy curves, written at the end;\n"
           "                       'none' or '' skips it (default: training_curves.png)\n"
+          "  --mpi-timeout SEC    under mpirun or srun: when a process has waited SEC\n"
+          "                       seconds for another in an exchange, every process stops\n"
+          "                       with a message naming the one it waited for; the last\n"
+          "                       complete checkpoint stays usable. 0..604800, 0 = wait\n"
+          "                       for ever; not recorded in checkpoints (default: 300)\n"
           "  -q, --quiet          print only errors and the final result: the last\n"
           "                       epoch's summary and the total time (default: off)\n"
           "  -v, --verbose        also print where each epoch's time went (default: off)\n"
@@ -162,6 +169,7 @@ static void default_settings(train_settings *s)
         .keep = 3,
         .plot_path = "training_curves.png",
         .verbosity = PROGRESS_NORMAL,
+        .mpi_timeout = CLI_MPI_TIMEOUT,
     };
 }
 
@@ -270,6 +278,8 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_KEEP: return cli_parse_int("train", "--keep", arg, 1, TRAIN_MAX_EPOCHS, &s->keep);
     case OPT_RESUME: return parse_path("--resume", arg, &s->resume);
     case OPT_PLOT: s->plot_path = optional_path(arg); return 0;
+    case OPT_MPI_TIMEOUT:
+        return cli_parse_int("train", "--mpi-timeout", arg, 0, 604800, &s->mpi_timeout);
     case 'q': s->verbosity = PROGRESS_QUIET; return 0;
     case 'v': s->verbosity = PROGRESS_VERBOSE; return 0;
     default: return -1;
@@ -486,50 +496,56 @@ static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
 }
 
 /* word as a shell reads it back: as it is when that is safe, else in single quotes. */
-static void print_shell_word(const char *word)
+static void print_shell_word(FILE *out, const char *word)
 {
     static const char *const safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                     "0123456789_./-+=:,@%";
     if (word[0] != '\0' && strspn(word, safe) == strlen(word)) {
-        fputs(word, stdout);
+        fputs(word, out);
         return;
     }
-    putchar('\'');
+    fputc('\'', out);
     for (const char *c = word; *c; c++)
-        fputs(*c == '\'' ? "'\\''" : (char[]){*c, '\0'}, stdout);
-    putchar('\'');
+        fputs(*c == '\'' ? "'\\''" : (char[]){*c, '\0'}, out);
+    fputc('\'', out);
 }
 
 /* After a stop: the command that continues the run (its checkpoints record every setting), or
  * that nothing was kept and how to make a run resumable. */
-static void print_how_to_resume(const train_settings *s, const train_run *run)
+static void print_how_to_resume(FILE *out, const train_settings *s, const train_run *run)
 {
     if (!s->checkpoint_dir) {
-        printf("Nothing was saved (no --checkpoint-dir%s).\n"
-               "Give a run --checkpoint-dir DIR to make it resumable.\n",
-               s->save_path ? "; --save writes the model only at the end" : "");
+        fprintf(out, "Nothing was saved (no --checkpoint-dir%s).\n"
+                "Give a run --checkpoint-dir DIR to make it resumable.\n",
+                s->save_path ? "; --save writes the model only at the end" : "");
         return;
     }
-    fputs("Resume with: ", stdout);
+    fputs("Resume with: ", out);
     if (cli_dist_launched(run->dist))
-        printf("mpirun -np %d ", cli_dist_size(run->dist));
-    print_shell_word(program_invocation_name);
-    fputs(" train --resume ", stdout);
-    print_shell_word(s->checkpoint_dir);
-    putchar('\n');
+        fprintf(out, "mpirun -np %d ", cli_dist_size(run->dist));
+    print_shell_word(out, program_invocation_name);
+    fputs(" train --resume ", out);
+    print_shell_word(out, s->checkpoint_dir);
+    fputc('\n', out);
 }
 
-/* Saves where training stands and returns 128 + the signal, as a shell reports it. */
+/* Saves where training stands and returns 128 + the signal, as a shell reports it. When stdout
+ * is lost (SIGPIPE), rank 0 says so on stderr instead. */
 static int stop_training(const train_settings *s, train_run *run)
 {
     int sig = cli_dist_first(run->dist, train_stop_signal()); /* the signal one rank got */
+    FILE *out = sig == SIGPIPE && cli_dist_rank(run->dist) == 0 ? stderr : stdout;
+    if (sig == SIGPIPE) /* from now on stdout goes nowhere, without another error */
+        (void)!freopen("/dev/null", "w", stdout);
     progress_break(&run->progress);
-    printf("Stopped by %s at epoch %d, %d of %d steps done\n",
-           sig == SIGTERM ? "SIGTERM" : "SIGINT", run->position.epoch, run->position.step,
-           run->steps);
+    fprintf(out, "Stopped by %s at epoch %d, %d of %d steps done\n",
+            sig == SIGPIPE   ? "SIGPIPE (nothing reads standard output any more)"
+            : sig == SIGTERM ? "SIGTERM"
+                             : "SIGINT",
+            run->position.epoch, run->position.step, run->steps);
     int rc = checkpoint_save(s, run);
     if (rc == CLI_OK)
-        print_how_to_resume(s, run);
+        print_how_to_resume(out, s, run);
     return rc == CLI_OK ? 128 + sig : rc;
 }
 
@@ -675,6 +691,7 @@ static int set_up(train_settings *s, train_run *run, int argc, char **argv)
 int cli_train(int argc, char **argv)
 {
     cli_dist dist;
+    train_signals_ignore_pipe(); /* a closed stdout stops training (train_stop_signal) */
     int rc = cli_dist_start(&dist);
     if (rc != CLI_OK)
         return rc;

@@ -36,6 +36,7 @@ typedef struct {
     unsigned given;           /* TRAIN_GIVEN_* bits: flags given on the command line */
     const char *plot_path;    /* NULL: no training curves */
     progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
+    int mpi_timeout;          /* seconds an exchange waits for another process; 0: for ever */
 } train_settings;
 
 /* Flags whose presence matters on resume: a given flag wins over what the checkpoint says. */
@@ -149,10 +150,13 @@ int metrics_open_for_resume(const train_settings *s, train_run *run);
 int checkpoint_save(const train_settings *s, train_run *run);
 void checkpoints_close(train_run *run);
 
-/* SIGINT and SIGTERM (train_signals.c): the first one sets a flag, a second one kills. */
+/* SIGINT and SIGTERM (train_signals.c): the first one sets a flag, a second one kills; one
+ * ignored at start stays ignored. */
 void train_signals_install(void);
 void train_signals_restore(void);
-/* The signal that asked training to stop, or 0. */
+/* From the start of `cnnc train`: a write to a closed pipe fails instead of killing. */
+void train_signals_ignore_pipe(void);
+/* The signal that asked training to stop, SIGPIPE when writing to stdout failed, or 0. */
 int train_stop_signal(void);
 /* Keeps the epoch's losses and accuracy for the curves (train_curves.c); -1 when out of memory. */
 int record_curves(train_run *run, const epoch_report *r);

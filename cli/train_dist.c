@@ -19,13 +19,32 @@ int train_dist_outputs(const cli_dist *d, train_settings *s)
     return CLI_OK;
 }
 
-int train_dist_replicas(const cli_dist *d, train_settings *s)
+/* The end of the message on a process lost past --mpi-timeout: what is left to resume from. */
+static int set_deadline(cli_dist *d, const train_settings *s)
+{
+    const char *dir = s->checkpoint_dir;
+    if (!dir)
+        return cli_dist_deadline(d, s->mpi_timeout, "nothing was saved (no --checkpoint-dir)");
+    size_t size = 2 * strlen(dir) + 80;
+    char *afterword = malloc(size);
+    if (!afterword)
+        return cli_failure("out of memory");
+    snprintf(afterword, size, "the last complete checkpoint in %s stays usable (--resume %s)",
+             dir, dir);
+    int rc = cli_dist_deadline(d, s->mpi_timeout, afterword);
+    free(afterword);
+    return rc;
+}
+
+int train_dist_replicas(cli_dist *d, train_settings *s)
 {
     int size = cli_dist_size(d);
     if (s->num_cores % size != 0)
         return cli_usage_error("train", "--num-cores/--replicas %d cannot be shared evenly "
                                "among %d processes: give a multiple of %d (each process runs "
                                "the same number of replicas)", s->num_cores, size, size);
+    if (set_deadline(d, s) != CLI_OK)
+        return CLI_FAILURE;
     if (cli_dist_rank(d) > 0)
         s->checkpoint_dir = NULL;
     return CLI_OK;

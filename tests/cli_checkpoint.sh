@@ -16,15 +16,9 @@ require_data
 make_tmp
 cd "$tmp" || exit 1
 
-# wait_for FILE TEXT: until TEXT is in FILE (at most 60 s).
-wait_for() {
-  i=0
-  while ! grep -q -e "$2" "$1" 2>/dev/null; do
-    i=$((i + 1))
-    [ "$i" -gt 600 ] && return 1
-    sleep 0.1
-  done
-}
+# A script's background job starts with SIGINT ignored (POSIX), and cnnc leaves an ignored
+# SIGINT ignored: the runs below that get one start with it at its default action.
+interruptible="env --default-signal=INT"
 
 # tensors FILE: the tensor bytes of a safetensors file (what follows its header), in hex; the
 # header holds the run's settings too, which may differ between runs of the same math.
@@ -208,7 +202,8 @@ fi
 mkdir twice
 cp straight/checkpoint-epoch-0001.safetensors twice/
 # shellcheck disable=SC2086
-CNNC_TEST_STALL_WRITE=twice/ "$build/tests/cnnc-test-hooks" train --resume twice --num-epochs 2 $quiet >t.out 2>t.err &
+CNNC_TEST_STALL_WRITE=twice/ $interruptible "$build/tests/cnnc-test-hooks" train --resume twice \
+  --num-epochs 2 $quiet >t.out 2>t.err &
 pid=$!
 if wait_for t.err "stalled writing"; then
   kill -INT "$pid"
@@ -238,8 +233,8 @@ stop_run() {
   shift 2
   rm -f sig.out # what wait_for reads must be this run's
   # shellcheck disable=SC2086
-  "$cnnc" train $small --threads 2 --result-image none --log-steps 1 --num-epochs 40 \
-    --checkpoint-dir "$dir" "$@" >sig.out 2>sig.err &
+  $interruptible "$cnnc" train $small --threads 2 --result-image none --log-steps 1 \
+    --num-epochs 40 --checkpoint-dir "$dir" "$@" >sig.out 2>sig.err &
   pid=$!
   if wait_for sig.out "Epoch 2 step 3/"; then
     kill "-$sig" "$pid"
@@ -337,8 +332,8 @@ run predict --checkpoint planned --idx "$data/t10k-images-idx3-ubyte.gz" --index
 
 # A stop without --checkpoint-dir says that nothing was kept, and how to keep it.
 # shellcheck disable=SC2086
-"$cnnc" train $small --threads 2 --result-image none --log-steps 1 --num-epochs 40 \
-  --save lost.st >lost.out 2>&1 &
+$interruptible "$cnnc" train $small --threads 2 --result-image none --log-steps 1 \
+  --num-epochs 40 --save lost.st >lost.out 2>&1 &
 pid=$!
 wait_for lost.out "Epoch 2 step 3/" && kill -INT "$pid"
 wait "$pid"

@@ -5,9 +5,11 @@
 # data, runs with other flags, diverges, cannot write its metrics on rank 0, or where the
 # replicas do not divide among the processes stops on every rank with a non-zero status within
 # seconds; a signal to mpirun or to one rank stops every rank after the same step, with a
-# checkpoint from which 4 processes end with an unstopped run's weights. It does not test the
-# numerics of the step (test_dist.c and test_trainer.c do). Skipped when mpirun, the dataset, or
-# MPI in this cnnc is missing.
+# checkpoint from which 4 processes end with an unstopped run's weights; a rank killed with
+# kill -9 is named by the other after --mpi-timeout and the job ends, and kill -9 of mpirun ends
+# the ranks at once with nothing written after it. It does not test the numerics of the step
+# (test_dist.c and test_trainer.c do). Skipped when mpirun, the dataset, or MPI in this cnnc is
+# missing.
 # Usage: sh tests/cli_mpi.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
@@ -230,5 +232,109 @@ cmp -s straight.st resumed.st ||
 expect_all_fail 2 "only rank 0 resumes" "starts from another model state" \
   -np 1 sh -c "$record" "$cnnc" $sig_job --resume stopped.safetensors \
   : -np 1 sh -c "$record" "$cnnc" $sig_job
+
+# ---------------------------------------------------------------- a rank or mpirun dies
+# rank_pid MPIRUN_PID RANK: the process of RANK among mpirun's children, as its environment says.
+rank_pid() {
+  for pid in $(ps -o pid= --ppid "$1"); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" &&
+      echo "$pid"
+  done
+}
+
+# gone_within PID SECONDS: true when PID has ended (or is a zombie) within SECONDS, polled every
+# 50 ms; otherwise kills it and returns 1.
+gone_within() {
+  polls=0
+  while running "$1" && [ "$polls" -lt $(($2 * 20)) ]; do
+    sleep 0.05
+    polls=$((polls + 1))
+  done
+  running "$1" || return 0
+  kill -KILL "$1"
+  return 1
+}
+
+# start_long_run DIR [FLAGS]: 2 processes training for minutes (quiet: no output to block on),
+# checkpointing into DIR after every epoch; returns once DIR holds a checkpoint, with mpirun's
+# process in $mpirun_pid and rank 0's and rank 1's in $rank0 and $rank1.
+start_long_run() {
+  dir=$1
+  shift
+  mpirun -np 2 "$cnnc" train -q --num-cores 4 --batch-size 32 --train-samples 4096 \
+    --test-samples 300 --num-epochs 1000 --result-image none --plot none --checkpoint-dir "$dir" \
+    "$@" >"$tmp/out" 2>"$tmp/err" &
+  mpirun_pid=$!
+  tries=0
+  until ls "$dir"/checkpoint-epoch-*.safetensors >/dev/null 2>&1 || [ "$tries" -ge 600 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+  rank0=$(rank_pid "$mpirun_pid" 0)
+  rank1=$(rank_pid "$mpirun_pid" 1)
+  if [ -z "$rank0" ] || [ -z "$rank1" ]; then
+    fail "expected ranks 0 and 1 as mpirun's children, found '$rank0' and '$rank1'"
+  fi
+}
+
+# newest DIR: the name of the newest checkpoint in DIR, or nothing.
+newest() {
+  last=
+  for f in "$1"/checkpoint-epoch-*.safetensors; do [ -e "$f" ] && last=${f##*/}; done
+  echo "$last"
+}
+
+# resumes DIR: one process continues the newest checkpoint in DIR by one epoch.
+resumes() {
+  done=$(newest "$1" | sed -n 's/^checkpoint-epoch-0*\([0-9][0-9]*\)\.safetensors$/\1/p')
+  timeout 120 "$cnnc" train -q --resume "$1" --num-epochs $((${done:-0} + 1)) --threads 2 \
+    >"$tmp/resume.out" 2>&1
+}
+
+# Rank 1 killed: with mpirun told to let the other ranks run on, rank 0 waits for it for
+# --mpi-timeout seconds, names it and stops; no checkpoint of the unfinished step is written.
+OMPI_MCA_orte_abort_on_non_zero_status=0 start_long_run ck-lost --mpi-timeout 3
+kill -KILL "$rank1"
+start=$(date +%s)
+if ! gone_within "$mpirun_pid" 15; then
+  fail "rank 1 killed: mpirun still runs 15 s later (rank 0 waits for ever?)"
+  kill -KILL "$rank0"
+fi
+wait "$mpirun_pid"
+code=$?
+seconds=$(($(date +%s) - start))
+[ "$code" -ne 0 ] || fail "rank 1 killed: mpirun exited 0"
+if [ "$seconds" -lt 2 ] || [ "$seconds" -gt 8 ]; then
+  fail "rank 1 killed: rank 0 stopped after $seconds s, expected the 3 s of --mpi-timeout"
+fi
+grep -q "cnnc: error: rank 1 sent nothing to rank 0 for 3 s (--mpi-timeout); it is probably" \
+  "$tmp/err" || fail "rank 1 killed: rank 0 does not name it: $(cat "$tmp/err")"
+grep -q "the last complete checkpoint in ck-lost stays usable" "$tmp/err" ||
+  fail "rank 1 killed: rank 0 does not say where the checkpoints are: $(cat "$tmp/err")"
+gone_within "$rank0" 5 || fail "rank 1 killed: rank 0 still runs 5 s after mpirun ended"
+for f in ck-lost/*-step-*; do
+  [ -e "$f" ] && fail "rank 1 killed: a checkpoint of the unfinished step: $f"
+done
+resumes ck-lost || fail "rank 1 killed: its checkpoint does not resume: $(cat "$tmp/resume.out")"
+
+# mpirun killed: the ranks (mpirun's own children here) die with it, at once, and write
+# nothing more. The kill comes right after a checkpoint, so that the next one is an epoch away.
+start_long_run ck-orphan
+first=$(newest ck-orphan)
+tries=0
+until [ "$(newest ck-orphan)" != "$first" ] || [ "$tries" -ge 1000 ]; do
+  sleep 0.02
+  tries=$((tries + 1))
+done
+touch killed-at
+kill -KILL "$mpirun_pid"
+for pid in "$rank0" "$rank1"; do
+  gone_within "$pid" 1 || fail "mpirun killed: rank process $pid still ran 1 s later"
+done
+wait "$mpirun_pid"
+sleep 1 # time for a rank that outlived mpirun to write
+written=$(find ck-orphan -type f -newer killed-at)
+[ -z "$written" ] || fail "mpirun killed: written after the kill: $written"
+resumes ck-orphan || fail "mpirun killed: the folder does not resume: $(cat "$tmp/resume.out")"
 
 finish "2 and 4 processes equal one, bit for bit"

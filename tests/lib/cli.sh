@@ -70,6 +70,16 @@ expect() {
   fi
 }
 
+# wait_for FILE TEXT: until TEXT is in FILE (at most 60 s); 1 when it never comes.
+wait_for() {
+  i=0
+  while ! grep -q -e "$2" "$1" 2>/dev/null; do
+    i=$((i + 1))
+    [ "$i" -gt 600 ] && return 1
+    sleep 0.1
+  done
+}
+
 # finish [DETAIL]: the closing line; exits 1 when any check failed.
 # shellcheck disable=SC2120 # DETAIL is optional
 finish() {
