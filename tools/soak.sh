@@ -33,7 +33,7 @@ RANDOM=$seed
 # A short run: 2 x 32-sample replicas, 32 steps an epoch, 3 epochs, about 0.2 s of training.
 flags=(--train-samples 2048 --test-samples 256 --num-epochs 3 --batch-size 32 --num-cores 2
        --checkpoint-dir ck --keep 2 --save model.safetensors --metrics-file metrics.jsonl
-       --result-image result.png --plot curves.png -q)
+       --result-image result.png --plot curves.png --log-steps 4)
 
 # The metrics without what a clock measured.
 untimed() { sed -E 's/,"[a-z_]*(seconds|per_second)":[-0-9.e+]*//g' "$1"; }
@@ -49,17 +49,21 @@ outputs_equal() { # outputs_equal DIR: DIR's outputs against the reference's
 }
 
 # Runs "$@" in the background, sends a random interruption after a random delay (up to the
-# length of an uninterrupted run), waits, and sets $kind to what it sent.
+# length of an uninterrupted run), waits, and sets $kind to what it sent. A background job of a
+# script starts with SIGINT ignored, which cnnc keeps; env gives it back its default.
 interrupt() {
   local delay=$((RANDOM % reference_ms)) pick=$((RANDOM % 10)) pid
+  local pause
+  pause=$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))
   if [ "$pick" -eq 9 ]; then # the reader of the output goes away
     kind=PIPE
-    ( "$@" 2>>log | { sleep "$(printf '0.%03d' "$delay")"; exit 0; } ) >/dev/null
+    env --default-signal=INT "$@" 2>>log | { sleep "$pause"; exit 0; } >/dev/null
+    tally "${PIPESTATUS[0]}"
     return
   fi
-  "$@" >>log 2>&1 &
+  env --default-signal=INT "$@" >>log 2>&1 &
   pid=$!
-  sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
+  sleep "$pause"
   case $pick in
     0|1|2|3) kind=KILL; kill -KILL "$pid" 2>/dev/null ;;
     4|5) kind=INT; kill -INT "$pid" 2>/dev/null ;;
@@ -67,13 +71,18 @@ interrupt() {
     8) kind=INT+INT; kill -INT "$pid" 2>/dev/null; kill -INT "$pid" 2>/dev/null ;;
   esac
   wait "$pid" 2>/dev/null
+  tally $?
 }
+
+# Counts how the interrupted processes ended: 0 (done before the interruption), 130, 137, ...
+declare -A ended
+tally() { ended[$1]=$((${ended[$1]:-0} + 1)); }
 
 # The resume, or a fresh start when no checkpoint was written before the interruption.
 next_run() {
   local threads=$((RANDOM % 2 + 1))
   if ls ck/checkpoint-epoch-*.safetensors >/dev/null 2>&1; then
-    echo "$cnnc train --resume ck --threads $threads -q"
+    echo "$cnnc train --resume ck --threads $threads"
   else
     echo "$cnnc train ${flags[*]} --threads $threads"
   fi
@@ -118,4 +127,6 @@ for ((c = 1; c <= cycles; c++)); do
 done
 summary=
 for k in "${!count[@]}"; do summary="$summary $k=${count[$k]}"; done
-echo "soak: $cycles cycles, nothing lost; interruptions:$summary"
+ends=
+for k in "${!ended[@]}"; do ends="$ends $k:${ended[$k]}"; done
+echo "soak: $cycles cycles, nothing lost; interruptions:$summary; exit statuses:$ends"
