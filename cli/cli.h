@@ -97,6 +97,10 @@ int cli_parse_float(const char *command, const char *flag, const char *text, flo
 /* Online CPUs, clamped to 1..CLI_MAX_THREADS. */
 #define CLI_MAX_THREADS 1024
 int cli_default_threads(void);
+/* When --threads asked for more threads than the work can use (cn_trainer_threads), prints
+ * to stderr "cnnc: note: --threads ASKED: USED thread(s) can have work (WHY); using USED". */
+void cli_threads_note(int asked, int used, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ---------------------------------------------------------------- outputs (outputs.c) */
 

@@ -374,6 +374,19 @@ int cli_default_threads(void)
     return n > CLI_MAX_THREADS ? CLI_MAX_THREADS : (int)n;
 }
 
+void cli_threads_note(int asked, int used, const char *fmt, ...)
+{
+    if (used >= asked)
+        return;
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cnnc: note: --threads %d: %d thread%s can have work (%s); using %d\n", asked,
+            used, used == 1 ? "" : "s", why, used);
+}
+
 int cli_require_file(const char *command, const char *flag, const char *path)
 {
     if (!path)

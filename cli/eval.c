@@ -14,6 +14,7 @@ typedef struct {
     const char *data_dir;
     int test_samples;       /* 0: all */
     int threads;
+    int threads_given;      /* --threads was on the command line */
     int batch_size;
     const char *confusion;  /* NULL: no picture */
 } eval_settings;
@@ -51,9 +52,9 @@ void cli_eval_help(FILE *out)
             "  --data-dir DIR       dataset folder\n"
             "                       (default: %s)\n"
             "  --test-samples N     score only the first N test images, 0 = all (default: 0)\n"
-            "  --threads N          worker threads, 1..1024 (default: the CPUs this process\n"
-            "                       may use, here %d)\n"
-            "  --batch-size N       images per forward pass, 1..65536 (default: 128)\n"
+            "  --threads N          the most worker threads, 1..1024, one a batch\n"
+            "                       (default: the CPUs this process may use, here %d)\n"
+            "  --batch-size N       the most images per forward pass, 1..65536 (default: 128)\n"
             "  --confusion FILE     PNG of the confusion matrix, actual against predicted\n"
             "                       class (default: none)\n"
             "  -h, --help           show this help and exit\n",
@@ -68,6 +69,7 @@ static int apply_option(eval_settings *s, int c, const char *arg)
     case OPT_TEST_SAMPLES:
         return cli_parse_int("eval", "--test-samples", arg, 0, INT_MAX, &s->test_samples);
     case OPT_THREADS:
+        s->threads_given = 1;
         return cli_parse_int("eval", "--threads", arg, 1, CLI_MAX_THREADS, &s->threads);
     case OPT_BATCH_SIZE:
         return cli_parse_int("eval", "--batch-size", arg, 1, 65536, &s->batch_size);
@@ -112,6 +114,12 @@ static int score(const eval_settings *s, cn_model *model, const cn_dataset *test
     cn_trainer *trainer = cn_trainer_create(model, &cfg, &err);
     if (!trainer)
         return cli_library_error(&err, NULL);
+    if (s->threads_given) {
+        int batches = test->count / s->batch_size + (test->count % s->batch_size != 0);
+        cli_threads_note(s->threads, cn_trainer_threads(trainer, 0, test->count),
+                         "%d test images in %d batch%s of up to %d", test->count, batches,
+                         batches == 1 ? "" : "es", s->batch_size);
+    }
     uint8_t *predictions = malloc((size_t)test->count);
     if (!predictions) {
         cn_trainer_free(trainer);

@@ -92,7 +92,8 @@ void cli_train_help(FILE *out)
             "                       averaged, so N defines the math, unlike --threads\n"
             "  --replicas N         another name for --num-cores; give one of the two\n"
             "                       (default: 8)\n"
-            "  --threads N          worker threads, 1..1024; never changes results\n"
+            "  --threads N          the most worker threads, 1..1024: no more than a step\n"
+            "                       or a test pass can use; never changes results\n"
             "                       (default: the CPUs this process may use, shared with\n"
             "                       the other processes on the host; here %d)\n"
             "  --log-steps N        print the loss every N steps, >= 1, when the output is\n"
@@ -241,6 +242,7 @@ static unsigned given_bit(int c)
     case OPT_METRICS_FILE: return TRAIN_GIVEN_METRICS_FILE;
     case OPT_RESULT_IMAGE: return TRAIN_GIVEN_RESULT_IMAGE;
     case OPT_PLOT: return TRAIN_GIVEN_PLOT;
+    case OPT_THREADS: return TRAIN_GIVEN_THREADS;
     default: return 0;
     }
 }
@@ -401,6 +403,11 @@ static int build_model(const train_settings *s, train_run *run)
     if (!run->trainer)
         return cli_library_error(&err, NULL);
     run->steps = cn_trainer_steps_per_epoch(run->trainer, &run->train);
+    run->threads = cn_trainer_threads(run->trainer, 1, run->test.count);
+    if ((s->given & TRAIN_GIVEN_THREADS) && cli_dist_rank(run->dist) == 0)
+        cli_threads_note(s->threads, run->threads, "%d replica%s x batch %d a step, %d test "
+                         "images in batches of %d", s->num_cores, s->num_cores == 1 ? "" : "s",
+                         s->batch_size, run->test.count, s->batch_size);
     if (!run->resume_path)
         run->position = (cn_epoch_position){.epoch = 1};
     return CLI_OK;

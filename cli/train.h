@@ -39,7 +39,8 @@ typedef struct {
     int mpi_timeout;          /* seconds an exchange waits for another process; 0: for ever */
 } train_settings;
 
-/* Flags whose presence matters on resume: a given flag wins over what the checkpoint says. */
+/* Flags whose presence matters: on resume a given flag wins over what the checkpoint says; a
+ * given --threads above what the work can use is noted. */
 enum {
     TRAIN_GIVEN_BATCH_SIZE = 1u << 0,
     TRAIN_GIVEN_LEARNING_RATE = 1u << 1,
@@ -58,6 +59,7 @@ enum {
     TRAIN_GIVEN_METRICS_FILE = 1u << 14,
     TRAIN_GIVEN_RESULT_IMAGE = 1u << 15,
     TRAIN_GIVEN_PLOT = 1u << 16,
+    TRAIN_GIVEN_THREADS = 1u << 17,
 };
 
 /* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */
@@ -73,6 +75,7 @@ typedef struct {
     uint8_t *predictions; /* [test.count], from the latest evaluation */
     int steps;            /* optimiser steps per epoch */
     cn_train_config config;
+    int threads;          /* the threads that can have work: --threads or fewer */
     cn_epoch_position position; /* where training stands */
     /* Checkpoints and resume (train_checkpoint.c). */
     cn_train_state state;         /* settings and position written into checkpoints */

@@ -18,7 +18,7 @@ void print_settings_line(const train_settings *s, const train_run *run)
     long per_epoch = (long)run->steps * s->num_cores * s->batch_size;
     printf("cnnc %s: %d epoch%s of %d step%s, %d replica%s x batch %d, %d thread%s (%s)\n",
            CN_VERSION, s->num_epochs, plural(s->num_epochs), run->steps, plural(run->steps),
-           s->num_cores, plural(s->num_cores), s->batch_size, s->threads, plural(s->threads),
+           s->num_cores, plural(s->num_cores), s->batch_size, run->threads, plural(run->threads),
            cn_isa_name(cn_isa_active()));
     printf("  SGD: learning rate %g (%g x %d), momentum %g, seed %llu, %s\n", (double)scaled_lr,
            (double)s->learning_rate, s->num_cores, (double)s->momentum,

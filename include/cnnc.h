@@ -311,12 +311,16 @@ typedef struct {
 
 typedef struct cn_trainer cn_trainer;
 
-/* Plans every buffer once (R replicas x batch), starts the pool. The model is borrowed: it must
- * outlive the trainer, which updates its parameters and statistics in place; cfg is copied.
- * Momentum starts at zero. Returns a trainer the caller frees with cn_trainer_free, or NULL
- * with a message: a setting out of range (batch 1..65536, replicas 1..1024, threads 1..1024,
- * learning rate > 0, momentum in [0, 1), a precision this CPU supports), out of memory, threads
- * that cannot start. */
+/* Plans the buffers (R replicas x batch). The model is borrowed: it must outlive the trainer,
+ * which updates its parameters and statistics in place; cfg is copied. Momentum starts at zero.
+ * cfg.threads is an upper bound: the threads and the buffers of each thread (a workspace for one
+ * batch) are made by the first call that gives them work, as many as it can (cn_trainer_threads)
+ * and for the samples it runs, and kept for later calls; so a trainer that only evaluates 10
+ * samples makes one thread's buffers for 10 samples, whatever the batch size and threads asked.
+ * Returns a trainer the caller frees with cn_trainer_free, or NULL with a message: a setting
+ * out of range (batch 1..65536, replicas 1..1024, threads 1..1024, learning rate > 0, momentum
+ * in [0, 1), a precision this CPU supports), out of memory. Threads that cannot start and
+ * buffers that do not fit are reported by the call that needed them. */
 CN_API cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err);
 /* The same for one rank of several processes (comm borrowed, it must outlive the trainer; NULL
  * or size 1: one process). num_replicas must be a multiple of comm->size: each rank runs its
@@ -328,6 +332,13 @@ CN_API cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_con
                                                  const cn_comm *comm, cn_error *err);
 /* Stops the trainer's pool and frees its buffers (not the model); t may be NULL. */
 CN_API void cn_trainer_free(cn_trainer *t);
+
+/* The threads that can have work, never more than cfg.threads: in a training step (training
+ * non-zero), one per local replica or, when the replicas run one after another, one per chunk
+ * of the segment its batch is cut into the most chunks for; in an evaluation of eval_samples
+ * samples (0: none), one per batch of batch_size (of the largest share, with several processes).
+ * The largest of those asked for, at least 1: what the trainer will run on. */
+CN_API int cn_trainer_threads(const cn_trainer *t, int training, int eval_samples);
 
 /* Steps in one epoch of data: floor(floor(count / R) / batch_size). */
 CN_API int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train);
@@ -398,7 +409,8 @@ CN_API int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch
                                 cn_phase_times *times, cn_error *err);
 
 /* Scores the first n samples of ds (1 <= n <= ds->count) in evaluation mode (running
- * statistics), each exactly once, in chunks of the trainer's batch size over all its threads.
+ * statistics), each exactly once, in chunks of the trainer's batch size, one chunk a thread
+ * (cn_trainer_threads); the results do not depend on the threads.
  * *loss gets the mean NLL, *accuracy the percentage of right answers; predictions (may be
  * NULL, else n bytes, caller owned) gets each sample's predicted class. Changes nothing in the
  * model. Errors: n out of range, images of another size, out of memory, outputs that are not

@@ -1,14 +1,14 @@
 /* dataset.c — loads one Fashion-MNIST split (images and labels, .gz or raw IDX) into memory,
- * checks that the two files belong together, and turns pixels into the normalised floats the
- * model reads. It does not shuffle, batch, augment or download anything; file format checks
- * live in idx.c. */
+ * checks that the two files belong together (from their headers, before either body is read),
+ * and turns pixels into the normalised floats the model reads. It does not shuffle, batch,
+ * augment or download anything; file format checks live in idx.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cnnc.h"
+#include "idx.h"
 
 #define IMAGE_SIDE 28
 #define DATA_PATH_MAX 4096
@@ -115,17 +115,23 @@ static int check_labels(const char *path, const uint8_t *labels, int count, cn_e
     return 0;
 }
 
-/* Reads both files of a split and checks them against each other. */
+/* Reads both headers and checks them against each other, then the labels (small), then the
+ * images: a header that does not fit the other file costs no decompression and no buffer. */
 static int read_split(cn_dataset *ds, const char *image_path, const char *label_path,
                       cn_error *err)
 {
     uint8_t *pixels = NULL, *labels = NULL;
     int image_dims[3] = {0}, label_dims[3] = {0};
-    int rc = cn_idx_read(image_path, 3, &pixels, image_dims, err);
+    cn_idx_file *image_file = cn_idx_open(image_path, 3, image_dims, err);
+    cn_idx_file *label_file = image_file ? cn_idx_open(label_path, 1, label_dims, err) : NULL;
+    int rc = label_file ? 0 : -1;
     if (rc == 0) rc = check_image_size(image_path, image_dims, err);
-    if (rc == 0) rc = cn_idx_read(label_path, 1, &labels, label_dims, err);
     if (rc == 0) rc = check_counts(image_path, image_dims[0], label_path, label_dims[0], err);
+    if (rc == 0) rc = cn_idx_read_data(label_file, &labels, err);
     if (rc == 0) rc = check_labels(label_path, labels, label_dims[0], err);
+    if (rc == 0) rc = cn_idx_read_data(image_file, &pixels, err);
+    cn_idx_close(image_file);
+    cn_idx_close(label_file);
     if (rc < 0) {
         free(pixels);
         free(labels);

@@ -1,8 +1,10 @@
 /* idx.c — reads IDX files of unsigned bytes (the Fashion-MNIST format), raw or gzip-compressed,
- * telling the two apart by their first bytes, never by the name. Every header field and the
- * exact data size are checked before the data is trusted, and the buffer never grows beyond what
- * the file can hold. It does not read other IDX element types (int, float), knows nothing about
- * images or labels beyond their number of dimensions, and keeps no state between calls. */
+ * telling the two apart by their first bytes, never by the name. A file is read in two steps
+ * (idx.h): its header, every field checked and the size checked against the file's, then its
+ * data, so that a caller can compare the headers of two files before reading either body. The
+ * buffer never grows beyond what the file can hold. It does not read other IDX element types
+ * (int, float), knows nothing about images or labels beyond their number of dimensions, and
+ * keeps no state between calls. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,7 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "cnnc.h"
+#include "idx.h"
 
 #define IDX_TYPE_UBYTE 0x08
 #define IDX_MAX_DATA ((uint64_t)1 << 30) /* 1 GiB; Fashion-MNIST's largest file holds 47 MB */
@@ -20,8 +22,9 @@
 #define SOURCE_CHUNK 65536
 #define FIRST_ALLOC ((size_t)1 << 20)    /* gzip data starts here and doubles as it arrives */
 
-/* The bytes of a file as a stream: read straight from disk, or inflated on the way. */
-typedef struct {
+/* The bytes of a file as a stream: read straight from disk, or inflated on the way; its header
+ * once read. */
+typedef struct cn_idx_file {
     const char *path;
     FILE *file;
     uint64_t file_size;
@@ -32,6 +35,7 @@ typedef struct {
     uint64_t read_out; /* bytes handed out so far (decompressed for gzip) */
     z_stream zs;
     unsigned char in[SOURCE_CHUNK];
+    uint64_t payload;  /* data bytes the header announces */
 } idx_source;
 
 static int fail_read(const idx_source *s, cn_error *err)
@@ -369,27 +373,52 @@ static int expect_end(idx_source *s, cn_error *err)
     return 0;
 }
 
-int cn_idx_read(const char *path, int want_ndim, uint8_t **data, int dims[3], cn_error *err)
+cn_idx_file *cn_idx_open(const char *path, int want_ndim, int dims[3], cn_error *err)
 {
-    if (!path || !data || !dims || want_ndim < 1 || want_ndim > 3)
-        return cn_fail(err, "cn_idx_read: bad arguments (want_ndim must be 1..3)");
-    *data = NULL;
+    if (!path || !dims || want_ndim < 1 || want_ndim > 3) {
+        cn_fail(err, "cn_idx_read: bad arguments (want_ndim must be 1..3)");
+        return NULL;
+    }
     idx_source *s = source_open(path, err);
-    if (!s) return -1;
+    if (!s) return NULL;
     uint32_t file_dims[3];
-    uint64_t payload = 0;
     uint64_t header = 4 + 4 * (uint64_t)want_ndim;
+    int rc = read_header(s, want_ndim, file_dims, &s->payload, err);
+    if (rc == 0) rc = check_plausible_size(s, header, s->payload, err);
+    if (rc < 0) {
+        source_close(s);
+        return NULL;
+    }
+    for (int i = 0; i < want_ndim; i++) dims[i] = (int)file_dims[i];
+    return s;
+}
+
+int cn_idx_read_data(cn_idx_file *f, uint8_t **data, cn_error *err)
+{
     uint8_t *buf = NULL;
-    int rc = read_header(s, want_ndim, file_dims, &payload, err);
-    if (rc == 0) rc = check_plausible_size(s, header, payload, err);
-    if (rc == 0) rc = read_payload(s, (size_t)payload, &buf, err);
-    if (rc == 0) rc = expect_end(s, err);
-    source_close(s);
+    *data = NULL;
+    int rc = read_payload(f, (size_t)f->payload, &buf, err);
+    if (rc == 0) rc = expect_end(f, err);
     if (rc < 0) {
         free(buf);
         return -1;
     }
-    for (int i = 0; i < want_ndim; i++) dims[i] = (int)file_dims[i];
     *data = buf;
     return 0;
+}
+
+void cn_idx_close(cn_idx_file *f)
+{
+    source_close(f);
+}
+
+int cn_idx_read(const char *path, int want_ndim, uint8_t **data, int dims[3], cn_error *err)
+{
+    if (!data) return cn_fail(err, "cn_idx_read: bad arguments (want_ndim must be 1..3)");
+    *data = NULL;
+    cn_idx_file *f = cn_idx_open(path, want_ndim, dims, err);
+    if (!f) return -1;
+    int rc = cn_idx_read_data(f, data, err);
+    cn_idx_close(f);
+    return rc;
 }

@@ -1,7 +1,8 @@
 /* safetensors.c — cnnc's checkpoint format: an 8-byte little-endian header length, a JSON header
  * (Jansson) and the raw little-endian tensor bytes. Writing is atomic (temporary file in the same
- * folder, fsync, rename, fsync of the folder); reading loads the whole file and validates it
- * strictly before anything is handed out. The temporary is named PATH.tmp.PID.N: it never ends
+ * folder, fsync, rename, fsync of the folder); reading checks the header against the file's size
+ * before the rest is read, then loads the whole file and validates it strictly again before
+ * anything is handed out. The temporary is named PATH.tmp.PID.N: it never ends
  * in ".safetensors", so nothing that looks for checkpoints by name takes it for one.
  * Test hook, compiled only into the test builds (-DCNNC_TEST_HOOKS, never into the shipped
  * library): with CNNC_TEST_STALL_WRITE=1 in the environment, a write stops half-way through its
@@ -379,8 +380,55 @@ static int check_start(const char *path, const uint8_t *start, size_t got, uint6
     return 0;
 }
 
-/* Reads the first bytes of path and checks them (check_start) without reading the rest. A named
- * pipe or a device is refused by cn_open_regular rather than waited on. */
+static int take_header(cn_safetensors *f, const char *path, json_t *root, uint8_t *data,
+                       uint64_t data_size, cn_error *err);
+
+/* Parses the JSON header (len bytes at json) and validates it against data_size bytes of data
+ * into f, the tensors pointing into data (NULL: the header alone is checked, the tensors point
+ * nowhere). */
+static int take_header_text(cn_safetensors *f, const char *path, const uint8_t *json,
+                            uint64_t len, uint8_t *data, uint64_t data_size, cn_error *err)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb((const char *)json, (size_t)len,
+                              JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (!root)
+        return cn_fail(err, "%s: header is not valid JSON: %s (header byte %d)", path, jerr.text,
+                       jerr.position);
+    int rc = take_header(f, path, root, data, data_size, err);
+    json_decref(root);
+    return rc;
+}
+
+/* Reads the JSON header (len bytes after the 8-byte length) of a file of size bytes and checks
+ * it as parse_file will: a header that is not JSON, or whose tensors do not cover the rest of
+ * the file exactly (a file far larger than its tensors), is refused before the rest is read. */
+static int peek_header(const char *path, int fd, uint64_t len, uint64_t size, cn_error *err)
+{
+    uint8_t *json = malloc(len ? (size_t)len : 1);
+    if (!json) return cn_fail(err, "%s: cannot read: %s", path, strerror(ENOMEM));
+    size_t have = 0;
+    ssize_t got = 1;
+    while (have < len && (got = pread(fd, json + have, (size_t)len - have, 8 + (off_t)have)) > 0)
+        have += (size_t)got;
+    int rc;
+    if (got < 0)
+        rc = cn_fail(err, "%s: cannot read: %s", path, strerror(errno));
+    else if (have < len)
+        rc = cn_fail(err, "%s: cannot read: file shrank while reading", path);
+    else {
+        cn_safetensors probe = {0};
+        rc = take_header_text(&probe, path, json, len, NULL, size - 8 - len, err);
+        free(probe.tensors);
+        json_decref(probe.meta);
+    }
+    free(json);
+    return rc;
+}
+
+/* Reads the first bytes of path and checks them (check_start), then the header (peek_header),
+ * without reading the rest. A named pipe or a device is refused by cn_open_regular rather than
+ * waited on. */
 static int peek_start(const char *path, cn_error *err)
 {
     int fd = cn_open_regular(path, err);
@@ -393,8 +441,8 @@ static int peek_start(const char *path, cn_error *err)
         rc = cn_fail(err, "%s: cannot read: %s", path, strerror(errno));
     else if ((got = pread(fd, start, sizeof start, 0)) < 0)
         rc = cn_fail(err, "%s: cannot read: %s", path, strerror(errno));
-    else
-        rc = check_start(path, start, (size_t)got, (uint64_t)st.st_size, err);
+    else if ((rc = check_start(path, start, (size_t)got, (uint64_t)st.st_size, err)) == 0)
+        rc = peek_header(path, fd, read_le64(start), (uint64_t)st.st_size, err);
     close(fd);
     return rc;
 }
@@ -595,7 +643,7 @@ static int take_header(cn_safetensors *f, const char *path, json_t *root, uint8_
     if (rc == 0) rc = check_coverage(path, entries, n, data_size, err);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         f->tensors[i] = entries[i].ref;
-        f->tensors[i].data = data + entries[i].begin;
+        f->tensors[i].data = data ? data + entries[i].begin : NULL;
     }
     free(entries);
     if (rc != 0) return -1;
@@ -609,16 +657,9 @@ static int parse_file(cn_safetensors *f, const char *path, cn_error *err)
     /* again on the bytes read: the file may have changed since peek_start */
     if (check_start(path, f->bytes, f->size, f->size, err) != 0) return -1;
     uint64_t header_len = read_le64(f->bytes);
-    json_error_t jerr;
-    json_t *root = json_loadb((const char *)f->bytes + 8, (size_t)header_len,
-                              JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-    if (!root)
-        return cn_fail(err, "%s: header is not valid JSON: %s (header byte %d)", path, jerr.text,
-                       jerr.position);
     size_t data_start = 8 + (size_t)header_len;
-    int rc = take_header(f, path, root, f->bytes + data_start, f->size - data_start, err);
-    json_decref(root);
-    return rc;
+    return take_header_text(f, path, f->bytes + 8, header_len, f->bytes + data_start,
+                            f->size - data_start, err);
 }
 
 /* Replaces control characters (from names or JSON text in the file) so the message stays one

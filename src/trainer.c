@@ -1,15 +1,17 @@
 /* trainer.c — data-parallel training and evaluation of a cn_model. R replicas each run forward
- * and backward on their own batch in the workspace of the thread that runs them (planned once)
- * and leave their results in the exchange (dist.h); the gradients are then summed in replica
+ * and backward on their own batch in the workspace of the thread that runs them and leave their
+ * results in the exchange (dist.h); the gradients are then summed in replica
  * order and averaged, BatchNorm running statistics become the mean of the replicas' updates,
  * and one SGD-with-momentum step updates the single model. When the threads
  * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
  * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
  * either way, so the weights do not depend on the thread count. With a communicator each process
  * runs its share of the replicas and gathers all replicas' results (dist.c) before the same
- * sums, so they do not depend on the process count either. The step loop allocates nothing. An
- * epoch can start at any of its steps (what a resumed run needs); writing checkpoints is not
- * done here. */
+ * sums, so they do not depend on the process count either. Threads and their workspaces follow
+ * the work, not the thread count asked for: the first call that needs them (a step, an
+ * evaluation) makes as many as it can give work to, for the samples it runs, and later calls
+ * reuse them; the step loop allocates nothing. An epoch can start at any of its steps (what a
+ * resumed run needs); writing checkpoints is not done here. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +25,13 @@ struct cn_trainer {
     cn_model *m;
     cn_train_config cfg;
     const cn_comm *comm; /* NULL: this process alone */
-    cn_pool *pool;
-    cn_plan plan;        /* how a batch goes through the model, shared by all workspaces */
+    cn_pool *pool;       /* NULL until the first job; then one thread per workspace */
+    cn_plan plan;        /* how a batch goes through the model, shared by all workspaces: for
+                            batch_size samples, or fewer while the trainer has only evaluated */
     int first_replica, local_replicas; /* this process's replicas: all R when alone */
-    int num_workspaces;  /* one per thread */
-    cn_workspace *ws;
+    int step_threads;    /* the threads a training step can give work to */
+    int num_workspaces;  /* made so far: ws[0 .. num_workspaces) */
+    cn_workspace *ws;    /* [cfg.threads] */
     double (*part_seconds)[3]; /* [local] thread-seconds of data, forward, backward this step */
     cn_exchange exchange;      /* every replica's results, from this and the other processes */
     cn_replica_result *result; /* [R] where replica r's results of the step are read from */
@@ -87,6 +91,27 @@ static int plan_results(cn_trainer *t)
     return 0;
 }
 
+/* A training step gives work to one thread per local replica when they run side by side, or to
+ * one per chunk of a segment when each replica's batch is split: never to more than the larger
+ * of the two, whatever the thread count asked for. Needs the plan for batch_size. */
+static int most_step_threads(const cn_trainer *t)
+{
+    int most = t->local_replicas;
+    for (int s = 0; s < t->plan.num_segments; s++)
+        if (t->plan.segments[s].num_chunks > most) most = t->plan.segments[s].num_chunks;
+    return most < t->cfg.threads ? most : t->cfg.threads;
+}
+
+/* An evaluation of n samples gives one batch to each thread: as many threads as the batches of
+ * the largest process's share, so that every process plans the same. */
+static int eval_threads(const cn_trainer *t, int n)
+{
+    int B = t->cfg.batch_size, batches = n / B + (n % B != 0);
+    int size = cn_comm_is_distributed(t->comm) ? t->comm->size : 1;
+    int share = batches / size + (batches % size != 0);
+    return share < 1 ? 1 : share < t->cfg.threads ? share : t->cfg.threads;
+}
+
 static int allocate(cn_trainer *t)
 {
     int R = t->cfg.num_replicas, B = t->cfg.batch_size;
@@ -96,8 +121,8 @@ static int allocate(cn_trainer *t)
     if (cn_comm_is_distributed(c)) cn_comm_share(R, c->rank, c->size, &t->first_replica, &end);
     int local = t->local_replicas = end - t->first_replica;
     if (cn_plan_init(&t->plan, t->m, B, t->cfg.precision)) return -1;
-    t->num_workspaces = t->cfg.threads; /* replicas on one thread run one after another */
-    t->ws = calloc((size_t)t->num_workspaces, sizeof *t->ws);
+    t->step_threads = most_step_threads(t);
+    t->ws = calloc((size_t)t->cfg.threads, sizeof *t->ws); /* made by use_workspaces */
     t->part_seconds = calloc((size_t)local, sizeof *t->part_seconds);
     t->grad = calloc(n, sizeof *t->grad);
     t->momentum = calloc(n, sizeof *t->momentum);
@@ -106,9 +131,53 @@ static int allocate(cn_trainer *t)
     if (!t->ws || !t->part_seconds || !t->grad || !t->momentum || !t->next_params ||
         !t->batch_index)
         return -1;
-    for (int i = 0; i < t->num_workspaces; i++)
-        if (cn_workspace_init(&t->ws[i], &t->plan)) return -1;
     return plan_results(t);
+}
+
+static void drop_workspaces(cn_trainer *t)
+{
+    for (int i = 0; i < t->num_workspaces; i++) cn_workspace_free(&t->ws[i]);
+    t->num_workspaces = 0;
+}
+
+/* Makes workspaces 0..count-1 ready for batches of up to batch samples, and a pool of as many
+ * threads (count is raised to the workspaces already there). An untouched trainer plans for the
+ * batch it is first asked for; workspaces planned for fewer samples than asked are all planned
+ * again. Returns at once when everything is there. The pool never has more threads than there
+ * are workspaces, even after a failure: thread i works in workspace i. */
+static int use_workspaces(cn_trainer *t, int batch, int count, cn_error *err)
+{
+    if (count < t->num_workspaces) count = t->num_workspaces;
+    int replan = batch > t->plan.batch || (t->num_workspaces == 0 && batch < t->plan.batch);
+    if (!replan && count == t->num_workspaces && t->pool) return 0;
+    if (replan) {
+        cn_pool_free(t->pool);
+        t->pool = NULL;
+        drop_workspaces(t);
+        cn_plan_free(&t->plan);
+        if (cn_plan_init(&t->plan, t->m, batch, t->cfg.precision))
+            return cn_fail(err, "trainer: out of memory for a batch of %d", batch);
+    }
+    for (; t->num_workspaces < count; t->num_workspaces++)
+        if (cn_workspace_init(&t->ws[t->num_workspaces], &t->plan))
+            return cn_fail(err, "trainer: out of memory for %d threads' buffers for a batch of "
+                           "%d", count, batch);
+    if (t->pool && cn_pool_threads(t->pool) >= count) return 0;
+    cn_pool *bigger = cn_pool_create(count, err);
+    if (!bigger) return -1;
+    cn_pool_free(t->pool);
+    t->pool = bigger;
+    return 0;
+}
+
+/* What a training step needs; the first step makes it, every process alike (every one of them
+ * drives its trainer with the same calls), so the agreement is reached on every rank or none. */
+static int ready_to_train(cn_trainer *t, cn_error *err)
+{
+    if (t->plan.batch == t->cfg.batch_size && t->num_workspaces >= t->step_threads && t->pool)
+        return 0;
+    int failed = use_workspaces(t, t->cfg.batch_size, t->step_threads, err) != 0;
+    return cn_comm_agree(t->comm, failed, err);
 }
 
 cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cfg,
@@ -127,11 +196,6 @@ cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cf
                 cfg->batch_size);
         return NULL;
     }
-    t->pool = cn_pool_create(cfg->threads, err);
-    if (!t->pool) {
-        cn_trainer_free(t);
-        return NULL;
-    }
     return t;
 }
 
@@ -144,7 +208,7 @@ void cn_trainer_free(cn_trainer *t)
 {
     if (!t) return;
     cn_pool_free(t->pool);
-    for (int i = 0; t->ws && i < t->num_workspaces; i++) cn_workspace_free(&t->ws[i]);
+    if (t->ws) drop_workspaces(t);
     free(t->ws);
     cn_plan_free(&t->plan);
     free(t->part_seconds);
@@ -387,7 +451,7 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, int *correct,
     cn_phase_times *tm = times ? times : &local;
     int R = t->cfg.num_replicas, T = cn_pool_threads(t->pool);
     int L = t->local_replicas;
-    if (L % T != 0) { /* whole replicas per thread would leave threads idle */
+    if (L % t->step_threads != 0) { /* whole replicas per thread would leave threads idle */
         for (int i = 0; i < L; i++) replica_split_pass(job, i, tm);
     } else {
         double replicas_wall = 0;
@@ -424,6 +488,7 @@ int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels,
 {
     step_job job = {t, images, labels, NULL};
     int correct;
+    if (ready_to_train(t, err)) return -1;
     return train_step(t, &job, loss, &correct, times, err);
 }
 
@@ -445,6 +510,13 @@ void cn_trainer_reset_layer_times(cn_trainer *t)
     for (int r = 0; r < t->num_workspaces; r++)
         for (int i = 0; i < t->m->num_layers; i++)
             t->ws[r].layer_forward[i] = t->ws[r].layer_backward[i] = 0;
+}
+
+int cn_trainer_threads(const cn_trainer *t, int training, int eval_samples)
+{
+    int most = training ? t->step_threads : 1;
+    int eval = eval_samples > 0 ? eval_threads(t, eval_samples) : 1;
+    return eval > most ? eval : most;
 }
 
 int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train)
@@ -494,7 +566,7 @@ int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_positi
                        pos->epoch, pos->step, steps);
     uint32_t *perm = malloc((size_t)train->count * sizeof *perm);
     if (!perm) cn_fail(err, "out of memory for the sampler of %d samples", train->count);
-    if (cn_comm_agree(t->comm, !perm, err)) { /* every process stops, or none */
+    if (cn_comm_agree(t->comm, !perm, err) || ready_to_train(t, err)) { /* all stop, or none */
         free(perm);
         return -1;
     }
@@ -595,6 +667,8 @@ int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double
                     calloc((size_t)chunks, sizeof(int)), predictions};
     int failed = !job.chunk_loss || !job.chunk_correct;
     if (failed) cn_fail(err, "out of memory for evaluation");
+    int batch = n < t->cfg.batch_size ? n : t->cfg.batch_size;
+    if (!failed) failed = use_workspaces(t, batch, eval_threads(t, n), err) != 0;
     if (cn_comm_agree(t->comm, failed, err) || score_chunks(&job, chunks, err)) {
         free(job.chunk_loss);
         free(job.chunk_correct);

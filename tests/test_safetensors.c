@@ -408,6 +408,32 @@ static void test_trailing_bytes(void **state)
     expect_rejected(file_with_header("{}", 3), "3 trailing bytes");
 }
 
+static int refused_for_trailing_bytes(const void *path)
+{
+    cn_error err = {{0}};
+    cn_safetensors *f = cn_safetensors_read(path, &err);
+    int ok = !f && strstr(err.msg, "trailing bytes after the last tensor's data");
+    if (!ok) fprintf(stderr, "child: \"%s\"\n", err.msg);
+    cn_safetensors_free(f);
+    return ok;
+}
+
+/* A file far larger than its tensors (a sparse 1 GiB file after a good header) is refused from
+ * its header and size alone: in a child whose address space is capped at 128 MiB, a reader that
+ * loaded the file before checking the header would fail with "cannot read" instead. */
+static void test_trailing_gigabyte_refused_before_reading(void **state)
+{
+    (void)state;
+    char *path = file_with_header("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], "
+                                  "\"data_offsets\": [0, 4]}}",
+                                  4);
+    assert_int_equal(truncate(path, (off_t)1 << 30), 0);
+    int ok = tu_in_small_memory(refused_for_trailing_bytes, path);
+    unlink(path);
+    free(path);
+    assert_true(ok);
+}
+
 static void test_offsets_past_data(void **state)
 {
     (void)state;
@@ -775,6 +801,7 @@ int main(void)
         cmocka_unit_test(test_overlap),
         cmocka_unit_test(test_gap),
         cmocka_unit_test(test_trailing_bytes),
+        cmocka_unit_test(test_trailing_gigabyte_refused_before_reading),
         cmocka_unit_test(test_offsets_past_data),
         cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_bad_metadata),

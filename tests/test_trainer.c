@@ -1,7 +1,10 @@
 /* test_trainer.c — the sampler, the thread pool, model construction and the data-parallel
- * trainer: bit-identical weights whatever the thread count, a different model definition
+ * trainer: bit-identical weights whatever the thread count, threads and buffers sized by the
+ * work rather than by the thread count and batch size asked for, a different model definition
  * trained through the same library, and a short run on real Fashion-MNIST that must learn. */
 #include "testutil.h"
+
+#include <malloc.h>
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 
@@ -240,6 +243,86 @@ static void test_weights_bit_identical_across_threads_r1(void **state)
     check_thread_invariance(1, CN_PRECISION_FP32);
 }
 
+/* Far more threads asked for than a step can use: the trainer runs on those that can have work
+ * (at least one per replica, at most one per sample of the batch), and the weights are the
+ * same bits as with one thread. */
+static void test_threads_follow_the_work(void **state)
+{
+    (void)state;
+    cn_error err;
+    cn_model *m = cn_model_fashion_mnist(&err);
+    assert_non_null(m);
+    cn_train_config cfg = {32, 8, 1024, 0.01f, 0.5f, 5, CN_PRECISION_FP32};
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    assert_non_null(t);
+    int step = cn_trainer_threads(t, 1, 0);
+    assert_true(step >= 8 && step <= 32);
+    assert_int_equal(cn_trainer_threads(t, 0, 0), 1);
+    assert_int_equal(cn_trainer_threads(t, 0, 10), 1);     /* one batch */
+    assert_int_equal(cn_trainer_threads(t, 0, 100), 4);    /* 100 = 3 x 32 + 4 */
+    assert_int_equal(cn_trainer_threads(t, 1, 10000), 313); /* 313 batches */
+    cn_train_config few = cfg;
+    few.threads = 3;
+    cn_trainer *small = cn_trainer_create(m, &few, &err);
+    assert_non_null(small);
+    assert_int_equal(cn_trainer_threads(small, 1, 10000), 3); /* never more than asked */
+    cn_trainer_free(small);
+    cn_trainer_free(t);
+    cn_model_free(m);
+    cn_dataset ds = tu_synthetic_set(1200, 11);
+    float *one = train_copy(&ds, 8, 1, 32, 1, CN_PRECISION_FP32);
+    float *many = train_copy(&ds, 8, 1024, 32, 1, CN_PRECISION_FP32);
+    assert_memory_equal(one, many, (21900 + 60) * sizeof(float));
+    free(one);
+    free(many);
+    cn_dataset_free(&ds);
+}
+
+/* Bytes the C library has handed out and not taken back, mapped blocks included. */
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* A trainer that only evaluates 10 samples holds buffers for 10 samples on one thread, though
+ * it was asked for batches of 2048 on 8 threads (those would be 8 workspaces of about 80 MB);
+ * its answers are the bits a trainer planned for the whole batch gives. */
+static void test_evaluation_sized_by_its_samples(void **state)
+{
+    (void)state;
+    cn_error err;
+    cn_model *m = cn_model_fashion_mnist(&err);
+    assert_non_null(m);
+    cn_model_init(m, 3);
+    cn_dataset ds = tu_synthetic_set(2048, 12);
+    cn_train_config cfg = {2048, 1, 8, 0.01f, 0.5f, 5, CN_PRECISION_FP32};
+    size_t before = heap_in_use();
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    assert_non_null(t);
+    double loss, accuracy;
+    uint8_t pred[10];
+    assert_int_equal(cn_evaluate(t, &ds, 10, &loss, &accuracy, pred, &err), 0);
+    size_t held = heap_in_use() - before;
+    if (held > ((size_t)16 << 20)) /* stated bar: 16 MiB; one workspace of 10 takes under 1 */
+        fail_msg("a trainer that evaluated 10 samples holds %zu bytes", held);
+    cn_trainer_free(t);
+
+    cn_trainer *whole = cn_trainer_create(m, &cfg, &err); /* planned for 2048 by its first call */
+    assert_non_null(whole);
+    double whole_loss, whole_accuracy, all_loss, all_accuracy;
+    uint8_t whole_pred[10];
+    assert_int_equal(cn_evaluate(whole, &ds, 2048, &all_loss, &all_accuracy, NULL, &err), 0);
+    assert_int_equal(cn_evaluate(whole, &ds, 10, &whole_loss, &whole_accuracy, whole_pred, &err),
+                     0);
+    assert_memory_equal(&loss, &whole_loss, sizeof loss);
+    assert_memory_equal(&accuracy, &whole_accuracy, sizeof accuracy);
+    assert_memory_equal(pred, whole_pred, sizeof pred);
+    cn_trainer_free(whole);
+    cn_dataset_free(&ds);
+    cn_model_free(m);
+}
+
 /* bf16 products: still the same bits for every thread count, and weights that differ from
  * fp32's (the products did change) by little (the math is the same). */
 static void test_bf16_weights_bit_identical_across_threads_and_near_fp32(void **state)
@@ -458,6 +541,8 @@ int main(void)
         cmocka_unit_test(test_weights_bit_identical_across_threads_r8),
         cmocka_unit_test(test_weights_bit_identical_across_threads_r2),
         cmocka_unit_test(test_weights_bit_identical_across_threads_r1),
+        cmocka_unit_test(test_threads_follow_the_work),
+        cmocka_unit_test(test_evaluation_sized_by_its_samples),
         cmocka_unit_test(test_bf16_weights_bit_identical_across_threads_and_near_fp32),
         cmocka_unit_test(test_running_stats_are_mean_of_replica_updates),
         cmocka_unit_test(test_divergence_stops_before_the_weights_break),

@@ -18,10 +18,36 @@
 #include <unistd.h>
 
 #include <dirent.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include <cairo.h>
 
 #include "cnnc.h"
+
+/* 1 in an AddressSanitizer build, whose shadow memory rules out capping the address space. */
+#ifdef __SANITIZE_ADDRESS__
+#define UNDER_ASAN 1
+#else
+#define UNDER_ASAN 0
+#endif
+
+/* Runs check(ctx) in a child process whose address space is capped at 128 MiB (not under
+ * AddressSanitizer), for readers that must refuse a file without allocating what its header
+ * claims; 1 when check returned non-zero there, else 0 (it says why on stderr). */
+static inline int tu_in_small_memory(int (*check)(const void *ctx), const void *ctx)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit limit = {(rlim_t)128 << 20, (rlim_t)128 << 20};
+        if (!UNDER_ASAN && setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
+        _exit(check(ctx) ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 /* Writes len bytes to a fresh file under /tmp and returns its malloc'd path. */
 static inline char *tu_write_temp(const void *bytes, size_t len, const char *suffix)
