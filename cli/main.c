@@ -3,7 +3,9 @@
  * the nearest command for a mistyped one. It parses no subcommand flags itself; each
  * subcommand's file does, and holds that subcommand's help text. */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -144,12 +146,27 @@ static int run_command(int argc, char **argv)
     return unknown_command(name);
 }
 
+/* Why stdout failed: the last flush's error, or, when an earlier write failed and its errno is
+ * long gone, a pipe or socket nobody reads (its write end polls POLLERR). */
+static const char *stdout_trouble(int flush_errno)
+{
+    if (flush_errno != 0 && flush_errno != EPIPE)
+        return strerror(flush_errno);
+    struct pollfd p = {.fd = STDOUT_FILENO, .events = POLLOUT};
+    if (flush_errno == EPIPE || (poll(&p, 1, 0) == 1 && (p.revents & POLLERR)))
+        return "nothing reads it any more";
+    return "an earlier write failed";
+}
+
 /* A full disk or closed pipe on stdout turns success into failure rather than passing
  * unnoticed. */
 static int check_stdout(int status)
 {
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        int failed = cli_failure("cannot write to standard output: %s", strerror(errno));
+    errno = 0;
+    int flushed = fflush(stdout) == 0, flush_errno = flushed ? 0 : errno;
+    if (!flushed || ferror(stdout)) {
+        int failed = cli_failure("cannot write to standard output: %s",
+                                 stdout_trouble(flush_errno));
         return status == CLI_OK ? failed : status;
     }
     return status;

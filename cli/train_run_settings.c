@@ -47,7 +47,8 @@ static const run_setting run_settings[] = {
 #undef AT
 _Static_assert(sizeof run_settings / sizeof run_settings[0] == RUN_SETTINGS_COUNT,
                "RUN_SETTINGS_COUNT counts run_settings");
-_Static_assert(RUN_SETTINGS_COUNT + 1 <= CN_TRAIN_EXTRA_MAX, "a checkpoint holds them all and the history");
+_Static_assert(RUN_SETTINGS_COUNT + 1 <= CN_TRAIN_EXTRA_MAX,
+               "a checkpoint holds them all and the history");
 _Static_assert(RUN_SETTINGS_COUNT <= sizeof((train_run *)0)->adopted /
                                          sizeof((train_run *)0)->adopted[0],
                "room for every adopted path");

@@ -398,8 +398,8 @@ typedef struct {
 typedef int (*cn_stop_fn)(void *ctx);
 
 /* Runs epoch pos->epoch from step pos->step to its end, advancing pos->step and adding each
- * step's loss to pos->loss_sum and its right answers to pos->correct. The epoch's sample order depends only on (seed, epoch), so any
- * step can come first. After each step on_step (may be NULL) is called, then should_stop (may
+ * step's loss to pos->loss_sum and its right answers to pos->correct. The epoch's sample order
+ * depends only on (seed, epoch), so any step can come first. After each step on_step (may be NULL) is called, then should_stop (may
  * be NULL): when it returns non-zero, the function returns 0 with pos->step < steps per epoch.
  * With several processes should_stop is asked on every rank, and a stop asked for on any rank
  * stops them all after the same step. A failing step (a non-finite loss, say) changes neither

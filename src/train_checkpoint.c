@@ -1,7 +1,7 @@
 /* train_checkpoint.c — training checkpoints: the model's state_dict (PyTorch names), the SGD
  * momentum buffers as optimizer.<param>.momentum_buffer, and in __metadata__ the position
- * (epoch, step, loss sum, right answers) and every setting that defines the math, so that a run can continue
- * bit for bit. Saving refuses non-finite values; restoring checks everything before it copies.
+ * (epoch, step, loss sum, right answers) and every setting that defines the math, so that a
+ * run can continue bit for bit. Saving refuses non-finite values; restoring checks everything before it copies.
  * It does not decide where checkpoints go or when (checkpoint_dir.c names and prunes them, the
  * caller decides when), and it does not compare settings with a new run's: the caller does. */
 #include <errno.h>

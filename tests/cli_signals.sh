@@ -51,6 +51,20 @@ run train --resume piped --threads 2 --save resumed.st
 [ "$status" -eq 0 ] || fail "resuming the piped run: exit status $status: $(cat "$tmp/err")"
 cmp -s straight.st resumed.st || fail "stopped by | head -2 and resumed: other weights"
 
+# A reader gone before the end's lines: the run is whole (model, last checkpoint), and the
+# failure says why; errno of that long-past write is gone, so it must not read "Success".
+# shellcheck disable=SC2086
+{
+  timeout 60 "$cnnc" $job --num-epochs 1 -q --checkpoint-dir late --save late.st 2>late.err
+  echo $? >late.status
+} | true
+status=$(cat late.status)
+[ "$status" -eq 1 ] || fail "| true: exit status $status, expected 1: $(cat late.err)"
+grep -q "^cnnc: error: cannot write to standard output: nothing reads it any more" late.err ||
+  fail "| true: the error does not say what went wrong: $(cat late.err)"
+[ -e late.st ] && [ -e late/checkpoint-epoch-0001.safetensors ] ||
+  fail "| true: the run's model or last checkpoint is missing: $(ls . late)"
+
 # ---------------------------------------------------------------- ignored SIGINT and SIGTERM
 # signal_run NAME SIGNALS COMMAND...: starts COMMAND in the background, sends each of SIGNALS
 # (0.2 s apart) during epoch 2, and waits for it (60 s at most); sets $status.
