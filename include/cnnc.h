@@ -165,6 +165,25 @@ CN_API cn_model *cn_model_create(int channels, int height, int width, const cn_l
  * bn2 -> flatten -> fc1(320->50) -> relu -> fc2(50->10) -> log_softmax; 21,900 parameters.
  * NULL only when out of memory. */
 CN_API cn_model *cn_model_fashion_mnist(cn_error *err);
+/* Builds a model from the text of a model file (len bytes; one layer per line: a kind, then
+ * key=value words, `#` comments, blank lines; `input` first, `log_softmax` last; the format is
+ * described in models/README.md). Layers with tensors and no name= are named by their
+ * position after the input line, as torch.nn.Sequential names them ("0", "4", ...). Returns a
+ * model as cn_model_create does (parameters zero until cn_model_init), which keeps a copy of the
+ * text (cn_model_text), or NULL with "SOURCE:LINE: reason" in err: an unknown kind or key, a
+ * missing, repeated or malformed value, a shape that does not fit, a value the layers cannot
+ * compute yet ("not supported yet"). */
+CN_API cn_model *cn_model_from_text(const char *text, size_t len, const char *source,
+                                    cn_error *err);
+/* The same for the model file at path (a regular file of at most 1 MiB, read without waiting on
+ * a pipe or a device); errors name path. */
+CN_API cn_model *cn_model_from_file(const char *path, cn_error *err);
+/* The model file text the model was built from (NUL-terminated; belongs to the model), or NULL
+ * for a model built from specs (cn_model_create, cn_model_fashion_mnist). */
+CN_API const char *cn_model_text(const cn_model *m);
+/* The input's normalisation (x/255 - mean[c]) / std[c] into mean[0..max) and std[0..max);
+ * returns the number of channels. Today every model normalises as the seed: 0.1307, 0.3081. */
+CN_API int cn_model_normalization(const cn_model *m, float *mean, float *std, int max);
 /* Frees the model and its buffers; m may be NULL. Free trainers built on it first. */
 CN_API void cn_model_free(cn_model *m);
 

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "idx.h"
+#include "model.h"
 
 #define IMAGE_SIDE 28
 #define DATA_PATH_MAX 4096
@@ -21,13 +22,10 @@ const char *const cn_class_names[CN_NUM_CLASSES] = {
     "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot",
 };
 
-/* The dataset's mean and standard deviation, as the seed normalises with them. */
-#define PIXEL_MEAN 0.1307f
-#define PIXEL_STD 0.3081f
 
 void cn_pixel_values(float table[256])
 {
-    for (int p = 0; p < 256; p++) table[p] = ((float)p / 255.0f - PIXEL_MEAN) / PIXEL_STD;
+    for (int p = 0; p < 256; p++) table[p] = ((float)p / 255.0f - CN_PIXEL_MEAN) / CN_PIXEL_STD;
 }
 
 void cn_normalize(float *out, const uint8_t *pixels, size_t n)

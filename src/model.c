@@ -143,11 +143,14 @@ cn_model *cn_model_create(int channels, int height, int width, const cn_layer_sp
     m->params = calloc(m->num_params ? m->num_params : 1, sizeof *m->params);
     m->stats = calloc(m->num_stats ? m->num_stats : 1, sizeof *m->stats);
     m->batches_tracked = calloc(m->num_bn ? (size_t)m->num_bn : 1, sizeof *m->batches_tracked);
-    if (!m->params || !m->stats || !m->batches_tracked) {
+    m->mean = malloc((size_t)channels * sizeof *m->mean);
+    m->std = malloc((size_t)channels * sizeof *m->std);
+    if (!m->params || !m->stats || !m->batches_tracked || !m->mean || !m->std) {
         cn_model_free(m);
         cn_fail(err, "model: out of memory");
         return NULL;
     }
+    for (int c = 0; c < channels; c++) m->mean[c] = CN_PIXEL_MEAN, m->std[c] = CN_PIXEL_STD;
     return m;
 }
 
@@ -170,6 +173,9 @@ void cn_model_free(cn_model *m)
     free(m->params);
     free(m->stats);
     free(m->batches_tracked);
+    free(m->mean);
+    free(m->std);
+    free(m->text);
     free(m);
 }
 
@@ -203,6 +209,14 @@ float *cn_model_params(cn_model *m) { return m->params; }
 int cn_model_input_size(const cn_model *m) { return m->in_c * m->in_h * m->in_w; }
 int cn_model_num_outputs(const cn_model *m) { return m->layers[m->num_layers - 1].out_c; }
 int cn_model_num_layers(const cn_model *m) { return m->num_layers; }
+
+int cn_model_normalization(const cn_model *m, float *mean, float *std, int max)
+{
+    for (int c = 0; c < m->in_c && c < max; c++) mean[c] = m->mean[c], std[c] = m->std[c];
+    return m->in_c;
+}
+
+const char *cn_model_text(const cn_model *m) { return m->text; }
 
 const char *cn_model_layer_name(const cn_model *m, int i)
 {

@@ -9,6 +9,10 @@
 
 #define CN_BN_EPS 1e-5f
 #define CN_BN_MOMENTUM 0.1f
+/* The normalisation of the pixels (x/255 - mean) / std, as the seed does it; the only one the
+ * data pipeline computes today (cn_pixel_values). */
+#define CN_PIXEL_MEAN 0.1307f
+#define CN_PIXEL_STD 0.3081f
 
 typedef struct {
     cn_layer_kind kind;
@@ -33,6 +37,8 @@ struct cn_model {
     float *stats;
     int num_bn;
     int64_t *batches_tracked; /* [num_bn] */
+    float *mean, *std;        /* [in_c] each: the input's normalisation */
+    char *text;               /* the model file it was built from, or NULL */
 };
 
 static inline int cn_layer_in_size(const cn_layer *l) { return l->in_c * l->in_h * l->in_w; }

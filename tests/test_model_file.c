@@ -1,0 +1,280 @@
+/* test_model_file.c — the text model format (cn_model_from_text / cn_model_from_file): the
+ * seed's file builds exactly cn_model_fashion_mnist, other stacks get PyTorch's Sequential
+ * names and shapes, and every refusal names the source and the line. Training with a model
+ * file is tested by tests/cli_model_file.sh. */
+#include <sys/stat.h>
+
+#include "testutil.h"
+
+#define SEED_FILE "models/fashion_mnist.model"
+#define INPUT "input channels=1 height=28 width=28 mean=0.1307 std=0.3081\n"
+
+static cn_model *from_text(const char *text)
+{
+    cn_error err = {{0}};
+    cn_model *m = cn_model_from_text(text, strlen(text), "test.model", &err);
+    if (!m) fail_msg("%s", err.msg);
+    return m;
+}
+
+/* Same tensors (names, dtypes, shapes, bytes) in the same order. */
+static void assert_same_model(cn_model *a, cn_model *b)
+{
+    cn_tensor_ref ra[64], rb[64];
+    int n = cn_model_tensors(a, ra, 64);
+    assert_int_equal(cn_model_tensors(b, rb, 64), n);
+    assert_int_equal(cn_model_num_params(a), cn_model_num_params(b));
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(ra[i].name, rb[i].name);
+        assert_int_equal(ra[i].dtype, rb[i].dtype);
+        assert_int_equal(ra[i].ndim, rb[i].ndim);
+        for (int d = 0; d < 4; d++) assert_int_equal(ra[i].shape[d], rb[i].shape[d]);
+        assert_memory_equal(ra[i].data, rb[i].data, tu_ref_bytes(&ra[i]));
+    }
+}
+
+static void test_seed_file_is_the_builtin_model(void **state)
+{
+    (void)state;
+    cn_error err = {{0}};
+    cn_model *file = cn_model_from_file(SEED_FILE, &err);
+    if (!file) fail_msg("%s", err.msg);
+    cn_model *builtin = cn_model_fashion_mnist(&err);
+    assert_non_null(builtin);
+    assert_int_equal(cn_model_num_params(file), 21900);
+    assert_int_equal(cn_model_num_layers(file), cn_model_num_layers(builtin));
+    for (int i = 0; i < cn_model_num_layers(file); i++)
+        assert_string_equal(cn_model_layer_name(file, i), cn_model_layer_name(builtin, i));
+    for (uint64_t seed = 1; seed <= 7; seed += 6) {
+        cn_model_init(file, seed), cn_model_init(builtin, seed);
+        assert_same_model(file, builtin);
+    }
+    assert_non_null(strstr(cn_model_text(file), "name=fc2 out=10"));
+    assert_null(cn_model_text(builtin));
+    float mean[2] = {0, 0}, std[2] = {0, 0};
+    assert_int_equal(cn_model_normalization(file, mean, std, 2), 1);
+    assert_true(mean[0] == 0.1307f && std[0] == 0.3081f);
+    cn_model_free(file);
+    cn_model_free(builtin);
+}
+
+static void assert_tensor(cn_model *m, int i, const char *name, int ndim, int64_t d0, int64_t d1)
+{
+    cn_tensor_ref refs[64];
+    assert_true(cn_model_tensors(m, refs, 64) > i);
+    assert_string_equal(refs[i].name, name);
+    assert_int_equal(refs[i].ndim, ndim);
+    assert_int_equal(refs[i].shape[0], d0);
+    if (ndim > 1) assert_int_equal(refs[i].shape[1], d1);
+}
+
+/* models/lenet5.model: unnamed layers take their Sequential positions; it runs forward. */
+static void test_lenet5_file(void **state)
+{
+    (void)state;
+    cn_error err = {{0}};
+    cn_model *m = cn_model_from_file("models/lenet5.model", &err);
+    if (!m) fail_msg("%s", err.msg);
+    assert_int_equal(cn_model_num_params(m), 156 + 2416 + 30840 + 10164 + 850);
+    assert_int_equal(cn_model_tensors(m, NULL, 0), 10);
+    assert_tensor(m, 0, "0.weight", 4, 6, 1);
+    assert_tensor(m, 2, "3.weight", 4, 16, 6);
+    assert_tensor(m, 4, "7.weight", 2, 120, 256);
+    assert_tensor(m, 6, "9.weight", 2, 84, 120);
+    assert_tensor(m, 8, "11.weight", 2, 10, 84);
+    assert_tensor(m, 9, "11.bias", 1, 10, 0);
+    cn_model_init(m, 3);
+    cn_dataset ds = tu_synthetic_set(4, 5);
+    float out[4 * 10];
+    assert_int_equal(cn_model_predict(m, ds.pixels, 4, out, &err), 0);
+    for (int i = 0; i < 4; i++) {
+        double sum = 0;
+        for (int c = 0; c < 10; c++) sum += exp(out[i * 10 + c]);
+        assert_true(fabs(sum - 1) < 1e-4);
+    }
+    cn_dataset_free(&ds);
+    cn_model_free(m);
+}
+
+/* Names mixed with positions, comments, blank lines, tabs and CRLF; another input shape. */
+static void test_other_shapes_and_layout(void **state)
+{
+    (void)state;
+    cn_model *m = from_text("# a comment line\r\n\r\n"
+                            "input channels=3 height=9 width=7 mean=0.1307,0.1307,0.1307 "
+                            "std=0.3081\r\n"
+                            "\tconv2d out=4 kernel=3 stride=1 padding=0 bias=1 # 0\n"
+                            "batchnorm2d momentum=0.1 eps=1e-5\n"
+                            "maxpool2d kernel=2 stride=2\n"
+                            "relu\nflatten\n"
+                            "linear name=head out=5 bias=1\n"
+                            "log_softmax");
+    assert_int_equal(cn_model_input_size(m), 3 * 9 * 7);
+    assert_int_equal(cn_model_num_outputs(m), 5);
+    assert_tensor(m, 0, "0.weight", 4, 4, 3);
+    assert_tensor(m, 2, "1.weight", 1, 4, 0);
+    assert_tensor(m, 4, "1.running_mean", 1, 4, 0);
+    assert_tensor(m, 7, "head.weight", 2, 5, 4 * 3 * 2);
+    float mean[3], std[3];
+    assert_int_equal(cn_model_normalization(m, mean, std, 3), 3);
+    assert_true(mean[2] == 0.1307f && std[2] == 0.3081f);
+    cn_model_free(m);
+}
+
+typedef struct {
+    const char *text;
+    const char *message; /* the whole message */
+} refusal;
+
+static const refusal refusals[] = {
+    {"", "test.model:1: no input line: a model starts with input"},
+    {"# nothing\n\n", "test.model:2: no input line: a model starts with input"},
+    {"relu\n", "test.model:1: relu before input: the first line must be input"},
+    {INPUT INPUT, "test.model:2: input: a second input line"},
+    {INPUT "relu\nflatten\nlinear out=10\n", "test.model:4: the model must end with log_softmax"},
+    {INPUT "flatten\nlog_softmax\nrelu\n",
+     "test.model:4: relu after log_softmax: log_softmax must be the last line"},
+    {INPUT "conv3d out=2 kernel=3\n", "test.model:2: unknown layer kind 'conv3d'"},
+    {INPUT "conv2d out=2 kernel=3 size=4\n", "test.model:2: conv2d: unknown key 'size'"},
+    {INPUT "relu inplace=1\n", "test.model:2: relu: unknown key 'inplace'"},
+    {INPUT "conv2d out=2 kernel\n", "test.model:2: conv2d: 'kernel' is not key=value"},
+    {INPUT "conv2d out=2 kernel=\n", "test.model:2: conv2d: 'kernel' has no value"},
+    {INPUT "conv2d out=2\n", "test.model:2: conv2d: missing kernel="},
+    {INPUT "conv2d out=2 kernel=3 out=4\n", "test.model:2: conv2d: key 'out' given twice"},
+    {INPUT "conv2d out=two kernel=3\n",
+     "test.model:2: conv2d: out=two: expected a whole number"},
+    {INPUT "conv2d out=-2 kernel=3\n", "test.model:2: conv2d: out=-2: expected a whole number"},
+    {INPUT "conv2d out=0 kernel=3\n", "test.model:2: conv2d: out=0: must be 1 to 65536"},
+    {INPUT "conv2d out=2 kernel=3 bias=yes\n", "test.model:2: conv2d: bias=yes: expected 0 or 1"},
+    {INPUT "conv2d name=a.b out=2 kernel=3\n",
+     "test.model:2: conv2d: name=a.b: expected a name of letters, digits and _ (at most 39)"},
+    {"input channels=1 height=28 width=28 mean=0.1307,x std=0.3081\n",
+     "test.model:1: input: mean=0.1307,x: expected numbers separated by commas"},
+    {"input channels=1 height=28 width=28\n",
+     "test.model:1: input: no mean=: computing it from the training set is not supported yet; "
+     "give mean=0.1307 std=0.3081"},
+    {"input channels=1 height=28 width=28 mean=0.5 std=0.3081\n",
+     "test.model:1: input: mean=0.5: not supported yet: pixels are normalised with mean=0.1307 "
+     "std=0.3081 only"},
+    {"input channels=2 height=28 width=28 mean=0.1307,0.1307,0.1307 std=0.3081\n",
+     "test.model:1: input: mean= has 3 values for 2 channels (give 1 or 2)"},
+    {INPUT "conv2d out=2 kernel=3 stride=2\n",
+     "test.model:2: conv2d: stride=2: not supported yet (stride 1 only)"},
+    {INPUT "conv2d out=2 kernel=3 padding=1\n",
+     "test.model:2: conv2d: padding=1: not supported yet (padding 0 only)"},
+    {INPUT "conv2d out=2 kernel=3 bias=0\n",
+     "test.model:2: conv2d: bias=0: not supported yet (always with a bias)"},
+    {INPUT "maxpool2d kernel=2 stride=1\n",
+     "test.model:2: maxpool2d: stride=1 with kernel=2: not supported yet (stride = kernel only)"},
+    {INPUT "batchnorm2d momentum=0.2\n",
+     "test.model:2: batchnorm2d: momentum=0.2 eps=1e-05: not supported yet (momentum=0.1 "
+     "eps=1e-5 only)"},
+    {INPUT "batchnorm2d eps=0.001\n",
+     "test.model:2: batchnorm2d: momentum=0.1 eps=0.001: not supported yet (momentum=0.1 "
+     "eps=1e-5 only)"},
+    {INPUT "flatten\nlinear out=10 bias=0\n",
+     "test.model:3: linear: bias=0: not supported yet (always with a bias)"},
+    {INPUT "avgpool2d kernel=2\n",
+     "test.model:2: avgpool2d: not supported yet (the layers today: conv2d, maxpool2d, relu, "
+     "batchnorm2d, flatten, linear, log_softmax)"},
+    {INPUT "global_avgpool\n", "test.model:2: global_avgpool: not supported yet (the layers "
+     "today: conv2d, maxpool2d, relu, batchnorm2d, flatten, linear, log_softmax)"},
+    {INPUT "flatten\nbatchnorm1d name=bn\n", "test.model:3: batchnorm1d: not supported yet (the "
+     "layers today: conv2d, maxpool2d, relu, batchnorm2d, flatten, linear, log_softmax)"},
+    {INPUT "flatten\ndropout p=0.5\n", "test.model:3: dropout: not supported yet (the layers "
+     "today: conv2d, maxpool2d, relu, batchnorm2d, flatten, linear, log_softmax)"},
+    {INPUT "dropout p=1.5\n", "test.model:2: dropout: p=1.5: must be at least 0 and below 1"},
+    {INPUT "dropout\n", "test.model:2: dropout: missing p="},
+    {INPUT "conv2d out=2 kernel=29\n",
+     "test.model:2: conv2d: kernel=29 does not fit its input 1x28x28"},
+    {INPUT "maxpool2d kernel=7\nmaxpool2d kernel=5\n",
+     "test.model:3: maxpool2d: kernel=5 does not fit its input 1x4x4"},
+    {INPUT "linear out=10\n",
+     "test.model:2: linear: needs a flat input, not 1x28x28: put flatten before it"},
+    {INPUT "log_softmax\n",
+     "test.model:2: log_softmax: needs a flat input, not 1x28x28: put flatten before it"},
+    {INPUT "flatten\nconv2d out=2 kernel=1\n",
+     "test.model:3: conv2d: needs a [C,H,W] input, not the flat 784 features of flatten or "
+     "linear"},
+    {INPUT "flatten\nbatchnorm2d\n",
+     "test.model:3: batchnorm2d: needs a [C,H,W] input, not the flat 784 features of flatten or "
+     "linear"},
+    {INPUT "conv2d name=a out=2 kernel=3\nbatchnorm2d name=a\n",
+     "test.model:3: name 'a' is already the name of the layer on line 2"},
+    {INPUT "conv2d out=2 kernel=3\nbatchnorm2d name=0\n",
+     "test.model:3: name '0' is already the name of the layer on line 2"},
+    {INPUT "flatten\nlinear out=65536\nlinear out=65536\n",
+     "test.model:4: linear: the model would have more than 268435456 parameters"},
+    {INPUT "relu a=1 b=1 c=1 d=1 e=1 f=1 g=1 h=1 i=1 j=1 k=1 l=1 m=1 n=1 o=1 p=1\n",
+     "test.model:2: more than 16 words on a line"},
+};
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+        cn_error err = {{0}};
+        const char *text = refusals[i].text;
+        cn_model *m = cn_model_from_text(text, strlen(text), "test.model", &err);
+        if (m || strcmp(err.msg, refusals[i].message) != 0)
+            fail_msg("case %zu: got '%s', want '%s'", i, m ? "(a model)" : err.msg,
+                     refusals[i].message);
+    }
+}
+
+static void test_refused_bytes_and_sizes(void **state)
+{
+    (void)state;
+    cn_error err = {{0}};
+    static const char nul[] = INPUT "relu\0\nflatten\nlog_softmax\n";
+    assert_null(cn_model_from_text(nul, sizeof nul - 1, "m", &err));
+    assert_string_equal(err.msg, "m:2: a NUL byte: not a text file");
+    char many[300 * 5 + 128];
+    size_t len = (size_t)snprintf(many, sizeof many, "%s", INPUT);
+    for (int i = 0; i < 300; i++) len += (size_t)snprintf(many + len, sizeof many - len, "relu\n");
+    assert_null(cn_model_from_text(many, len, "m", &err));
+    assert_string_equal(err.msg, "m:258: more than 256 layers");
+}
+
+static void test_file_refusals(void **state)
+{
+    (void)state;
+    cn_error err = {{0}};
+    assert_null(cn_model_from_file("/nonexistent/x.model", &err));
+    assert_non_null(strstr(err.msg, "/nonexistent/x.model: cannot open"));
+    char *dir = tu_make_temp_dir("model-file");
+    char *fifo = tu_join(dir, "pipe.model");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_null(cn_model_from_file(fifo, &err)); /* must not wait for a writer */
+    assert_non_null(strstr(err.msg, "not a regular file (a named pipe)"));
+    unlink(fifo);
+    size_t big = 1024 * 1024 + 1;
+    char *bytes = calloc(1, big);
+    assert_non_null(bytes);
+    memset(bytes, '#', big);
+    char *path = tu_write_temp(bytes, big, ".model");
+    assert_null(cn_model_from_file(path, &err));
+    assert_non_null(strstr(err.msg, "1048577 bytes: too large for a model file"));
+    static const char no_end[] = INPUT "flatten\nlinear out=10\n";
+    char *bad = tu_write_temp(no_end, strlen(no_end), ".model");
+    assert_null(cn_model_from_file(bad, &err));
+    char want[512];
+    snprintf(want, sizeof want, "%s:3: the model must end with log_softmax", bad);
+    assert_string_equal(err.msg, want);
+    unlink(path), unlink(bad);
+    free(path), free(bad), free(bytes), free(fifo);
+    tu_remove_dir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_seed_file_is_the_builtin_model),
+        cmocka_unit_test(test_lenet5_file),
+        cmocka_unit_test(test_other_shapes_and_layout),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_refused_bytes_and_sizes),
+        cmocka_unit_test(test_file_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
