@@ -167,6 +167,11 @@ int cli_checkpoint_file(const char *flag, const char *path, char **file);
  * CLI_FAILURE after the message; the caller frees *model (cn_model_free) and *file (free) in
  * both cases. */
 int cli_load_model(const char *path, cn_model **model, char **file);
+/* The model of the model file at path (flag names where it came from, for messages), or the
+ * seed's network (cn_model_fashion_mnist) when path is NULL; refused unless it reads the
+ * Fashion-MNIST images (1x28x28) and gives their 10 classes. Parameters are zero. CLI_OK, or
+ * CLI_FAILURE after the message; the caller frees *model. */
+int cli_build_model(const char *flag, const char *path, cn_model **model);
 
 /* Loads split ("train" or "t10k") from dir and keeps only the first limit samples (0: all).
  * Prints the library's message and returns -1 on failure; ds is then empty. */

@@ -18,6 +18,8 @@
 
 #include "cli.h"
 
+#define MODEL_IMAGE_SIDE 28 /* Fashion-MNIST images, the only data today */
+
 /* Writes text with every control character as \xNN: the bytes below 0x20 and 0x7f, and the C1
  * controls U+0080..U+009F as UTF-8 writes them (0xc2 0x80..0x9f), so that text from a file or
  * a file name can neither move the cursor, recolour the terminal nor start a line of its own. */
@@ -454,6 +456,23 @@ int cli_load_model(const char *path, cn_model **model, char **file)
     if (cn_model_load(*model, path, &err) != 0)
         return cli_library_error(&err, path);
     return CLI_OK;
+}
+
+int cli_build_model(const char *flag, const char *path, cn_model **model)
+{
+    cn_error err = {{0}};
+    *model = path ? cn_model_from_file(path, &err) : cn_model_fashion_mnist(&err);
+    if (!*model)
+        return cli_library_error(&err, path);
+    int c, h, w, classes = cn_model_num_outputs(*model);
+    cn_model_input_shape(*model, &c, &h, &w);
+    if (c == 1 && h == MODEL_IMAGE_SIDE && w == MODEL_IMAGE_SIDE && classes == CN_NUM_CLASSES)
+        return CLI_OK;
+    cn_model_free(*model);
+    *model = NULL;
+    return cli_failure("%s %s: the model reads %dx%dx%d inputs and gives %d classes, but the data "
+                       "is Fashion-MNIST: 1x%dx%d images in %d classes", flag, path ? path : "", c, h, w,
+                       classes, MODEL_IMAGE_SIDE, MODEL_IMAGE_SIDE, CN_NUM_CLASSES);
 }
 
 int cli_load_dataset(cn_dataset *ds, const char *dir, const char *split, int limit)

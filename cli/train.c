@@ -40,6 +40,7 @@ enum {
     OPT_PLOT,
     OPT_REPLICAS,
     OPT_MPI_TIMEOUT,
+    OPT_MODEL,
 };
 
 static const struct option train_options[] = {
@@ -66,6 +67,7 @@ static const struct option train_options[] = {
     {"resume", required_argument, NULL, OPT_RESUME},
     {"plot", required_argument, NULL, OPT_PLOT},
     {"mpi-timeout", required_argument, NULL, OPT_MPI_TIMEOUT},
+    {"model", required_argument, NULL, OPT_MODEL},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -108,7 +110,10 @@ void cli_train_help(FILE *out)
             "                       (default: 0)\n"
             "  --test-samples N     use only the first N test images, 0 = all (default: 0)\n",
             CLI_DEFAULT_DATA_DIR, cli_default_threads());
-    fputs("  --save FILE          write the final model as safetensors\n"
+    fputs("  --model FILE         the network, a model file (models/*.model); it must read\n"
+          "                       1x28x28 images and give 10 classes; defines the math\n"
+          "                       (default: the seed's network, models/fashion_mnist.model)\n"
+          "  --save FILE          write the final model as safetensors\n"
           "                       (default: not saved)\n"
           "  --result-image FILE  PNG of the first 25 test images with their predictions;\n"
           "                       'none' or '' skips it (default: test_result.png)\n"
@@ -280,6 +285,7 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_KEEP: return cli_parse_int("train", "--keep", arg, 1, TRAIN_MAX_EPOCHS, &s->keep);
     case OPT_RESUME: return parse_path("--resume", arg, &s->resume);
     case OPT_PLOT: s->plot_path = optional_path(arg); return 0;
+    case OPT_MODEL: return parse_path("--model", arg, &s->model_path);
     case OPT_MPI_TIMEOUT:
         return cli_parse_int("train", "--mpi-timeout", arg, 0, 604800, &s->mpi_timeout);
     case 'q': s->verbosity = PROGRESS_QUIET; return 0;
@@ -385,9 +391,6 @@ static int check_one_step_fits(const train_settings *s, const cn_dataset *train)
 static int build_model(const train_settings *s, train_run *run)
 {
     cn_error err = {{0}};
-    run->model = cn_model_fashion_mnist(&err);
-    if (!run->model)
-        return cli_library_error(&err, NULL);
     cn_model_init(run->model, s->seed);
     run->config = (cn_train_config){
         .batch_size = s->batch_size,
@@ -426,6 +429,8 @@ static int open_metrics_file(const train_settings *s, train_run *run)
 /* Everything that can fail before the first step: data, sizes, model, trainer, files. */
 static int prepare_run(const train_settings *s, train_run *run)
 {
+    if (cli_build_model("--model", s->model_path, &run->model) != CLI_OK)
+        return CLI_FAILURE;
     if (cli_load_dataset(&run->train, s->data_dir, "train", s->train_samples) != 0 ||
         cli_load_dataset(&run->test, s->data_dir, "t10k", s->test_samples) != 0)
         return CLI_FAILURE;

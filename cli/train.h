@@ -37,6 +37,7 @@ typedef struct {
     const char *plot_path;    /* NULL: no training curves */
     progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
     int mpi_timeout;          /* seconds an exchange waits for another process; 0: for ever */
+    const char *model_path;   /* --model FILE; NULL: the seed's network */
 } train_settings;
 
 /* Flags whose presence matters: on resume a given flag wins over what the checkpoint says; a

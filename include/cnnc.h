@@ -198,6 +198,8 @@ CN_API void cn_model_init(cn_model *m, uint64_t seed);
 CN_API size_t cn_model_num_params(const cn_model *m);
 CN_API float *cn_model_params(cn_model *m);
 CN_API int cn_model_input_size(const cn_model *m);   /* channels * height * width */
+/* The per-sample input shape into *channels, *height, *width. */
+CN_API void cn_model_input_shape(const cn_model *m, int *channels, int *height, int *width);
 CN_API int cn_model_num_outputs(const cn_model *m);  /* classes: the last layer's features */
 CN_API int cn_model_num_layers(const cn_model *m);
 /* The layer's name: its spec's name, or kind and index ("relu2") for unnamed layers; "" for an

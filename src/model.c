@@ -207,6 +207,10 @@ void cn_model_init(cn_model *m, uint64_t seed)
 size_t cn_model_num_params(const cn_model *m) { return m->num_params; }
 float *cn_model_params(cn_model *m) { return m->params; }
 int cn_model_input_size(const cn_model *m) { return m->in_c * m->in_h * m->in_w; }
+void cn_model_input_shape(const cn_model *m, int *channels, int *height, int *width)
+{
+    *channels = m->in_c, *height = m->in_h, *width = m->in_w;
+}
 int cn_model_num_outputs(const cn_model *m) { return m->layers[m->num_layers - 1].out_c; }
 int cn_model_num_layers(const cn_model *m) { return m->num_layers; }
 

@@ -1,0 +1,53 @@
+#!/bin/sh
+# cli_model_file.sh — `cnnc train --model FILE`: the seed's model file trains to exactly the
+# weights of the default run; a model that does not read 1x28x28 images into 10 classes, or a
+# model file with a mistake, is refused before training with the file named; models/lenet5.model
+# learns. Needs Debian's Fashion-MNIST; the checks without data run without it.
+# Usage: sh tests/cli_model_file.sh BUILD_DIR
+# shellcheck source=tests/lib/cli.sh
+. "$(dirname "$0")/lib/cli.sh"
+require_cnnc
+make_tmp
+short="--train-samples 2048 --test-samples 200 --num-epochs 2 --batch-size 32 --threads 2
+       --result-image none --plot none -q"
+
+input='input channels=1 height=28 width=28 mean=0.1307 std=0.3081'
+printf '%s\nflatten\nlinear out=5\nlog_softmax\n' "$input" >"$tmp/five.model"
+printf 'input channels=1 height=14 width=14 mean=0.1307 std=0.3081\nflatten\nlinear out=10\n'\
+'log_softmax\n' >"$tmp/small.model"
+printf '%s\nflatten\nlinear out=10 bias=0\nlog_softmax\n' "$input" >"$tmp/bias.model"
+# shellcheck disable=SC2086
+expect 1 "five.model: the model reads 1x28x28 inputs and gives 5 classes, but the data is \
+Fashion-MNIST: 1x28x28 images in 10 classes" train --model "$tmp/five.model" $short \
+  --save "$tmp/never.st"
+[ -e "$tmp/never.st" ] && fail "a refused model still wrote --save"
+expect 1 "small.model: the model reads 1x14x14 inputs and gives 10 classes" \
+  train --model "$tmp/small.model"
+expect 1 "bias.model:3: linear: bias=0: not supported yet" train --model "$tmp/bias.model"
+expect 1 "missing.model: cannot open" train --model "$tmp/missing.model"
+expect 2 "--model: empty name" train --model ''
+run train --help
+grep -q -e '--model FILE' "$tmp/out" || fail "cnnc train --help does not mention --model"
+
+have_data "the training runs" || finish
+# The seed's model file and the built-in default: the same bytes, whatever the folder.
+# shellcheck disable=SC2086
+(cd "$tmp" && "$cnnc" train $short --save "$tmp/default.st" >/dev/null 2>"$tmp/err") ||
+  fail "the default run failed: $(cat "$tmp/err")"
+# shellcheck disable=SC2086
+"$cnnc" train $short --model "$root/models/fashion_mnist.model" --save "$tmp/file.st" \
+  >/dev/null 2>"$tmp/err" || fail "the --model run failed: $(cat "$tmp/err")"
+cmp -s "$tmp/default.st" "$tmp/file.st" ||
+  fail "--model models/fashion_mnist.model saved other bytes than the default run"
+
+# LeNet-5 learns: 2 epochs on 4096 images, scored on 1000.
+run train --model "$root/models/lenet5.model" --train-samples 4096 --test-samples 1000 \
+  --num-epochs 2 --num-cores 1 --batch-size 32 --learning-rate 0.05 --momentum 0.9 \
+  --threads 2 --result-image none --plot none -q
+acc=$(sed -n 's/^Epoch 2\/2 .*test loss [0-9.]* acc \([0-9.]*\)%.*/\1/p' "$tmp/out")
+if [ "$status" -ne 0 ] || [ -z "$acc" ]; then
+  fail "lenet5 did not train: status $status: $(cat "$tmp/err" "$tmp/out")"
+elif ! awk -v a="$acc" 'BEGIN { exit !(a > 60) }'; then
+  fail "lenet5 reached only $acc% on 1000 test images"
+fi
+finish "lenet5: ${acc:-?}%"
