@@ -161,7 +161,7 @@ FILE *cli_open_input(const char *flag, const char *path);
  * malloc'd (the caller frees it); CLI_OK, or CLI_FAILURE after a message (an empty folder). */
 int cli_checkpoint_file(const char *flag, const char *path, char **file);
 
-/* A new Fashion-MNIST model with the weights of the safetensors file that path names for
+/* A new model (the one the file records, cli_checkpoint_model) with the weights of the safetensors file that path names for
  * --checkpoint (cli_checkpoint_file: a model or training checkpoint of cnnc, a PyTorch
  * state_dict, or a checkpoint folder's newest); *file gets that file's name. Returns CLI_OK, or
  * CLI_FAILURE after the message; the caller frees *model (cn_model_free) and *file (free) in
@@ -172,6 +172,11 @@ int cli_load_model(const char *path, cn_model **model, char **file);
  * Fashion-MNIST images (1x28x28) and gives their 10 classes. Parameters are zero. CLI_OK, or
  * CLI_FAILURE after the message; the caller frees *model. */
 int cli_build_model(const char *flag, const char *path, cn_model **model);
+/* The model a checkpoint or saved model f (read from path) records in __metadata__ "model", or
+ * the seed's network when it records none (a file of an older cnnc, or of PyTorch), checked as
+ * cli_build_model checks; parameters zero. CLI_OK, or CLI_FAILURE after the message naming
+ * path. */
+int cli_checkpoint_model(const cn_safetensors *f, const char *path, cn_model **model);
 
 /* Loads split ("train" or "t10k") from dir and keeps only the first limit samples (0: all).
  * Prints the library's message and returns -1 on failure; ds is then empty. */

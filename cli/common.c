@@ -450,12 +450,31 @@ int cli_load_model(const char *path, cn_model **model, char **file)
     if (cli_checkpoint_file("--checkpoint", path, file) != CLI_OK)
         return CLI_FAILURE;
     path = *file;
-    *model = cn_model_fashion_mnist(&err);
-    if (!*model)
-        return cli_library_error(&err, NULL);
+    cn_safetensors *f = cn_safetensors_read(path, &err);
+    if (!f)
+        return cli_library_error(&err, path);
+    int rc = cli_checkpoint_model(f, path, model);
+    cn_safetensors_free(f);
+    if (rc != CLI_OK)
+        return rc;
     if (cn_model_load(*model, path, &err) != 0)
         return cli_library_error(&err, path);
     return CLI_OK;
+}
+
+/* Keeps *model when it reads the Fashion-MNIST images into their classes; else frees it. */
+static int check_model_fits(const char *flag, const char *path, cn_model **model)
+{
+    int c, h, w, classes = cn_model_num_outputs(*model);
+    cn_model_input_shape(*model, &c, &h, &w);
+    if (c == 1 && h == MODEL_IMAGE_SIDE && w == MODEL_IMAGE_SIDE && classes == CN_NUM_CLASSES)
+        return CLI_OK;
+    cn_model_free(*model);
+    *model = NULL;
+    return cli_failure("%s%s%s: the model reads %dx%dx%d inputs and gives %d classes, but the "
+                       "data is Fashion-MNIST: 1x%dx%d images in %d classes", flag ? flag : "",
+                       flag ? " " : "", path ? path : "", c, h, w, classes, MODEL_IMAGE_SIDE,
+                       MODEL_IMAGE_SIDE, CN_NUM_CLASSES);
 }
 
 int cli_build_model(const char *flag, const char *path, cn_model **model)
@@ -464,15 +483,21 @@ int cli_build_model(const char *flag, const char *path, cn_model **model)
     *model = path ? cn_model_from_file(path, &err) : cn_model_fashion_mnist(&err);
     if (!*model)
         return cli_library_error(&err, path);
-    int c, h, w, classes = cn_model_num_outputs(*model);
-    cn_model_input_shape(*model, &c, &h, &w);
-    if (c == 1 && h == MODEL_IMAGE_SIDE && w == MODEL_IMAGE_SIDE && classes == CN_NUM_CLASSES)
-        return CLI_OK;
-    cn_model_free(*model);
-    *model = NULL;
-    return cli_failure("%s %s: the model reads %dx%dx%d inputs and gives %d classes, but the data "
-                       "is Fashion-MNIST: 1x%dx%d images in %d classes", flag, path ? path : "", c, h, w,
-                       classes, MODEL_IMAGE_SIDE, MODEL_IMAGE_SIDE, CN_NUM_CLASSES);
+    return check_model_fits(flag, path, model);
+}
+
+int cli_checkpoint_model(const cn_safetensors *f, const char *path, cn_model **model)
+{
+    cn_error err = {{0}};
+    const char *text = cn_safetensors_meta(f, "model");
+    if (!text)
+        return cli_build_model(NULL, NULL, model);
+    char source[4200];
+    snprintf(source, sizeof source, "%s: __metadata__ \"model\"", path);
+    *model = cn_model_from_text(text, strlen(text), source, &err);
+    if (!*model)
+        return cli_failure("%s", err.msg);
+    return check_model_fits(path, "(its model)", model);
 }
 
 int cli_load_dataset(cn_dataset *ds, const char *dir, const char *split, int limit)

@@ -426,15 +426,37 @@ static int open_metrics_file(const train_settings *s, train_run *run)
     return run->metrics ? CLI_OK : CLI_FAILURE;
 }
 
+/* The network: --model's, or the seed's; a resumed run's is the checkpoint's, and a --model
+ * given with it must be the same (it defines the math). */
+static int make_model(const train_settings *s, train_run *run)
+{
+    if (!run->resume_file)
+        return cli_build_model("--model", s->model_path, &run->model);
+    if (cli_checkpoint_model(run->resume_file, run->resume_path, &run->model) != CLI_OK)
+        return CLI_FAILURE;
+    if (!s->model_path)
+        return CLI_OK;
+    cn_model *given = NULL;
+    if (cli_build_model("--model", s->model_path, &given) != CLI_OK)
+        return CLI_FAILURE;
+    int same = strcmp(cn_model_text(given), cn_model_text(run->model)) == 0;
+    cn_model_free(given);
+    return same ? CLI_OK : cli_usage_error("train", "--model %s is not the network of the "
+                                           "checkpoint %s: the model defines the math; leave "
+                                           "--model out to continue with the checkpoint's",
+                                           s->model_path, run->resume_path);
+}
+
 /* Everything that can fail before the first step: data, sizes, model, trainer, files. */
 static int prepare_run(const train_settings *s, train_run *run)
 {
-    if (cli_build_model("--model", s->model_path, &run->model) != CLI_OK)
-        return CLI_FAILURE;
+    int rc = make_model(s, run);
+    if (rc != CLI_OK)
+        return rc;
     if (cli_load_dataset(&run->train, s->data_dir, "train", s->train_samples) != 0 ||
         cli_load_dataset(&run->test, s->data_dir, "t10k", s->test_samples) != 0)
         return CLI_FAILURE;
-    int rc = check_one_step_fits(s, &run->train);
+    rc = check_one_step_fits(s, &run->train);
     if (rc == CLI_OK)
         rc = build_model(s, run);
     if (rc == CLI_OK)

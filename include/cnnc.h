@@ -178,8 +178,10 @@ CN_API cn_model *cn_model_from_text(const char *text, size_t len, const char *so
 /* The same for the model file at path (a regular file of at most 1 MiB, read without waiting on
  * a pipe or a device); errors name path. */
 CN_API cn_model *cn_model_from_file(const char *path, cn_error *err);
-/* The model file text the model was built from (NUL-terminated; belongs to the model), or NULL
- * for a model built from specs (cn_model_create, cn_model_fashion_mnist). */
+/* The model as the text of a model file, in one canonical form whatever it was built from (a
+ * model file, specs): one line per layer, every layer with tensors named. cn_model_from_text
+ * builds the same model from it. NUL-terminated; belongs to the model. Checkpoints record it
+ * in __metadata__ under "model". */
 CN_API const char *cn_model_text(const cn_model *m);
 /* The input's normalisation (x/255 - mean[c]) / std[c] into mean[0..max) and std[0..max);
  * returns the number of channels. Today every model normalises as the seed: 0.1307, 0.3081. */

@@ -61,11 +61,11 @@ cn_tensor_ref *cn_state_refs(cn_model *m, int *count, const char *path, cn_error
 
 int cn_model_save(cn_model *m, const char *path, cn_error *err)
 {
-    static const char *const meta[] = {"cnnc_version", CN_VERSION};
+    const char *const meta[] = {"cnnc_version", CN_VERSION, "model", cn_model_text(m)};
     int n = 0;
     cn_tensor_ref *refs = cn_state_refs(m, &n, path, err);
     if (!refs) return -1;
-    int rc = cn_safetensors_write(path, refs, n, meta, 1, err);
+    int rc = cn_safetensors_write(path, refs, n, meta, 2, err);
     free(refs);
     return rc;
 }

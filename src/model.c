@@ -151,6 +151,11 @@ cn_model *cn_model_create(int channels, int height, int width, const cn_layer_sp
         return NULL;
     }
     for (int c = 0; c < channels; c++) m->mean[c] = CN_PIXEL_MEAN, m->std[c] = CN_PIXEL_STD;
+    if (!(m->text = cn_model_describe(m))) {
+        cn_model_free(m);
+        cn_fail(err, "model: out of memory");
+        return NULL;
+    }
     return m;
 }
 

@@ -41,6 +41,10 @@ struct cn_model {
     char *text;               /* the model file it was built from, or NULL */
 };
 
+/* The model as a model file in its canonical form (every layer with tensors named, one value
+ * for mean and std: all channels share them today); malloc'd, or NULL when out of memory. */
+char *cn_model_describe(const cn_model *m);
+
 static inline int cn_layer_in_size(const cn_layer *l) { return l->in_c * l->in_h * l->in_w; }
 static inline int cn_layer_out_size(const cn_layer *l) { return l->out_c * l->out_h * l->out_w; }
 static inline int cn_layer_has_params(const cn_layer *l)

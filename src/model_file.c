@@ -1,8 +1,9 @@
 /* model_file.c — the text model format (one layer per line: a kind, then key=value words; `#`
  * comments; blank lines): parsing it into layer specs with every refusal as "SOURCE:LINE:
- * reason", checking shapes as PyTorch would, and building the model with cn_model_create. It
+ * reason", checking shapes as PyTorch would, and building the model with cn_model_create; and
+ * writing a model back as text in one canonical form (cn_model_text). It
  * recognises every kind and key of the format and refuses, by name, the values the layers
- * cannot compute yet; it does not write model files or run anything. */
+ * cannot compute yet; it does not run anything. */
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -404,7 +405,7 @@ static int read_lines(parser *p, char *copy, size_t len, int *lines)
     return 0;
 }
 
-static cn_model *build(parser *p, const char *text, size_t len)
+static cn_model *build(parser *p)
 {
     cn_error why;
     cn_model *m = cn_model_create(p->c0, p->h0, p->w0, p->specs, p->num_layers, &why);
@@ -412,13 +413,6 @@ static cn_model *build(parser *p, const char *text, size_t len)
         cn_fail(p->err, "%s: %s", p->source, why.msg);
         return NULL;
     }
-    m->text = malloc(len + 1);
-    if (!m->text) {
-        cn_model_free(m);
-        cn_fail(p->err, "%s: out of memory", p->source);
-        return NULL;
-    }
-    memcpy(m->text, text, len), m->text[len] = '\0';
     for (int c = 0; c < m->in_c; c++) m->mean[c] = p->mean, m->std[c] = p->std;
     return m;
 }
@@ -434,7 +428,7 @@ cn_model *cn_model_from_text(const char *text, size_t len, const char *source, c
     } else {
         p->source = source, p->err = err;
         memcpy(copy, text, len), copy[len] = '\0';
-        if (read_lines(p, copy, len, lines) == 0) m = build(p, text, len);
+        if (read_lines(p, copy, len, lines) == 0) m = build(p);
     }
     free(copy), free(lines), free(p);
     return m;
@@ -452,4 +446,44 @@ cn_model *cn_model_from_file(const char *path, cn_error *err)
     cn_model *m = cn_model_from_text((const char *)bytes, len, path, err);
     free(bytes);
     return m;
+}
+
+/* The shortest of %g and %.9g that reads back as v. */
+static int put_float(char *at, size_t cap, float v)
+{
+    int n = snprintf(at, cap, "%g", (double)v);
+    if (strtof(at, NULL) != v) n = snprintf(at, cap, "%.9g", (double)v);
+    return n;
+}
+
+static int put_layer(char *at, size_t cap, const cn_layer *l)
+{
+    switch (l->kind) {
+    case CN_CONV2D:
+        return snprintf(at, cap, "conv2d name=%s out=%d kernel=%d\n", l->name, l->out_c,
+                        l->kernel);
+    case CN_MAXPOOL2D: return snprintf(at, cap, "maxpool2d kernel=%d\n", l->kernel);
+    case CN_RELU: return snprintf(at, cap, "relu\n");
+    case CN_BATCHNORM2D: return snprintf(at, cap, "batchnorm2d name=%s\n", l->name);
+    case CN_FLATTEN: return snprintf(at, cap, "flatten\n");
+    case CN_LINEAR: return snprintf(at, cap, "linear name=%s out=%d\n", l->name, l->out_c);
+    case CN_LOG_SOFTMAX: return snprintf(at, cap, "log_softmax\n");
+    }
+    return 0;
+}
+
+char *cn_model_describe(const cn_model *m)
+{
+    size_t cap = 256 + (size_t)m->num_layers * 128;
+    char *text = malloc(cap);
+    if (!text) return NULL;
+    size_t n = (size_t)snprintf(text, cap, "input channels=%d height=%d width=%d mean=", m->in_c,
+                                m->in_h, m->in_w);
+    n += (size_t)put_float(text + n, cap - n, m->mean[0]);
+    n += (size_t)snprintf(text + n, cap - n, " std=");
+    n += (size_t)put_float(text + n, cap - n, m->std[0]);
+    n += (size_t)snprintf(text + n, cap - n, "\n");
+    for (int i = 0; i < m->num_layers; i++)
+        n += (size_t)put_layer(text + n, cap - n, &m->layers[i]);
+    return text;
 }

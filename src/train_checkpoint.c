@@ -176,18 +176,21 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     }
 }
 
-/* The file: the tensors, the state's metadata and then the caller's extra pairs. */
-static int write_file(const cn_tensor_ref *refs, int n, const cn_train_state *s,
-                      const char *const *extra, int num_extra, const char *path, cn_error *err)
+/* The file: the tensors, the state's metadata, the model's text ("model") and then the caller's
+ * extra pairs. */
+static int write_file(const cn_model *m, const cn_tensor_ref *refs, int n,
+                      const cn_train_state *s, const char *const *extra, int num_extra,
+                      const char *path, cn_error *err)
 {
     if (num_extra < 0 || num_extra > CN_TRAIN_EXTRA_MAX || (num_extra > 0 && !extra))
         return cn_fail(err, "%s: not saved: %d extra metadata pairs (at most %d)", path,
                        num_extra, CN_TRAIN_EXTRA_MAX);
     char text[NUM_META][VALUE_CAP];
-    const char *meta[2 * (NUM_META + CN_TRAIN_EXTRA_MAX)];
+    const char *meta[2 * (NUM_META + 1 + CN_TRAIN_EXTRA_MAX)];
     format_meta(s, text, meta);
-    for (int i = 0; i < 2 * num_extra; i++) meta[2 * NUM_META + i] = extra[i];
-    return cn_safetensors_write(path, refs, n, meta, NUM_META + num_extra, err);
+    meta[2 * NUM_META] = "model", meta[2 * NUM_META + 1] = cn_model_text(m);
+    for (int i = 0; i < 2 * num_extra; i++) meta[2 * NUM_META + 2 + i] = extra[i];
+    return cn_safetensors_write(path, refs, n, meta, NUM_META + 1 + num_extra, err);
 }
 
 int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_state *s,
@@ -199,7 +202,7 @@ int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_
     if (!refs) return -1;
     int rc = refuse_non_finite(refs, n, path, err);
     if (rc == 0) {
-        rc = write_file(refs, n, s, extra, num_extra, path, err);
+        rc = write_file(m, refs, n, s, extra, num_extra, path, err);
     }
     free(refs);
     return rc;

@@ -43,11 +43,26 @@ cmp -s "$tmp/default.st" "$tmp/file.st" ||
 # LeNet-5 learns: 2 epochs on 4096 images, scored on 1000.
 run train --model "$root/models/lenet5.model" --train-samples 4096 --test-samples 1000 \
   --num-epochs 2 --num-cores 1 --batch-size 32 --learning-rate 0.05 --momentum 0.9 \
-  --threads 2 --result-image none --plot none -q
+  --threads 2 --result-image none --plot none -q --save "$tmp/lenet.st" --checkpoint-dir "$tmp/ck"
 acc=$(sed -n 's/^Epoch 2\/2 .*test loss [0-9.]* acc \([0-9.]*\)%.*/\1/p' "$tmp/out")
 if [ "$status" -ne 0 ] || [ -z "$acc" ]; then
   fail "lenet5 did not train: status $status: $(cat "$tmp/err" "$tmp/out")"
 elif ! awk -v a="$acc" 'BEGIN { exit !(a > 60) }'; then
   fail "lenet5 reached only $acc% on 1000 test images"
 fi
+
+# The saved model and the checkpoints carry their network: eval, predict and --resume rebuild
+# it without --model; a --resume with another --model is refused.
+grep -q '"model":"input channels=1 height=28 width=28' "$tmp/lenet.st" ||
+  fail "--save did not record the model in __metadata__"
+run eval --checkpoint "$tmp/lenet.st"
+grep -q '^Accuracy=[0-9.]*%$' "$tmp/out" || fail "eval of lenet5: $(cat "$tmp/err")"
+run predict --checkpoint "$tmp/ck" "$root/tests/fixtures/predict/t10k-0.png"
+[ "$status" -eq 0 ] || fail "predict with lenet5: $(cat "$tmp/err")"
+expect 2 "--model $root/models/fashion_mnist.model is not the network of the checkpoint" \
+  train --resume "$tmp/ck" --model "$root/models/fashion_mnist.model" --num-epochs 3
+run train --resume "$tmp/ck" --model "$root/models/lenet5.model" --num-epochs 3 -q
+[ "$status" -eq 0 ] || fail "--resume with its own --model: $(cat "$tmp/err")"
+run train --resume "$tmp/ck" --num-epochs 4 -q
+grep -q '^Epoch 4/4 ' "$tmp/out" || fail "--resume of lenet5 without --model: $(cat "$tmp/err")"
 finish "lenet5: ${acc:-?}%"
