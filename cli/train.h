@@ -166,11 +166,11 @@ int train_stop_signal(void);
 int record_curves(train_run *run, const epoch_report *r);
 /* Draws the recorded epochs to s->plot_path when it is set; returns a CLI status. */
 int draw_training_curves(const train_settings *s, const train_run *run);
-/* The epochs so far as the text every checkpoint records under curves_history_key() (malloc'd
+/* The epochs so far as the text every checkpoint records under CURVES_HISTORY_KEY (malloc'd
  * into *text; -1 when out of memory), and taking them back from the resumed checkpoint f, whose
  * position has done complete epochs (CLI_FAILURE after a message when the text is damaged). */
+#define CURVES_HISTORY_KEY "run.history"
 int curves_history_text(const train_run *run, char **text);
-const char *curves_history_key(void);
 int curves_history_adopt(train_run *run, const cn_safetensors *f, const char *path, int done);
 
 #endif /* CNNC_CLI_TRAIN_H */

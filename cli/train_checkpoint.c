@@ -409,7 +409,7 @@ int checkpoint_save(const train_settings *s, train_run *run)
         free(path);
         return cli_failure("out of memory");
     }
-    meta[2 * RUN_SETTINGS_COUNT] = curves_history_key();
+    meta[2 * RUN_SETTINGS_COUNT] = CURVES_HISTORY_KEY;
     meta[2 * RUN_SETTINGS_COUNT + 1] = history;
     double start = cli_seconds();
     int rc = cn_train_checkpoint_save(run->model, cn_trainer_momentum(run->trainer), &run->state,

@@ -1,9 +1,9 @@
 /* train_curves.c — the training-curves picture `cnnc train` writes at the end of a run (--plot):
  * it keeps each epoch's train loss, test loss and test accuracy in memory and hands them to the
  * library's cn_plot_curves; also the list of epochs and the picture's title, which `cnnc plot`
- * shares. Every checkpoint carries the list as text (HISTORY_KEY), so a resumed run draws the
- * whole run, not the epochs since the resume. It does not read the metrics file; `cnnc plot`
- * does that. */
+ * shares. Every checkpoint carries the list as text (CURVES_HISTORY_KEY), so a resumed run
+ * draws the whole run, not the epochs since the resume. It does not read the metrics file;
+ * `cnnc plot` does that. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +38,6 @@ int record_curves(train_run *run, const epoch_report *r)
 
 /* One epoch in the checkpoint's text: "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY;", each value
  * with the 17 digits that read back as the same double, so the picture is drawn the same. */
-#define HISTORY_KEY "run.history"
 #define HISTORY_ENTRY_MAX (12 + 3 * 26)
 
 int curves_history_text(const train_run *run, char **text)
@@ -55,11 +54,6 @@ int curves_history_text(const train_run *run, char **text)
                                 e->train_loss, e->test_loss, e->test_accuracy);
     }
     return 0;
-}
-
-const char *curves_history_key(void)
-{
-    return HISTORY_KEY;
 }
 
 /* Reads one "EPOCH A B C;" at *p into e; 0, or -1 when it is not one. */
@@ -87,7 +81,7 @@ static int read_entry(const char **p, cn_epoch_metrics *e)
 
 int curves_history_adopt(train_run *run, const cn_safetensors *f, const char *path, int done)
 {
-    const char *p = cn_safetensors_meta(f, HISTORY_KEY);
+    const char *p = cn_safetensors_meta(f, CURVES_HISTORY_KEY);
     if (!p)
         return CLI_OK; /* written before the history was recorded: the curves start here */
     for (int n = 1; *p; n++) {
@@ -95,7 +89,8 @@ int curves_history_adopt(train_run *run, const cn_safetensors *f, const char *pa
         int last = run->history.count ? run->history.epochs[run->history.count - 1].epoch : 0;
         if (read_entry(&p, &e) != 0 || e.epoch <= last || e.epoch > done)
             return cli_failure("%s: __metadata__ \"%s\": entry %d is not an epoch's losses and "
-                               "accuracy in order (the file is damaged)", path, HISTORY_KEY, n);
+                               "accuracy in order (the file is damaged)", path,
+                               CURVES_HISTORY_KEY, n);
         if (cli_epoch_list_append(&run->history, &e) != 0)
             return cli_failure("out of memory for the training curves");
     }

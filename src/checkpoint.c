@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "error.h"
 
 static const char *dtype_name(cn_dtype dtype)
 {
@@ -154,13 +155,6 @@ void cn_copy_tensors(const cn_safetensors *f, const cn_tensor_ref *refs, int n)
         size_t bytes = element_count(&refs[i]) * element_size(refs[i].dtype);
         if (bytes > 0) memcpy(refs[i].data, got->data, bytes);
     }
-}
-
-void cn_keep_one_line(cn_error *err)
-{
-    if (!err) return;
-    for (char *c = err->msg; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
 }
 
 int cn_model_load(cn_model *m, const char *path, cn_error *err)

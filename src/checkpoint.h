@@ -18,8 +18,5 @@ int cn_check_model_tensors(const cn_safetensors *f, const cn_tensor_ref *refs, i
                            const char *path, cn_error *err);
 /* Copies the file's bytes of each named tensor into refs[i].data (checked beforehand). */
 void cn_copy_tensors(const cn_safetensors *f, const cn_tensor_ref *refs, int n);
-/* Replaces control characters (a tensor name from a file may hold them) so that the message
- * stays one line. */
-void cn_keep_one_line(cn_error *err);
 
 #endif /* CN_CHECKPOINT_H */

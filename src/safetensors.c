@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cnnc.h"
+#include "error.h"
 #include "file_read.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -662,15 +663,6 @@ static int parse_file(cn_safetensors *f, const char *path, cn_error *err)
                             f->size - data_start, err);
 }
 
-/* Replaces control characters (from names or JSON text in the file) so the message stays one
- * line. */
-static void keep_one_line(cn_error *err)
-{
-    if (!err) return;
-    for (char *c = err->msg; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-}
-
 cn_safetensors *cn_safetensors_read(const char *path, cn_error *err)
 {
     if (path == NULL) {
@@ -683,7 +675,7 @@ cn_safetensors *cn_safetensors_read(const char *path, cn_error *err)
         return NULL;
     }
     if (read_file(path, &f->bytes, &f->size, err) != 0 || parse_file(f, path, err) != 0) {
-        keep_one_line(err);
+        cn_keep_one_line(err);
         cn_safetensors_free(f);
         return NULL;
     }

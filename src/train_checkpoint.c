@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "checkpoint.h"
+#include "error.h"
 
 #define KIND_KEY "cnnc_checkpoint"
 #define KIND_VALUE "training v1"
