@@ -27,7 +27,7 @@ MPI_LIBS   := $(shell pkg-config --libs ompi-c)
 endif
 
 BUILD    := build
-LIB_SRC  := $(wildcard src/*.c)
+LIB_SRC  := $(wildcard src/*.c src/*/*.c)
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -62,7 +62,7 @@ BENCH_PRECISION ?= fp32
         bench-gemm bench-mpi clean install uninstall
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
-$(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h) $(wildcard cli/*.h)
+$(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h src/*/*.h) $(wildcard cli/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(PIC_FLAGS) $(KERNEL_FLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
@@ -73,11 +73,11 @@ $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h) $(wildcard cli/*.h)
 # clang (the fuzzing build) spells "no loop vectoriser" differently.
 NO_LOOP_VECTORIZE := $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null)),-fno-vectorize,-fno-tree-loop-vectorize)
 KERNEL_FLAGS :=
-$(BUILD)/src/gemm_generic.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi
-$(BUILD)/src/gemm_avx2.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi -mavx2 -mfma -ffp-contract=fast
-$(BUILD)/src/gemm_avx512.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
-$(BUILD)/src/gemm_bf16.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mavx512bw -mavx512bf16
-$(BUILD)/src/gemm_generic.o $(BUILD)/src/gemm_avx2.o $(BUILD)/src/gemm_avx512.o: src/gemm_kernels.inc
+$(BUILD)/src/kernels/gemm_generic.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi
+$(BUILD)/src/kernels/gemm_avx2.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi -mavx2 -mfma -ffp-contract=fast
+$(BUILD)/src/kernels/gemm_avx512.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
+$(BUILD)/src/kernels/gemm_bf16.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mavx512bw -mavx512bf16
+$(BUILD)/src/kernels/gemm_generic.o $(BUILD)/src/kernels/gemm_avx2.o $(BUILD)/src/kernels/gemm_avx512.o: src/kernels/gemm_kernels.inc
 
 $(BUILD)/libcnnc.a: $(LIB_OBJ)
 	ar rcs $@ $^
@@ -107,7 +107,7 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libcnnc.a
 # library and command never carry; a cnnc with it for the command-line checks, and the
 # safetensors test linked against it.
 HOOKS_OBJ := $(BUILD)/tests/hooks/safetensors.o
-$(HOOKS_OBJ): src/safetensors.c include/cnnc.h
+$(HOOKS_OBJ): src/files/safetensors.c include/cnnc.h
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(PIC_FLAGS) -DCNNC_TEST_HOOKS $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
 $(BUILD)/tests/cnnc-test-hooks: $(HOOKS_OBJ) $(CLI_OBJ) $(BUILD)/libcnnc.a

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "cnnc.h"
-#include "gemm.h"
+#include "kernels/gemm.h"
 
 typedef struct {
     const char *what;

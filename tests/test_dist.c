@@ -7,7 +7,7 @@
 
 #include "testutil.h"
 
-#include "dist.h"
+#include "train/dist.h"
 
 #define MAX_RANKS 4
 

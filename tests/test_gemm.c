@@ -4,7 +4,7 @@
  * block and tail the kernels have. */
 #include "testutil.h"
 
-#include "gemm.h"
+#include "kernels/gemm.h"
 
 static void fill(float *x, size_t n, cn_rng *rng)
 {

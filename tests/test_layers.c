@@ -1,4 +1,4 @@
-/* test_layers.c — every layer kernel of src/layers.h against PyTorch (tests/fixtures/
+/* test_layers.c — every layer kernel of src/layers/layers.h against PyTorch (tests/fixtures/
  * layers.safetensors, written by tools/gen_fixtures.py) and against central finite differences
  * of L = sum(y * r). It also checks the backward contract: parameter gradients accumulate (+=),
  * input gradients are overwritten (=).
@@ -15,7 +15,7 @@
  *   (|x| < 2 eps) and max-pool near ties (top two of a window within 2 eps).
  * The fixture folder is tests/fixtures, or $CNNC_FIXTURES. */
 #include "testutil.h"
-#include "layers.h"
+#include "layers/layers.h"
 
 #define PT_ATOL 2e-6
 #define PT_RTOL 2e-5

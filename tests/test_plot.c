@@ -9,7 +9,7 @@
 
 #include <cairo.h>
 
-#include "draw.h"
+#include "pictures/draw.h"
 
 /* ------------------------------------------------------------------ helpers */
 

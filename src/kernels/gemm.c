@@ -1,0 +1,189 @@
+/* gemm.c — cn_sgemm: picks the kernels for the instruction set in use and maps the four
+ * transpose cases onto them. The instruction set is decided once per process: the best the CPU
+ * offers, or the one named by the CNNC_ISA environment variable (generic, avx2, avx512) when it
+ * is valid and supported. That one-time decision is the only process-wide state in cnnc and it
+ * never changes afterwards. */
+#include <assert.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cnnc.h"
+#include "kernels/gemm.h"
+
+typedef struct {
+    void (*nn)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, const float *, int,
+               const float *, float *, int);
+    void (*nt)(int, int, int, const float *, int, const float *, int, float *, int);
+    float (*burn)(long, float, double *);
+    void (*im2col)(float *, const float *, int, int, int, int);
+    void (*im2row)(float *, int, const float *, int, int, int, int);
+    void (*col2im)(float *, const float *, int, int, int, int);
+    void (*picked)(int, int, const float *, const int32_t *, const float *, int, int, int, int,
+                   float *);
+    void (*pool2)(float *, int32_t *, const float *, int, int);
+    void (*picked_rows)(int, int, const float *, const int32_t *, const float *, int, int,
+                        float *);
+    void (*picked_input)(int, int, const float *, const int32_t *, const float *, int, int, int,
+                         float *, int32_t *);
+    void (*row2im)(float *, const float *, int, int, int, int, int);
+} gemm_kernels;
+
+#define KERNELS_OF(isa)                                                                        \
+    {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_im2col_##isa, cn_im2row_##isa,  \
+     cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_plane_##isa,          \
+     cn_picked_rows_weight_gradient_##isa, cn_picked_rows_input_gradient_##isa,               \
+     cn_row2im_##isa}
+
+static const gemm_kernels kernels_by_isa[] = {
+    [CN_ISA_GENERIC] = KERNELS_OF(generic),
+    [CN_ISA_AVX2] = KERNELS_OF(avx2),
+    [CN_ISA_AVX512] = KERNELS_OF(avx512),
+};
+static const char *const isa_names[] = {"generic", "avx2", "avx512"};
+_Static_assert(sizeof kernels_by_isa / sizeof kernels_by_isa[0] == CN_ISA_COUNT, "kernels per isa");
+_Static_assert(sizeof isa_names / sizeof isa_names[0] == CN_ISA_COUNT, "a name per isa");
+
+const char *cn_isa_name(cn_isa isa)
+{
+    return (unsigned)isa < CN_ISA_COUNT ? isa_names[isa] : "unknown";
+}
+
+int cn_isa_supported(cn_isa isa)
+{
+    __builtin_cpu_init();
+    switch (isa) {
+    case CN_ISA_GENERIC: return 1;
+    case CN_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case CN_ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("fma");
+    default: return 0;
+    }
+}
+
+int cn_isa_from_env(cn_isa *isa, cn_error *err)
+{
+    const char *want = getenv("CNNC_ISA");
+    *isa = cn_isa_supported(CN_ISA_AVX512) ? CN_ISA_AVX512
+         : cn_isa_supported(CN_ISA_AVX2)   ? CN_ISA_AVX2 : CN_ISA_GENERIC;
+    if (!want || !*want) return 0;
+    for (int i = 0; i < CN_ISA_COUNT; i++)
+        if (strcmp(want, isa_names[i]) == 0) {
+            if (!cn_isa_supported((cn_isa)i))
+                return cn_fail(err, "CNNC_ISA=%s: this CPU does not support it", want);
+            *isa = (cn_isa)i;
+            return 0;
+        }
+    return cn_fail(err, "CNNC_ISA=%s: unknown; use generic, avx2 or avx512", want);
+}
+
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+static cn_isa isa_in_use; /* written once under isa_once, read-only afterwards */
+
+static void decide_isa(void)
+{
+    if (cn_isa_from_env(&isa_in_use, NULL) != 0) cn_isa_from_env(&isa_in_use, NULL);
+}
+
+cn_isa cn_isa_active(void)
+{
+    pthread_once(&isa_once, decide_isa);
+    return isa_in_use;
+}
+
+void cn_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
+              const float *B, int ldb, int accumulate, float *C, int ldc)
+{
+    assert(!(trans_a && trans_b) && "cn_sgemm: A^T * B^T is not supported");
+    const gemm_kernels *k = &kernels_by_isa[cn_isa_active()];
+    if (!accumulate)
+        for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, (size_t)N * sizeof *C);
+    if (trans_b)
+        k->nt(M, N, K, A, lda, B, ldb, C, ldc);
+    else if (trans_a)
+        k->nn(M, N, K, A, 1, lda, B, ldb, NULL, C, ldc);
+    else
+        k->nn(M, N, K, A, lda, 1, B, ldb, NULL, C, ldc);
+}
+
+void cn_sgemm_rows_from(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                        const float *start, float *C, int ldc)
+{
+    kernels_by_isa[cn_isa_active()].nn(M, N, K, A, lda, 1, B, ldb, start, C, ldc);
+}
+
+float cn_fma_burn(long iters, float seed, double *flops)
+{
+    return kernels_by_isa[cn_isa_active()].burn(iters, seed, flops);
+}
+
+void cn_im2col(float *col, const float *in, int C, int H, int W, int K)
+{
+    kernels_by_isa[cn_isa_active()].im2col(col, in, C, H, W, K);
+}
+
+void cn_im2row(float *rows, int ld, const float *in, int C, int H, int W, int K)
+{
+    kernels_by_isa[cn_isa_active()].im2row(rows, ld, in, C, H, W, K);
+}
+
+void cn_col2im(float *din, const float *col, int C, int H, int W, int K)
+{
+    kernels_by_isa[cn_isa_active()].col2im(din, col, C, H, W, K);
+}
+
+void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
+                                    const float *in, int C, int H, int W, int K, float *dweight)
+{
+    assert((int64_t)(H - K + 1) * (W - K + 1) <= (1 << 22) &&
+           "cn_conv_picked_weight_gradient: output planes over 2^22 positions");
+    kernels_by_isa[cn_isa_active()].picked(OC, Q, a, at, in, C, H, W, K, dweight);
+}
+
+void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W)
+{
+    kernels_by_isa[cn_isa_active()].pool2(y, where, x, H, W);
+}
+
+void cn_picked_rows_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
+                                    const float *rows, int L, int ld, float *dweight)
+{
+    kernels_by_isa[cn_isa_active()].picked_rows(OC, Q, a, at, rows, L, ld, dweight);
+}
+
+void cn_picked_rows_input_gradient(int OC, int Q, const float *a, const int32_t *at,
+                                   const float *weight, int L, int ld, int P, float *drows,
+                                   int32_t *scratch)
+{
+    kernels_by_isa[cn_isa_active()].picked_input(OC, Q, a, at, weight, L, ld, P, drows, scratch);
+}
+
+void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K)
+{
+    kernels_by_isa[cn_isa_active()].row2im(din, rows, ld, C, H, W, K);
+}
+
+static const char *const precision_names[] = {"fp32", "bf16"};
+_Static_assert(sizeof precision_names / sizeof precision_names[0] == CN_PRECISION_COUNT,
+               "a name per precision");
+
+const char *cn_precision_name(cn_precision p)
+{
+    return (unsigned)p < CN_PRECISION_COUNT ? precision_names[p] : "unknown";
+}
+
+int cn_precision_from_name(const char *name, cn_precision *p)
+{
+    for (int i = 0; i < CN_PRECISION_COUNT; i++)
+        if (strcmp(name, precision_names[i]) == 0) {
+            *p = (cn_precision)i;
+            return 0;
+        }
+    return -1;
+}
+
+int cn_precision_supported(cn_precision p)
+{
+    return p == CN_PRECISION_FP32 || (p == CN_PRECISION_BF16 && cn_bf16_supported());
+}

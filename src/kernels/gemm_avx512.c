@@ -1,0 +1,9 @@
+/* gemm_avx512.c — the GEMM kernels of gemm_kernels.inc compiled for the avx512 instruction set
+ * (the Makefile gives this file its target flags). Chosen at run time by gemm.c. */
+#include "kernels/gemm.h"
+#define CN_ISA_SUFFIX avx512
+#define CN_VECTOR_FLOATS 16 /* floats in one vector register */
+#define CN_BURN_CHAINS 12 /* vector FMA chains that fit the registers of avx512 */
+#define CN_TILE_ROWS 6 /* rows of C a GEMM tile keeps in registers */
+#define CN_DOT_ROWS 4 /* rows of C a block of dot products covers */
+#include "kernels/gemm_kernels.inc"

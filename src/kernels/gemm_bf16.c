@@ -1,0 +1,203 @@
+/* gemm_bf16.c — matrix products with bfloat16 operands and single-precision sums, on AVX512_BF16
+ * (VDPBF16PS: two bf16 products added to an fp32 lane per instruction, twice the multiply-adds
+ * of an fp32 FMA), for `--precision bf16`. Operands are packed in pairs along the summed
+ * dimension: a cn_bf16_pair holds two bf16 values in one 32-bit word, the earlier one in the low
+ * half; an odd count is padded with a zero. Rounding to bf16 is to nearest even, by the CPU's
+ * conversion instructions. Only this one instruction set: other CPUs train in fp32, and
+ * cn_bf16_supported says which. This file alone is compiled with the bf16 target flags. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/gemm.h"
+
+int cn_bf16_supported(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+/* The first n <= 16 lanes. */
+static inline __mmask16 first(int n) { return (__mmask16)((1u << n) - 1); }
+
+/* The first n <= 16 floats at p rounded to bf16, each in the low half of a 32-bit lane. */
+static inline __m512i bf16_lanes(const float *p, int n)
+{
+    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n), p)));
+}
+
+/* 16 pairs: the low halves from the first n floats at lo, the high halves from the first m at
+ * hi (0 for the lanes past m). */
+static inline __m512i pairs16(const float *lo, int n, const float *hi, int m)
+{
+    __m512i h = m > 0 ? bf16_lanes(hi, m) : _mm512_setzero_si512();
+    return _mm512_or_si512(bf16_lanes(lo, n), _mm512_slli_epi32(h, 16));
+}
+
+void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld)
+{
+    int pairs = (cols + 1) / 2;
+    for (int r = 0; r < rows; r++) {
+        const float *s = src + (size_t)r * ld;
+        uint16_t *d = (uint16_t *)(dst + (size_t)r * pairs);
+        for (int c = 0; c < cols; c += 16) {
+            int n = cols - c < 16 ? cols - c : 16;
+            __m256i v = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n), s + c));
+            _mm256_mask_storeu_epi16(d + c, first(n), v);
+        }
+        if (cols % 2) d[cols] = 0;
+    }
+}
+
+void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld)
+{
+    for (int r = 0; r < rows; r += 2) {
+        int last = r + 1 == rows; /* an odd last row pairs with zeros */
+        const float *lo = src + (size_t)r * ld, *hi = last ? lo : lo + ld;
+        cn_bf16_pair *d = dst + (size_t)(r / 2) * cols;
+        for (int c = 0; c < cols; c += 16) {
+            int n = cols - c < 16 ? cols - c : 16;
+            _mm512_mask_storeu_epi32(d + c, first(n), pairs16(lo + c, n, hi + c, last ? 0 : n));
+        }
+    }
+}
+
+void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int W)
+{
+    for (int row = 0; row < C * H; row++) {
+        const float *s = in + (size_t)row * W;
+        cn_bf16_pair *d = dst + (size_t)row * W;
+        for (int x = 0; x < W; x += 16) { /* the right-hand neighbours stop at the row's end */
+            int n = W - x < 16 ? W - x : 16, right = W - 1 - x < 16 ? W - 1 - x : 16;
+            _mm512_mask_storeu_epi32(d + x, first(n), pairs16(s + x, n, s + x + 1, right));
+        }
+    }
+}
+
+void cn_bf16_im2col_pairs(cn_bf16_pair *colp, const cn_bf16_pair *plane, int C, int H, int W,
+                          int K)
+{
+    int OH = H - K + 1, OW = W - K + 1, KH = (K + 1) / 2;
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < K; ky++)
+            for (int h = 0; h < KH; h++) {
+                cn_bf16_pair *row = colp + ((size_t)(c * K + ky) * KH + h) * OH * OW;
+                const cn_bf16_pair *from = plane + ((size_t)c * H + ky) * W + 2 * h;
+                for (int oy = 0; oy < OH; oy++)
+                    for (int x = 0; x < OW; x += 16) {
+                        __mmask16 m = first(OW - x < 16 ? OW - x : 16);
+                        _mm512_mask_storeu_epi32(row + oy * OW + x, m,
+                                                 _mm512_maskz_loadu_epi32(m, from + oy * W + x));
+                    }
+            }
+}
+
+void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C, int H, int W,
+                          int K)
+{
+    int OW = W - K + 1, P = (H - K + 1) * OW, CKK = C * K * K;
+    for (int p = 0; p < P; p += 2) {
+        int oy = p / OW, ox = p % OW;
+        cn_bf16_pair *row = rowsp + (size_t)(p / 2) * CKK;
+        for (int c = 0; c < C; c++)
+            for (int ky = 0; ky < K; ky++) {
+                const cn_bf16_pair *s = plane + ((size_t)c * H + oy + ky) * W + ox;
+                cn_bf16_pair *d = row + (c * K + ky) * K;
+                if (K <= 8) { /* a whole 8-word store: the next piece overwrites the rest */
+                    __m256i piece = _mm256_maskz_loadu_epi32((__mmask8)((1u << K) - 1), s);
+                    _mm256_storeu_si256((__m256i *)d, piece);
+                    continue;
+                }
+                memcpy(d, s, (size_t)K * sizeof *d);
+            }
+    }
+}
+
+/* C[R, w] (+)= A[R, Kp] * B[Kp, w] for the columns of m0 (the first vector) and m1 (the
+ * second; none when the tile is one vector wide): R = 1..6 rows of two vectors of
+ * accumulators, which start from start[r] when start is given, else from C or, with masks m0
+ * and m1 turned off for loading, from 0. */
+static inline __attribute__((always_inline)) void
+tile(int R, int wide, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
+     const cn_bf16_pair *B, int ldb, const float *start, float *C, int ldc, __mmask16 m0,
+     __mmask16 m1, int add)
+{
+    __m512 c[6][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        if (start) {
+            c[r][0] = c[r][1] = _mm512_set1_ps(start[r]);
+            continue;
+        }
+        c[r][0] = _mm512_maskz_loadu_ps(add ? m0 : 0, C + (size_t)r * ldc);
+        if (wide) c[r][1] = _mm512_maskz_loadu_ps(add ? m1 : 0, C + (size_t)r * ldc + 16);
+    }
+    for (int k = 0; k < Kp; k++) {
+        const cn_bf16_pair *b = B + (size_t)k * ldb;
+        __m512bh b0 = (__m512bh)_mm512_maskz_loadu_epi32(m0, b);
+        __m512bh b1 = wide ? (__m512bh)_mm512_maskz_loadu_epi32(m1, b + 16) : b0;
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[r * ai + k * ak]);
+            c[r][0] = _mm512_dpbf16_ps(c[r][0], a, b0);
+            if (wide) c[r][1] = _mm512_dpbf16_ps(c[r][1], a, b1);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        _mm512_mask_storeu_ps(C + (size_t)r * ldc, m0, c[r][0]);
+        if (wide) _mm512_mask_storeu_ps(C + (size_t)r * ldc + 16, m1, c[r][1]);
+    }
+}
+
+#define TILE_ROWS 6
+typedef void (*tile_fn)(int, const cn_bf16_pair *, ptrdiff_t, ptrdiff_t, const cn_bf16_pair *,
+                        int, const float *, float *, int, __mmask16, __mmask16, int);
+#define DEFINE_TILE(R, WIDE)                                                                   \
+    static void tile_##R##_##WIDE(int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,  \
+                                  const cn_bf16_pair *B, int ldb, const float *start,        \
+                                  float *C, int ldc, __mmask16 m0, __mmask16 m1, int add)    \
+    {                                                                                         \
+        tile(R, WIDE, Kp, A, ai, ak, B, ldb, start, C, ldc, m0, m1, add);                     \
+    }
+#define DEFINE_TILES(R) DEFINE_TILE(R, 0) DEFINE_TILE(R, 1)
+DEFINE_TILES(1)
+DEFINE_TILES(2)
+DEFINE_TILES(3)
+DEFINE_TILES(4)
+DEFINE_TILES(5)
+DEFINE_TILES(6)
+static const tile_fn tiles[2][TILE_ROWS + 1] = {
+    {NULL, tile_1_0, tile_2_0, tile_3_0, tile_4_0, tile_5_0, tile_6_0},
+    {NULL, tile_1_1, tile_2_1, tile_3_1, tile_4_1, tile_5_1, tile_6_1},
+};
+
+static void gemm(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
+                 const cn_bf16_pair *B, int ldb, const float *start, int accumulate, float *C,
+                 int ldc)
+{
+    int bands = (M + TILE_ROWS - 1) / TILE_ROWS;
+    int rows = bands ? (M + bands - 1) / bands : 0; /* even bands, as the fp32 kernels */
+    for (int i = 0; i < M; i += rows) {
+        int R = M - i < rows ? M - i : rows;
+        for (int j = 0; j < N; j += 32) {
+            int w = N - j < 32 ? N - j : 32;
+            __mmask16 m0 = first(w < 16 ? w : 16), m1 = first(w > 16 ? w - 16 : 0);
+            tiles[w > 16][R](Kp, A + i * ai, ai, ak, B + j, ldb, start ? start + i : NULL,
+                             C + (size_t)i * ldc + j, ldc, m0, m1, accumulate);
+        }
+    }
+}
+
+void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
+                  const cn_bf16_pair *B, int ldb, int accumulate, float *C, int ldc)
+{
+    gemm(M, N, Kp, A, ai, ak, B, ldb, NULL, accumulate, C, ldc);
+}
+
+void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai,
+                            ptrdiff_t ak, const cn_bf16_pair *B, int ldb, const float *start,
+                            float *C, int ldc)
+{
+    gemm(M, N, Kp, A, ai, ak, B, ldb, start, 0, C, ldc);
+}

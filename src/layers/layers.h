@@ -1,0 +1,97 @@
+/* layers.h — the kernels of each layer: a plain forward/backward pair over float arrays, shapes
+ * in the comments (one file per layer: conv2d.c, maxpool2d.c, relu.c, batchnorm2d.c, linear.c,
+ * log_softmax.c). Backward functions add (+=) into parameter gradients and write (=) input
+ * gradients, so one zeroing per step serves every layer. Not part of the public header: models
+ * reach these through cn_model. Nothing here allocates. */
+#ifndef CN_LAYERS_H
+#define CN_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/gemm.h" /* CN_IM2ROW_SLACK */
+
+/* Floats in a cache line: the workspace starts its buffers on one, and padded patch rows are
+ * whole lines. */
+#define CN_LINE_FLOATS 16
+
+/* Conv2d, valid padding, stride 1; OH = H-K+1, OW = W-K+1.
+ * in [B,C,H,W], weight [OC,C,K,K], bias [OC] -> out [B,OC,OH,OW]
+ * col: scratch of C*K*K*OH*OW + CN_IM2ROW_SLACK floats (the patches of one sample). */
+void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
+                       int B, int C, int H, int W, int OC, int K, float *col);
+/* dout [B,OC,OH,OW] -> dweight [OC,C,K,K] +=, dbias [OC] +=, din [B,C,H,W] = (skipped if NULL).
+ * col: scratch of C*K*K*OH*OW + CN_IM2ROW_SLACK floats. */
+void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *dout,
+                        const float *in, const float *weight, int B, int C, int H, int W, int OC,
+                        int K, float *col);
+
+/* The same two with bf16 operands and fp32 sums in every product (cn_gemm_bf16; only where
+ * cn_bf16_supported): weights, patches and output gradients are rounded to bf16 as they are
+ * packed; out, dweight, dbias and din stay fp32. packed: scratch of cn_conv2d_packed_words(...)
+ * words; backward also uses col (as above). */
+size_t cn_conv2d_packed_words(int C, int H, int W, int OC, int K);
+void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
+                            int B, int C, int H, int W, int OC, int K, cn_bf16_pair *packed);
+void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
+                             const float *in, const float *weight, int B, int C, int H, int W,
+                             int OC, int K, float *col, cn_bf16_pair *packed);
+
+/* For a convolution whose output feeds only a max-pool with window = stride = S: dweight +=,
+ * dbias +=, din = (skipped if NULL) from the pool's output gradient dpool and its argmax, both
+ * [B,OC,OH/S,OW/S]; what cn_maxpool2d_backward then cn_conv2d_backward give, summed in another
+ * order. col: scratch of cn_conv2d_pool_col_floats(...) floats. */
+size_t cn_conv2d_pool_col_floats(int C, int H, int W, int OC, int K, int S);
+void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const float *dpool,
+                             const int32_t *argmax, const float *in, const float *weight, int B,
+                             int C, int H, int W, int OC, int K, int S, float *col);
+
+/* Max-pool, window = stride = S, floor: in [B,C,H,W] -> out [B,C,H/S,W/S]; argmax records the
+ * index inside the input plane (y*W + x) of the first maximum in scan order, as PyTorch does. */
+void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B, int C, int H,
+                          int W, int S);
+/* dout [B,C,H/S,W/S] -> din [B,C,H,W] = (zero except at the argmax positions) */
+void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int B, int C,
+                           int H, int W, int S);
+
+/* ReLU over n values; backward uses the output: din = dout where out > 0, else 0. */
+void cn_relu_forward(float *out, const float *in, size_t n);
+void cn_relu_backward(float *din, const float *dout, const float *out, size_t n);
+
+/* BatchNorm2d in training mode: statistics over B*HW values per channel, biased variance.
+ * in [B,C,HW], gamma, beta [C] -> out [B,C,HW]; saves mean [C] and invstd [C] for backward and
+ * var_unbiased [C] (n/(n-1) * variance) for the running statistics. */
+void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float *var_unbiased,
+                                  const float *in, const float *gamma, const float *beta, int B,
+                                  int C, int HW, float eps);
+/* Evaluation mode: out = (in - running_mean) / sqrt(running_var + eps) * gamma + beta. */
+void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma,
+                                 const float *beta, const float *running_mean,
+                                 const float *running_var, int B, int C, int HW, float eps);
+/* dout [B,C,HW] -> din [B,C,HW] = (skipped if NULL), dgamma [C] +=, dbeta [C] += (training-mode
+ * backward). */
+void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const float *dout,
+                             const float *in, const float *mean, const float *invstd,
+                             const float *gamma, int B, int C, int HW);
+
+/* Linear: in [B,I], weight [O,I], bias [O] -> out [B,O] = in * weight^T + bias. */
+void cn_linear_forward(float *out, const float *in, const float *weight, const float *bias,
+                       int B, int I, int O);
+/* dout [B,O] -> dweight [O,I] +=, dbias [O] +=, din [B,I] = (skipped if NULL). */
+void cn_linear_backward(float *din, float *dweight, float *dbias, const float *dout,
+                        const float *in, const float *weight, int B, int I, int O);
+
+/* log_softmax over the last axis: in [B,N] -> out [B,N]. */
+void cn_log_softmax_forward(float *out, const float *in, int B, int N);
+/* dout [B,N], out [B,N] (forward result) -> din [B,N] = dout - exp(out) * sum(dout). */
+void cn_log_softmax_backward(float *din, const float *dout, const float *out, int B, int N);
+/* Mean negative log-likelihood of logp [B,N] at labels [B]. */
+float cn_nll_loss(const float *logp, const uint8_t *labels, int B, int N);
+/* dlogp [B,N] = -1/B at each label, 0 elsewhere. */
+void cn_nll_backward(float *dlogp, const uint8_t *labels, int B, int N);
+/* The index of the largest of x[0..n) (the first one on a tie). */
+int cn_argmax(const float *x, int n);
+/* How many rows of logp [B,N] have their largest value at their label. */
+int cn_count_correct(const float *logp, const uint8_t *labels, int B, int N);
+
+#endif /* CN_LAYERS_H */

@@ -1,0 +1,59 @@
+/* log_softmax.c — log-softmax over the last axis and the negative log-likelihood loss (mean
+ * over the batch), each with its backward, and the count of right answers. The maximum is subtracted first so large logits do
+ * not overflow. No class weights, no ignore_index, no label smoothing. */
+#include <math.h>
+
+#include "layers/layers.h"
+
+void cn_log_softmax_forward(float *out, const float *in, int B, int N)
+{
+    for (int b = 0; b < B; b++) {
+        const float *x = in + (size_t)b * N;
+        float *y = out + (size_t)b * N;
+        float max = x[0];
+        for (int i = 1; i < N; i++) max = x[i] > max ? x[i] : max;
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += exp((double)x[i] - max);
+        float log_sum = (float)log(sum);
+        for (int i = 0; i < N; i++) y[i] = (x[i] - max) - log_sum;
+    }
+}
+
+void cn_log_softmax_backward(float *din, const float *dout, const float *out, int B, int N)
+{
+    for (int b = 0; b < B; b++) {
+        const float *dy = dout + (size_t)b * N, *y = out + (size_t)b * N;
+        float *dx = din + (size_t)b * N;
+        float sum = 0;
+        for (int i = 0; i < N; i++) sum += dy[i];
+        for (int i = 0; i < N; i++) dx[i] = dy[i] - expf(y[i]) * sum;
+    }
+}
+
+float cn_nll_loss(const float *logp, const uint8_t *labels, int B, int N)
+{
+    double sum = 0;
+    for (int b = 0; b < B; b++) sum -= logp[(size_t)b * N + labels[b]];
+    return (float)(sum / B);
+}
+
+void cn_nll_backward(float *dlogp, const uint8_t *labels, int B, int N)
+{
+    for (int i = 0; i < B * N; i++) dlogp[i] = 0.0f;
+    for (int b = 0; b < B; b++) dlogp[(size_t)b * N + labels[b]] = -1.0f / (float)B;
+}
+
+int cn_argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+int cn_count_correct(const float *logp, const uint8_t *labels, int B, int N)
+{
+    int correct = 0;
+    for (int b = 0; b < B; b++) correct += cn_argmax(logp + (size_t)b * N, N) == labels[b];
+    return correct;
+}

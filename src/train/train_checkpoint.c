@@ -1,0 +1,435 @@
+/* train_checkpoint.c — training checkpoints: the model's state_dict (PyTorch names), the SGD
+ * momentum buffers as optimizer.<param>.momentum_buffer, and in __metadata__ the position
+ * (epoch, step, loss sum, right answers) and every setting that defines the math, so that a
+ * run can continue bit for bit. Saving refuses non-finite values; restoring checks everything before it copies.
+ * It does not decide where checkpoints go or when (checkpoint_dir.c names and prunes them, the
+ * caller decides when), and it does not compare settings with a new run's: the caller does. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "files/checkpoint.h"
+#include "error.h"
+
+#define KIND_KEY "cnnc_checkpoint"
+#define KIND_VALUE "training v1"
+/* Names the generator and sampler: a checkpoint written with another order is refused. */
+#define SAMPLER_VALUE "xoshiro256** Fisher-Yates permutation per (seed, epoch), v1"
+#define MOMENTUM_PREFIX "optimizer."
+#define MOMENTUM_SUFFIX ".momentum_buffer"
+#define NUM_META 18
+#define VALUE_CAP 96
+
+/* ---------------------------------------------------------------- state */
+
+static uint32_t data_crc32(const cn_dataset *train)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    size_t pixels = (size_t)train->count * (size_t)train->rows * (size_t)train->cols;
+    const size_t chunk = 1u << 30;
+    for (size_t at = 0; at < pixels; at += chunk)
+        crc = crc32(crc, train->pixels + at, (uInt)(pixels - at < chunk ? pixels - at : chunk));
+    crc = crc32(crc, train->labels, (uInt)train->count);
+    return (uint32_t)crc;
+}
+
+void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn_dataset *train)
+{
+    memset(s, 0, sizeof *s);
+    s->position = (cn_epoch_position){.epoch = 1};
+    uint32_t shard = cn_sampler_shard_size((uint32_t)train->count, cfg->num_replicas);
+    s->steps_per_epoch = (int)(shard / (uint32_t)cfg->batch_size);
+    s->seed = cfg->seed;
+    s->num_replicas = cfg->num_replicas;
+    s->batch_size = cfg->batch_size;
+    s->learning_rate = cfg->learning_rate;
+    s->momentum = cfg->momentum;
+    s->precision = cfg->precision;
+    s->train_samples = train->count;
+    s->train_crc32 = data_crc32(train);
+    snprintf(s->isa, sizeof s->isa, "%s", cn_isa_name(cn_isa_active()));
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+static size_t element_count(const cn_tensor_ref *t)
+{
+    size_t count = 1;
+    for (int d = 0; d < t->ndim; d++) count *= (size_t)t->shape[d];
+    return count;
+}
+
+/* 1 when t is a trainable parameter of m (it points into the parameter buffer); its offset
+ * there goes to *offset. */
+static int parameter_offset(cn_model *m, const cn_tensor_ref *t, size_t *offset)
+{
+    uintptr_t at = (uintptr_t)t->data, begin = (uintptr_t)cn_model_params(m);
+    uintptr_t end = (uintptr_t)(cn_model_params(m) + cn_model_num_params(m));
+    if (t->dtype != CN_F32 || at < begin || at >= end) return 0;
+    *offset = (size_t)(at - begin) / sizeof(float);
+    return 1;
+}
+
+/* The momentum buffer of each parameter among state[0..n), pointing into momentum, appended
+ * at out; returns how many, or -1 when a name does not fit. */
+static int momentum_refs(cn_model *m, const cn_tensor_ref *state, int n, float *momentum,
+                         cn_tensor_ref *out, const char *path, cn_error *err)
+{
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        size_t offset;
+        if (!parameter_offset(m, &state[i], &offset)) continue;
+        cn_tensor_ref *r = &out[count++];
+        *r = state[i];
+        int len = snprintf(r->name, sizeof r->name, "%s%s%s", MOMENTUM_PREFIX, state[i].name,
+                           MOMENTUM_SUFFIX);
+        if (len < 0 || (size_t)len >= sizeof r->name)
+            return cn_fail(err, "%s: the momentum buffer name of %s is longer than %d bytes",
+                           path, state[i].name, (int)sizeof r->name - 1);
+        r->data = momentum + offset;
+    }
+    return count;
+}
+
+/* The model's tensors followed by their momentum buffers (malloc'd, *count of them). */
+static cn_tensor_ref *all_refs(cn_model *m, float *momentum, int *model_count, int *count,
+                               const char *path, cn_error *err)
+{
+    int n = 0;
+    cn_tensor_ref *state = cn_state_refs(m, &n, path, err);
+    if (!state) return NULL;
+    cn_tensor_ref *refs = calloc(2 * (size_t)n + 1, sizeof *refs);
+    if (!refs) {
+        free(state);
+        cn_fail(err, "%s: %s", path, strerror(ENOMEM));
+        return NULL;
+    }
+    memcpy(refs, state, (size_t)n * sizeof *refs);
+    free(state);
+    int k = momentum_refs(m, refs, n, momentum, refs + n, path, err);
+    if (k < 0) {
+        free(refs);
+        return NULL;
+    }
+    *model_count = n;
+    *count = n + k;
+    return refs;
+}
+
+static int refuse_non_finite(const cn_tensor_ref *refs, int n, const char *path, cn_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (refs[i].dtype != CN_F32) continue;
+        const float *v = refs[i].data;
+        for (size_t j = 0; j < element_count(&refs[i]); j++)
+            if (!isfinite(v[j]))
+                return cn_fail(err, "%s: not saved: tensor %s holds non-finite values", path,
+                               refs[i].name);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- metadata out */
+
+/* The shortest of %g and %.9g that reads back as v. */
+static void format_float(char *buf, size_t cap, float v)
+{
+    snprintf(buf, cap, "%g", (double)v);
+    if (strtof(buf, NULL) != v) snprintf(buf, cap, "%.9g", (double)v);
+}
+
+/* The metadata as key/value pairs in meta[2 * NUM_META], the values written into text. */
+static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
+                        const char *meta[2 * NUM_META])
+{
+    const cn_epoch_position *p = &s->position;
+    long long step = (long long)(p->epoch - 1) * s->steps_per_epoch + p->step;
+    static const char *const keys[NUM_META] = {
+        KIND_KEY, "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
+        "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
+        "train_samples", "train_data_crc32", "sampler", "isa", "precision", "epoch_correct"};
+    snprintf(text[0], VALUE_CAP, "%s", KIND_VALUE);
+    snprintf(text[1], VALUE_CAP, "%s", CN_VERSION);
+    snprintf(text[2], VALUE_CAP, "%d", p->epoch);
+    snprintf(text[3], VALUE_CAP, "%d", p->step);
+    snprintf(text[4], VALUE_CAP, "%d", s->steps_per_epoch);
+    snprintf(text[5], VALUE_CAP, "%lld", step);
+    snprintf(text[6], VALUE_CAP, "%.17g", p->loss_sum);
+    snprintf(text[7], VALUE_CAP, "%" PRIu64, s->seed);
+    snprintf(text[8], VALUE_CAP, "%d", s->num_replicas);
+    snprintf(text[9], VALUE_CAP, "%d", s->batch_size);
+    format_float(text[10], VALUE_CAP, s->learning_rate);
+    format_float(text[11], VALUE_CAP, s->momentum);
+    snprintf(text[12], VALUE_CAP, "%d", s->train_samples);
+    snprintf(text[13], VALUE_CAP, "%08" PRIx32, s->train_crc32);
+    snprintf(text[14], VALUE_CAP, "%s", SAMPLER_VALUE);
+    snprintf(text[15], VALUE_CAP, "%s", s->isa);
+    snprintf(text[16], VALUE_CAP, "%s", cn_precision_name(s->precision));
+    snprintf(text[17], VALUE_CAP, "%lld", (long long)p->correct);
+    for (int i = 0; i < NUM_META; i++) {
+        meta[2 * i] = keys[i];
+        meta[2 * i + 1] = text[i];
+    }
+}
+
+/* The file: the tensors, the state's metadata, the model's text ("model") and then the caller's
+ * extra pairs. */
+static int write_file(const cn_model *m, const cn_tensor_ref *refs, int n,
+                      const cn_train_state *s, const char *const *extra, int num_extra,
+                      const char *path, cn_error *err)
+{
+    if (num_extra < 0 || num_extra > CN_TRAIN_EXTRA_MAX || (num_extra > 0 && !extra))
+        return cn_fail(err, "%s: not saved: %d extra metadata pairs (at most %d)", path,
+                       num_extra, CN_TRAIN_EXTRA_MAX);
+    char text[NUM_META][VALUE_CAP];
+    const char *meta[2 * (NUM_META + 1 + CN_TRAIN_EXTRA_MAX)];
+    format_meta(s, text, meta);
+    meta[2 * NUM_META] = "model", meta[2 * NUM_META + 1] = cn_model_text(m);
+    for (int i = 0; i < 2 * num_extra; i++) meta[2 * NUM_META + 2 + i] = extra[i];
+    return cn_safetensors_write(path, refs, n, meta, NUM_META + 1 + num_extra, err);
+}
+
+int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_state *s,
+                             const char *const *extra, int num_extra, const char *path,
+                             cn_error *err)
+{
+    int n_model = 0, n = 0;
+    cn_tensor_ref *refs = all_refs(m, (float *)(uintptr_t)momentum, &n_model, &n, path, err);
+    if (!refs) return -1;
+    int rc = refuse_non_finite(refs, n, path, err);
+    if (rc == 0) {
+        rc = write_file(m, refs, n, s, extra, num_extra, path, err);
+    }
+    free(refs);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- metadata in */
+
+static const char *meta_value(const cn_safetensors *f, const char *key, const char *path,
+                              cn_error *err)
+{
+    const char *v = cn_safetensors_meta(f, key);
+    if (!v) cn_fail(err, "%s: __metadata__ has no \"%s\" (the file is damaged)", path, key);
+    return v;
+}
+
+static int bad_value(const char *path, const char *key, const char *v, const char *what,
+                     cn_error *err)
+{
+    return cn_fail(err, "%s: __metadata__ \"%s\" is \"%.40s\", not %s", path, key, v, what);
+}
+
+static int meta_long(const cn_safetensors *f, const char *key, long long min, long long max,
+                     long long *out, const char *path, cn_error *err)
+{
+    const char *v = meta_value(f, key, path, err);
+    if (!v) return -1;
+    char *end, what[96];
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    snprintf(what, sizeof what, "an integer in %lld..%lld", min, max);
+    if (end == v || *end != '\0' || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) ||
+        errno == ERANGE || x < min || x > max)
+        return bad_value(path, key, v, what, err);
+    *out = x;
+    return 0;
+}
+
+static int meta_int(const cn_safetensors *f, const char *key, int min, int *out,
+                    const char *path, cn_error *err)
+{
+    long long x;
+    if (meta_long(f, key, min, INT_MAX, &x, path, err)) return -1;
+    *out = (int)x;
+    return 0;
+}
+
+static int meta_u64(const cn_safetensors *f, const char *key, uint64_t *out, const char *path,
+                    cn_error *err)
+{
+    const char *v = meta_value(f, key, path, err);
+    if (!v) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno == ERANGE)
+        return bad_value(path, key, v, "an integer in 0..2^64-1", err);
+    *out = (uint64_t)x;
+    return 0;
+}
+
+static int meta_double(const cn_safetensors *f, const char *key, double *out, const char *path,
+                       cn_error *err)
+{
+    const char *v = meta_value(f, key, path, err);
+    if (!v) return -1;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end != '\0' || !isfinite(x))
+        return bad_value(path, key, v, "a finite number", err);
+    *out = x;
+    return 0;
+}
+
+static int meta_float(const cn_safetensors *f, const char *key, float *out, const char *path,
+                      cn_error *err)
+{
+    const char *v = meta_value(f, key, path, err);
+    if (!v) return -1;
+    char *end;
+    float x = strtof(v, &end);
+    if (end == v || *end != '\0' || !isfinite(x))
+        return bad_value(path, key, v, "a finite number", err);
+    *out = x;
+    return 0;
+}
+
+static int meta_hex32(const cn_safetensors *f, const char *key, uint32_t *out, const char *path,
+                      cn_error *err)
+{
+    const char *v = meta_value(f, key, path, err);
+    if (!v) return -1;
+    if (strlen(v) != 8 || strspn(v, "0123456789abcdef") != 8)
+        return bad_value(path, key, v, "8 lower-case hex digits", err);
+    *out = (uint32_t)strtoul(v, NULL, 16);
+    return 0;
+}
+
+static int meta_equals(const cn_safetensors *f, const char *key, const char *want,
+                       const char *path, cn_error *err)
+{
+    const char *v = meta_value(f, key, path, err);
+    if (!v) return -1;
+    if (strcmp(v, want) != 0)
+        return cn_fail(err, "%s: __metadata__ \"%s\" is \"%.60s\"; this cnnc reads \"%s\"", path,
+                       key, v, want);
+    return 0;
+}
+
+static int read_settings(const cn_safetensors *f, const char *path, cn_train_state *s,
+                         cn_error *err)
+{
+    if (meta_u64(f, "seed", &s->seed, path, err) ||
+        meta_int(f, "num_cores", 1, &s->num_replicas, path, err) ||
+        meta_int(f, "batch_size", 1, &s->batch_size, path, err) ||
+        meta_float(f, "learning_rate", &s->learning_rate, path, err) ||
+        meta_float(f, "momentum", &s->momentum, path, err) ||
+        meta_int(f, "train_samples", 1, &s->train_samples, path, err) ||
+        meta_hex32(f, "train_data_crc32", &s->train_crc32, path, err) ||
+        meta_equals(f, "sampler", SAMPLER_VALUE, path, err))
+        return -1;
+    if (!(s->learning_rate > 0))
+        return bad_value(path, "learning_rate", cn_safetensors_meta(f, "learning_rate"),
+                         "a positive number", err);
+    if (!(s->momentum >= 0 && s->momentum < 1))
+        return bad_value(path, "momentum", cn_safetensors_meta(f, "momentum"),
+                         "a number in [0, 1)", err);
+    const char *isa = meta_value(f, "isa", path, err);
+    if (!isa) return -1;
+    snprintf(s->isa, sizeof s->isa, "%s", isa);
+    /* files from before there was a choice say nothing: they are fp32 */
+    const char *precision = cn_safetensors_meta(f, "precision");
+    s->precision = CN_PRECISION_FP32;
+    if (precision && cn_precision_from_name(precision, &s->precision) != 0)
+        return bad_value(path, "precision", precision, "fp32 or bf16", err);
+    return 0;
+}
+
+static int read_position(const cn_safetensors *f, const char *path, cn_train_state *s,
+                         cn_error *err)
+{
+    long long step;
+    cn_epoch_position *p = &s->position;
+    if (meta_int(f, "epoch", 1, &p->epoch, path, err) ||
+        meta_int(f, "steps_per_epoch", 1, &s->steps_per_epoch, path, err) ||
+        meta_int(f, "epoch_step", 0, &p->step, path, err) ||
+        meta_long(f, "step", 0, LLONG_MAX, &step, path, err) ||
+        meta_double(f, "epoch_loss_sum", &p->loss_sum, path, err))
+        return -1;
+    /* files from before training accuracy was counted say nothing: none counted yet */
+    long long correct = 0;
+    if (cn_safetensors_meta(f, "epoch_correct") &&
+        meta_long(f, "epoch_correct", 0, LLONG_MAX, &correct, path, err))
+        return -1;
+    p->correct = correct;
+    if (p->step > s->steps_per_epoch)
+        return cn_fail(err, "%s: __metadata__ \"epoch_step\" %d is past \"steps_per_epoch\" %d",
+                       path, p->step, s->steps_per_epoch);
+    if (step != (long long)(p->epoch - 1) * s->steps_per_epoch + p->step)
+        return cn_fail(err, "%s: __metadata__ \"step\" %lld does not match epoch %d step %d of "
+                       "%d", path, step, p->epoch, p->step, s->steps_per_epoch);
+    return 0;
+}
+
+/* The step count the settings give must be the recorded one, and the right answers can be no
+ * more than the samples of the steps done. */
+static int check_steps(const cn_train_state *s, const char *path, cn_error *err)
+{
+    long long samples = (long long)s->position.step * s->num_replicas * s->batch_size;
+    if (s->position.correct > samples)
+        return cn_fail(err, "%s: __metadata__ \"epoch_correct\" %lld is more than the %lld samples "
+                       "of %d steps", path, (long long)s->position.correct, samples,
+                       s->position.step);
+    uint32_t shard = cn_sampler_shard_size((uint32_t)s->train_samples, s->num_replicas);
+    long long steps = (long long)(shard / (uint32_t)s->batch_size);
+    if (steps != s->steps_per_epoch)
+        return cn_fail(err, "%s: __metadata__ \"steps_per_epoch\" %d does not match %d samples, "
+                       "%d replicas and batch %d", path, s->steps_per_epoch, s->train_samples,
+                       s->num_replicas, s->batch_size);
+    return 0;
+}
+
+int cn_train_checkpoint_state(const cn_safetensors *f, const char *path, cn_train_state *s,
+                              cn_error *err)
+{
+    memset(s, 0, sizeof *s);
+    const char *kind = cn_safetensors_meta(f, KIND_KEY);
+    if (!kind)
+        return cn_fail(err, "%s: not a training checkpoint (its __metadata__ has no \"%s\"; a "
+                       "model saved with --save or by PyTorch holds no training position)",
+                       path, KIND_KEY);
+    int rc = meta_equals(f, KIND_KEY, KIND_VALUE, path, err);
+    if (rc == 0) rc = read_position(f, path, s, err);
+    if (rc == 0) rc = read_settings(f, path, s, err);
+    if (rc == 0) rc = check_steps(s, path, err);
+    cn_keep_one_line(err);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- tensors in */
+
+/* Every momentum buffer is there as expected, and no other optimizer.* tensor. */
+static int check_momentum(const cn_safetensors *f, const cn_tensor_ref *refs, int n,
+                          const char *path, cn_error *err)
+{
+    for (int i = 0; i < n; i++)
+        if (cn_check_expected_tensor(f, &refs[i], path, err)) return -1;
+    size_t prefix = strlen(MOMENTUM_PREFIX);
+    for (int i = 0; i < cn_safetensors_count(f); i++) {
+        const char *name = cn_safetensors_at(f, i)->name;
+        if (strncmp(name, MOMENTUM_PREFIX, prefix) == 0 && !cn_ref_listed(name, refs, n))
+            return cn_fail(err, "%s: tensor %s is not a momentum buffer of this model", path,
+                           name);
+    }
+    return 0;
+}
+
+int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_safetensors *f,
+                                const char *path, cn_error *err)
+{
+    int n_model = 0, n = 0;
+    cn_tensor_ref *refs = all_refs(m, momentum, &n_model, &n, path, err);
+    if (!refs) return -1;
+    int rc = cn_check_model_tensors(f, refs, n_model, path, err);
+    if (rc == 0) rc = check_momentum(f, refs + n_model, n - n_model, path, err);
+    if (rc == 0) cn_copy_tensors(f, refs, n);
+    else cn_keep_one_line(err);
+    free(refs);
+    return rc;
+}

@@ -1,0 +1,688 @@
+/* trainer.c — data-parallel training and evaluation of a cn_model. R replicas each run forward
+ * and backward on their own batch in the workspace of the thread that runs them and leave their
+ * results in the exchange (dist.h); the gradients are then summed in replica
+ * order and averaged, BatchNorm running statistics become the mean of the replicas' updates,
+ * and one SGD-with-momentum step updates the single model. When the threads
+ * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
+ * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
+ * either way, so the weights do not depend on the thread count. With a communicator each process
+ * runs its share of the replicas and gathers all replicas' results (dist.c) before the same
+ * sums, so they do not depend on the process count either. Threads and their workspaces follow
+ * the work, not the thread count asked for: the first call that needs them (a step, an
+ * evaluation) makes as many as it can give work to, for the samples it runs, and later calls
+ * reuse them; the step loop allocates nothing. An epoch can start at any of its steps (what a
+ * resumed run needs); writing checkpoints is not done here. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "train/dist.h"
+#include "model/executor.h"
+#include "layers/layers.h"
+
+struct cn_trainer {
+    cn_model *m;
+    cn_train_config cfg;
+    const cn_comm *comm; /* NULL: this process alone */
+    cn_pool *pool;       /* NULL until the first job; then one thread per workspace */
+    cn_plan plan;        /* how a batch goes through the model, shared by all workspaces: for
+                            batch_size samples, or fewer while the trainer has only evaluated */
+    int first_replica, local_replicas; /* this process's replicas: all R when alone */
+    int step_threads;    /* the threads a training step can give work to */
+    int num_workspaces;  /* made so far: ws[0 .. num_workspaces) */
+    cn_workspace *ws;    /* [cfg.threads] */
+    double (*part_seconds)[3]; /* [local] thread-seconds of data, forward, backward this step */
+    cn_exchange exchange;      /* every replica's results, from this and the other processes */
+    cn_replica_result *result; /* [R] where replica r's results of the step are read from */
+    float *grad;         /* [num_params] averaged gradient, then the candidate momentum */
+    float *momentum;     /* [num_params] */
+    float *next_params;  /* [num_params] candidate weights, kept only when all are finite */
+    uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
+};
+
+/* ------------------------------------------------------------------ set-up */
+
+static int check_config(const cn_train_config *c, cn_error *err)
+{
+    if (c->batch_size < 1 || c->batch_size > 65536)
+        return cn_fail(err, "batch size %d is outside 1..65536", c->batch_size);
+    if (c->num_replicas < 1 || c->num_replicas > 1024)
+        return cn_fail(err, "replica count %d is outside 1..1024", c->num_replicas);
+    if (c->threads < 1 || c->threads > 1024)
+        return cn_fail(err, "thread count %d is outside 1..1024", c->threads);
+    if (!(c->learning_rate > 0) || !isfinite(c->learning_rate))
+        return cn_fail(err, "learning rate must be a positive number");
+    if (!(c->momentum >= 0 && c->momentum < 1))
+        return cn_fail(err, "momentum must be in [0, 1)");
+    if (!cn_precision_supported(c->precision))
+        return cn_fail(err, "precision %s: this CPU cannot run it%s",
+                       cn_precision_name(c->precision),
+                       c->precision == CN_PRECISION_BF16 ? " (it needs AVX512_BF16)" : "");
+    return 0;
+}
+
+static int check_comm(const cn_comm *comm, int replicas, cn_error *err)
+{
+    if (!cn_comm_is_distributed(comm)) return 0;
+    if (comm->rank < 0 || comm->rank >= comm->size || !comm->allgather || !comm->abort)
+        return cn_fail(err, "communicator: rank %d of %d without both collectives", comm->rank,
+                       comm->size);
+    if (replicas % comm->size != 0)
+        return cn_fail(err, "%d replicas cannot be shared evenly among %d processes (use a "
+                       "multiple of %d)", replicas, comm->size, comm->size);
+    return 0;
+}
+
+/* The one process of a run without others. */
+static const cn_comm solo = {.rank = 0, .size = 1};
+
+/* Replica r's results are in the exchange: each replica's pass copies them there, so that its
+ * workspace is free for the next replica on the same thread; with other processes the exchange
+ * also carries them between processes. */
+static int plan_results(cn_trainer *t)
+{
+    int R = t->cfg.num_replicas;
+    const cn_comm *c = cn_comm_is_distributed(t->comm) ? t->comm : &solo;
+    t->result = calloc((size_t)R, sizeof *t->result);
+    if (!t->result) return -1;
+    if (cn_exchange_init(&t->exchange, c, R, t->m->num_params, t->plan.bn_channels)) return -1;
+    for (int r = 0; r < R; r++) t->result[r] = cn_exchange_result(&t->exchange, r);
+    return 0;
+}
+
+/* A training step gives work to one thread per local replica when they run side by side, or to
+ * one per chunk of a segment when each replica's batch is split: never to more than the larger
+ * of the two, whatever the thread count asked for. Needs the plan for batch_size. */
+static int most_step_threads(const cn_trainer *t)
+{
+    int most = t->local_replicas;
+    for (int s = 0; s < t->plan.num_segments; s++)
+        if (t->plan.segments[s].num_chunks > most) most = t->plan.segments[s].num_chunks;
+    return most < t->cfg.threads ? most : t->cfg.threads;
+}
+
+/* An evaluation of n samples gives one batch to each thread: as many threads as the batches of
+ * the largest process's share, so that every process plans the same. */
+static int eval_threads(const cn_trainer *t, int n)
+{
+    int B = t->cfg.batch_size, batches = n / B + (n % B != 0);
+    int size = cn_comm_is_distributed(t->comm) ? t->comm->size : 1;
+    int share = batches / size + (batches % size != 0);
+    return share < 1 ? 1 : share < t->cfg.threads ? share : t->cfg.threads;
+}
+
+static int allocate(cn_trainer *t)
+{
+    int R = t->cfg.num_replicas, B = t->cfg.batch_size;
+    size_t n = t->m->num_params;
+    const cn_comm *c = t->comm;
+    int end = R;
+    if (cn_comm_is_distributed(c)) cn_comm_share(R, c->rank, c->size, &t->first_replica, &end);
+    int local = t->local_replicas = end - t->first_replica;
+    if (cn_plan_init(&t->plan, t->m, B, t->cfg.precision)) return -1;
+    t->step_threads = most_step_threads(t);
+    t->ws = calloc((size_t)t->cfg.threads, sizeof *t->ws); /* made by use_workspaces */
+    t->part_seconds = calloc((size_t)local, sizeof *t->part_seconds);
+    t->grad = calloc(n, sizeof *t->grad);
+    t->momentum = calloc(n, sizeof *t->momentum);
+    t->next_params = calloc(n, sizeof *t->next_params);
+    t->batch_index = calloc((size_t)R * B, sizeof *t->batch_index);
+    if (!t->ws || !t->part_seconds || !t->grad || !t->momentum || !t->next_params ||
+        !t->batch_index)
+        return -1;
+    return plan_results(t);
+}
+
+static void drop_workspaces(cn_trainer *t)
+{
+    for (int i = 0; i < t->num_workspaces; i++) cn_workspace_free(&t->ws[i]);
+    t->num_workspaces = 0;
+}
+
+/* Makes workspaces 0..count-1 ready for batches of up to batch samples, and a pool of as many
+ * threads (count is raised to the workspaces already there). An untouched trainer plans for the
+ * batch it is first asked for; workspaces planned for fewer samples than asked are all planned
+ * again. Returns at once when everything is there. The pool never has more threads than there
+ * are workspaces, even after a failure: thread i works in workspace i. */
+static int use_workspaces(cn_trainer *t, int batch, int count, cn_error *err)
+{
+    if (count < t->num_workspaces) count = t->num_workspaces;
+    int replan = batch > t->plan.batch || (t->num_workspaces == 0 && batch < t->plan.batch);
+    if (!replan && count == t->num_workspaces && t->pool) return 0;
+    if (replan) {
+        cn_pool_free(t->pool);
+        t->pool = NULL;
+        drop_workspaces(t);
+        cn_plan_free(&t->plan);
+        if (cn_plan_init(&t->plan, t->m, batch, t->cfg.precision))
+            return cn_fail(err, "trainer: out of memory for a batch of %d", batch);
+    }
+    for (; t->num_workspaces < count; t->num_workspaces++)
+        if (cn_workspace_init(&t->ws[t->num_workspaces], &t->plan))
+            return cn_fail(err, "trainer: out of memory for %d threads' buffers for a batch of "
+                           "%d", count, batch);
+    if (t->pool && cn_pool_threads(t->pool) >= count) return 0;
+    cn_pool *bigger = cn_pool_create(count, err);
+    if (!bigger) return -1;
+    cn_pool_free(t->pool);
+    t->pool = bigger;
+    return 0;
+}
+
+/* What a training step needs; the first step makes it, every process alike (every one of them
+ * drives its trainer with the same calls), so the agreement is reached on every rank or none. */
+static int ready_to_train(cn_trainer *t, cn_error *err)
+{
+    if (t->plan.batch == t->cfg.batch_size && t->num_workspaces >= t->step_threads && t->pool)
+        return 0;
+    int failed = use_workspaces(t, t->cfg.batch_size, t->step_threads, err) != 0;
+    return cn_comm_agree(t->comm, failed, err);
+}
+
+cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cfg,
+                                          const cn_comm *comm, cn_error *err)
+{
+    if (check_config(cfg, err) || check_comm(comm, cfg->num_replicas, err)) return NULL;
+    cn_trainer *t = calloc(1, sizeof *t);
+    if (!t) {
+        cn_fail(err, "trainer: out of memory");
+        return NULL;
+    }
+    t->m = m, t->cfg = *cfg, t->comm = comm;
+    if (allocate(t)) {
+        cn_trainer_free(t);
+        cn_fail(err, "trainer: out of memory for %d replicas of batch %d", cfg->num_replicas,
+                cfg->batch_size);
+        return NULL;
+    }
+    return t;
+}
+
+cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err)
+{
+    return cn_trainer_create_distributed(m, cfg, NULL, err);
+}
+
+void cn_trainer_free(cn_trainer *t)
+{
+    if (!t) return;
+    cn_pool_free(t->pool);
+    if (t->ws) drop_workspaces(t);
+    free(t->ws);
+    cn_plan_free(&t->plan);
+    free(t->part_seconds);
+    free(t->grad);
+    free(t->momentum);
+    free(t->next_params);
+    free(t->batch_index);
+    free(t->result);
+    cn_exchange_free(&t->exchange);
+    free(t);
+}
+
+/* ------------------------------------------------------------------ one step */
+
+typedef struct {
+    cn_trainer *t;
+    const uint8_t *images, *labels; /* the dataset (or the batch itself when index is NULL) */
+    const uint32_t *index;          /* [R*B] sample indices, replica-major, or NULL */
+} step_job;
+
+/* Local replica i (replica first_replica + i of all R) into workspace w. */
+static void load_batch(const step_job *job, int i, cn_workspace *w)
+{
+    cn_trainer *t = job->t;
+    int r = t->first_replica + i, B = t->cfg.batch_size, size = cn_model_input_size(t->m);
+    float value[256]; /* built once a batch: it costs as much as normalising a sample */
+    cn_pixel_values(value);
+    for (int k = 0; k < B; k++) {
+        size_t at = (size_t)r * B + k;
+        size_t sample = job->index ? job->index[at] : at;
+        const uint8_t *pixels = job->images + sample * size;
+        if (k + 1 < B) { /* the next sample is somewhere else in memory: ask for it now */
+            const uint8_t *next = job->images + (job->index ? job->index[at + 1] : at + 1) * size;
+            for (int j = 0; j < size; j += 64) __builtin_prefetch(next + j);
+        }
+        float *x = w->input + (size_t)k * size;
+        for (int j = 0; j < size; j++) x[j] = value[pixels[j]];
+        w->labels[k] = job->labels[sample];
+    }
+}
+
+/* One local replica's whole share of a step — its batch, forward, loss and backward — in one
+ * task, in the workspace of the thread, so that what forward leaves for backward is still in
+ * this core's caches. The thread-seconds of each part go to t->part_seconds[i]; the results go
+ * into this process's block of the exchange. */
+static void replica_pass(void *ctx, int i, int thread)
+{
+    const step_job *job = ctx;
+    cn_trainer *t = job->t;
+    cn_workspace *w = &t->ws[thread];
+    int B = t->cfg.batch_size, last = t->m->num_layers - 1;
+    double *part = t->part_seconds[i], start = cn_seconds();
+    load_batch(job, i, w);
+    double loaded = cn_seconds();
+    cn_forward(&t->plan, w, B, 1);
+    int classes = t->m->layers[last].out_c;
+    float loss = cn_nll_loss(w->out[last], w->labels, B, classes);
+    int correct = cn_count_correct(w->out[last], w->labels, B, classes);
+    double forwarded = cn_seconds();
+    cn_backward(&t->plan, w);
+    cn_exchange_put(&t->exchange, i, w->dparams, loss, correct, w->bn_mean, w->bn_var);
+    part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = cn_seconds() - forwarded;
+}
+
+/* One segment's chunks of replica r's batch, spread over the pool: chunk c runs on thread
+ * c % T with that thread's workspace as its scratch. */
+typedef struct {
+    cn_trainer *t;
+    cn_workspace *w;
+    int seg;
+} chunk_job;
+
+static void forward_chunk_task(void *ctx, int chunk, int thread)
+{
+    const chunk_job *j = ctx;
+    cn_forward_chunk(&j->t->plan, j->w, &j->t->ws[thread], j->seg, chunk, j->t->cfg.batch_size, 1);
+}
+
+static void backward_chunk_task(void *ctx, int chunk, int thread)
+{
+    const chunk_job *j = ctx;
+    cn_backward_chunk(&j->t->plan, j->w, &j->t->ws[thread], j->seg, chunk);
+}
+
+static void run_chunks(cn_trainer *t, chunk_job *j, cn_task_fn fn)
+{
+    int chunks = cn_segment_chunks(&t->plan, j->seg, t->cfg.batch_size);
+    if (chunks == 1)
+        fn(j, 0, 0); /* a BatchNorm layer or a small segment: not worth a hand-off */
+    else
+        cn_pool_run(t->pool, chunks, fn, j);
+}
+
+/* Local replica i's share of a step with all threads on its batch, segment by segment; the
+ * same arithmetic as replica_pass. */
+static void replica_split_pass(const step_job *job, int i, cn_phase_times *tm)
+{
+    cn_trainer *t = job->t;
+    const cn_plan *p = &t->plan;
+    int B = t->cfg.batch_size, last = t->m->num_layers - 1;
+    chunk_job j = {t, &t->ws[0], 0}; /* the batch in thread 0's workspace, its scratch too */
+    double start = cn_seconds();
+    load_batch(job, i, j.w);
+    double loaded = cn_seconds();
+    for (j.seg = 0; j.seg < p->num_segments; j.seg++) run_chunks(t, &j, forward_chunk_task);
+    int classes = t->m->layers[last].out_c;
+    float loss = cn_nll_loss(j.w->out[last], j.w->labels, B, classes);
+    int correct = cn_count_correct(j.w->out[last], j.w->labels, B, classes);
+    double forwarded = cn_seconds();
+    cn_backward_start(p, j.w);
+    for (j.seg = p->num_segments - 1; j.seg >= 0; j.seg--) {
+        run_chunks(t, &j, backward_chunk_task);
+        cn_backward_segment_done(p, j.w, j.seg);
+    }
+    cn_exchange_put(&t->exchange, i, j.w->dparams, loss, correct, j.w->bn_mean, j.w->bn_var);
+    tm->data += loaded - start;
+    tm->forward += forwarded - loaded;
+    tm->backward += cn_seconds() - forwarded;
+}
+
+/* Shares the wall time of the replica job among data, forward and backward in proportion to
+ * the thread-seconds each took. */
+static void account_parts(const cn_trainer *t, double wall, cn_phase_times *tm)
+{
+    double sum[3] = {0, 0, 0};
+    for (int i = 0; i < t->local_replicas; i++)
+        for (int k = 0; k < 3; k++) sum[k] += t->part_seconds[i][k];
+    double total = sum[0] + sum[1] + sum[2];
+    if (!(total > 0)) return;
+    tm->data += wall * sum[0] / total;
+    tm->forward += wall * sum[1] / total;
+    tm->backward += wall * sum[2] / total;
+}
+
+/* Each task owns a contiguous slice of the parameters; within it the replicas are summed in
+ * order 0..R-1, so the result does not depend on how many tasks there are. */
+static void slice_of(const cn_trainer *t, int task, size_t *begin, size_t *end)
+{
+    size_t n = t->m->num_params, T = (size_t)cn_pool_threads(t->pool);
+    *begin = n * (size_t)task / T;
+    *end = n * (size_t)(task + 1) / T;
+}
+
+static void reduce_slice(void *ctx, int task, int thread)
+{
+    (void)thread;
+    cn_trainer *t = ((const step_job *)ctx)->t;
+    size_t begin, end;
+    slice_of(t, task, &begin, &end);
+    int R = t->cfg.num_replicas;
+    for (size_t j = begin; j < end; j++) {
+        float sum = 0.0f;
+        for (int r = 0; r < R; r++) sum += t->result[r].dparams[j];
+        t->grad[j] = sum / (float)R;
+    }
+}
+
+/* The SGD step into candidate buffers: momentum = mu * momentum + grad (in t->grad) and
+ * params - lr * momentum (in t->next_params); commit_step keeps them. */
+static void sgd_slice(void *ctx, int task, int thread)
+{
+    (void)thread;
+    cn_trainer *t = ((const step_job *)ctx)->t;
+    size_t begin, end;
+    slice_of(t, task, &begin, &end);
+    float lr = t->cfg.learning_rate * (float)t->cfg.num_replicas, mu = t->cfg.momentum;
+    const float *p = t->m->params;
+    for (size_t j = begin; j < end; j++) {
+        t->grad[j] = mu * t->momentum[j] + t->grad[j];
+        t->next_params[j] = p[j] - lr * t->grad[j];
+    }
+}
+
+static void commit_slice(void *ctx, int task, int thread)
+{
+    (void)thread;
+    cn_trainer *t = ((const step_job *)ctx)->t;
+    size_t begin, end;
+    slice_of(t, task, &begin, &end);
+    memcpy(t->momentum + begin, t->grad + begin, (end - begin) * sizeof(float));
+    memcpy(t->m->params + begin, t->next_params + begin, (end - begin) * sizeof(float));
+}
+
+/* running = mean over replicas r of ((1 - m) * running + m * batch_r), summed in order. */
+static void update_running_stats(cn_trainer *t)
+{
+    cn_model *m = t->m;
+    int R = t->cfg.num_replicas;
+    const float mom = CN_BN_MOMENTUM;
+    for (int i = 0; i < m->num_layers; i++) {
+        const cn_layer *l = &m->layers[i];
+        if (l->kind != CN_BATCHNORM2D) continue;
+        float *mean = m->stats + l->stats, *var = mean + l->out_c;
+        for (int c = 0; c < l->out_c; c++) {
+            float sum_mean = 0.0f, sum_var = 0.0f;
+            for (int r = 0; r < R; r++) {
+                const cn_replica_result *res = &t->result[r];
+                sum_mean += (1.0f - mom) * mean[c] + mom * res->bn_mean[l->bn_channels + c];
+                sum_var += (1.0f - mom) * var[c] + mom * res->bn_var[l->bn_channels + c];
+            }
+            mean[c] = sum_mean / (float)R;
+            var[c] = sum_var / (float)R;
+        }
+        m->batches_tracked[l->bn_index] += 1;
+    }
+}
+
+static int all_finite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+/* With other processes: waits for all of them, then gathers every replica's results. */
+static int exchange_results(cn_trainer *t, cn_phase_times *tm, cn_error *err)
+{
+    double start = cn_seconds();
+    if (cn_exchange_wait(&t->exchange, err)) return -1;
+    double ready = cn_seconds();
+    if (cn_exchange_run(&t->exchange, err)) return -1;
+    tm->wait += ready - start;
+    tm->communicate += cn_seconds() - ready;
+    return 0;
+}
+
+/* Runs one pool job and adds its wall time to *phase. */
+static void timed_run(cn_trainer *t, int tasks, cn_task_fn fn, step_job *job, double *phase)
+{
+    double start = cn_seconds();
+    cn_pool_run(t->pool, tasks, fn, job);
+    *phase += cn_seconds() - start;
+}
+
+/* One step; *loss gets the global loss, *correct the right answers of all replicas. */
+static int train_step(cn_trainer *t, step_job *job, float *loss, int *correct,
+                      cn_phase_times *times, cn_error *err)
+{
+    cn_phase_times local = {0};
+    cn_phase_times *tm = times ? times : &local;
+    int R = t->cfg.num_replicas, T = cn_pool_threads(t->pool);
+    int L = t->local_replicas;
+    if (L % t->step_threads != 0) { /* whole replicas per thread would leave threads idle */
+        for (int i = 0; i < L; i++) replica_split_pass(job, i, tm);
+    } else {
+        double replicas_wall = 0;
+        timed_run(t, L, replica_pass, job, &replicas_wall);
+        account_parts(t, replicas_wall, tm);
+    }
+    if (cn_comm_is_distributed(t->comm) && exchange_results(t, tm, err)) return -1;
+
+    float sum = 0.0f;
+    *correct = 0;
+    for (int r = 0; r < R; r++) sum += *t->result[r].loss, *correct += (int)*t->result[r].correct;
+    *loss = sum / (float)R;
+    if (!isfinite(*loss)) /* before the update: the model keeps its last finite weights */
+        return cn_fail(err, "training diverged: the loss is %f (try a smaller --learning-rate)",
+                       (double)*loss);
+
+    timed_run(t, T, reduce_slice, job, &tm->reduce);
+    if (!all_finite(t->grad, t->m->num_params))
+        return cn_fail(err, "training diverged: the gradient holds non-finite values (try a "
+                       "smaller --learning-rate)");
+    double start = cn_seconds();
+    cn_pool_run(t->pool, T, sgd_slice, job);
+    if (!all_finite(t->next_params, t->m->num_params))
+        return cn_fail(err, "training diverged: the step would make weights non-finite (try a "
+                       "smaller --learning-rate)");
+    cn_pool_run(t->pool, T, commit_slice, job);
+    update_running_stats(t);
+    tm->optimizer += cn_seconds() - start;
+    return 0;
+}
+
+int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels, float *loss,
+                    cn_phase_times *times, cn_error *err)
+{
+    step_job job = {t, images, labels, NULL};
+    int correct;
+    if (ready_to_train(t, err)) return -1;
+    return train_step(t, &job, loss, &correct, times, err);
+}
+
+int cn_trainer_layer_times(const cn_trainer *t, double *forward, double *backward, int max)
+{
+    int L = t->m->num_layers;
+    for (int i = 0; i < L && i < max; i++) {
+        forward[i] = backward[i] = 0;
+        for (int r = 0; r < t->num_workspaces; r++) {
+            forward[i] += t->ws[r].layer_forward[i];
+            backward[i] += t->ws[r].layer_backward[i];
+        }
+    }
+    return L;
+}
+
+void cn_trainer_reset_layer_times(cn_trainer *t)
+{
+    for (int r = 0; r < t->num_workspaces; r++)
+        for (int i = 0; i < t->m->num_layers; i++)
+            t->ws[r].layer_forward[i] = t->ws[r].layer_backward[i] = 0;
+}
+
+int cn_trainer_threads(const cn_trainer *t, int training, int eval_samples)
+{
+    int most = training ? t->step_threads : 1;
+    int eval = eval_samples > 0 ? eval_threads(t, eval_samples) : 1;
+    return eval > most ? eval : most;
+}
+
+int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train)
+{
+    uint32_t shard = cn_sampler_shard_size((uint32_t)train->count, t->cfg.num_replicas);
+    return (int)(shard / (uint32_t)t->cfg.batch_size);
+}
+
+/* Replica r's k-th sample of step s is the (s*B + k)-th entry of its shard. */
+static void fill_batch_index(cn_trainer *t, const uint32_t *perm, int step)
+{
+    int R = t->cfg.num_replicas, B = t->cfg.batch_size;
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < B; k++)
+            t->batch_index[(size_t)r * B + k] = perm[((size_t)step * B + k) * R + r];
+}
+
+static int check_epoch_data(const cn_trainer *t, const cn_dataset *train, int steps,
+                            cn_error *err)
+{
+    if (steps < 1)
+        return cn_fail(err, "%d training samples are fewer than one step needs (%d replicas x "
+                       "batch %d)", train->count, t->cfg.num_replicas, t->cfg.batch_size);
+    if (cn_model_input_size(t->m) != train->rows * train->cols)
+        return cn_fail(err, "the model expects %d inputs, the images have %dx%d",
+                       cn_model_input_size(t->m), train->rows, train->cols);
+    return 0;
+}
+
+/* A stop asked for on any rank stops every rank after the same step. */
+static int stop_here(cn_trainer *t, int asked, int *rc, cn_error *err)
+{
+    int any = asked != 0;
+    if (cn_comm_is_distributed(t->comm) && cn_exchange_any(&t->exchange, asked, &any, err))
+        *rc = -1, any = 1;
+    return any;
+}
+
+int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_position *pos,
+                         cn_step_fn on_step, cn_stop_fn should_stop, void *ctx,
+                         cn_phase_times *times, cn_error *err)
+{
+    int steps = cn_trainer_steps_per_epoch(t, train);
+    if (check_epoch_data(t, train, steps, err)) return -1;
+    if (pos->epoch < 1 || pos->step < 0 || pos->step > steps)
+        return cn_fail(err, "cannot start at epoch %d step %d (an epoch has %d steps)",
+                       pos->epoch, pos->step, steps);
+    uint32_t *perm = malloc((size_t)train->count * sizeof *perm);
+    if (!perm) cn_fail(err, "out of memory for the sampler of %d samples", train->count);
+    if (cn_comm_agree(t->comm, !perm, err) || ready_to_train(t, err)) { /* all stop, or none */
+        free(perm);
+        return -1;
+    }
+    cn_sampler_permutation(perm, (uint32_t)train->count, t->cfg.seed, pos->epoch);
+    step_job job = {t, train->pixels, train->labels, t->batch_index};
+    int rc = 0;
+    cn_step_report report = {pos->epoch, 0, steps, 0, 0, t->cfg.num_replicas * t->cfg.batch_size};
+    while (pos->step < steps) {
+        fill_batch_index(t, perm, pos->step);
+        rc = train_step(t, &job, &report.loss, &report.correct, times, err);
+        if (rc != 0) break;
+        pos->loss_sum += report.loss;
+        pos->correct += report.correct;
+        report.step = pos->step++;
+        if (on_step) on_step(ctx, &report);
+        if (should_stop && stop_here(t, should_stop(ctx), &rc, err)) break;
+    }
+    free(perm);
+    return rc;
+}
+
+int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_fn on_step,
+                     void *ctx, float *mean_loss, cn_phase_times *times, cn_error *err)
+{
+    cn_epoch_position pos = {.epoch = epoch};
+    int rc = cn_trainer_run_epoch(t, train, &pos, on_step, NULL, ctx, times, err);
+    if (mean_loss && pos.step > 0) *mean_loss = (float)(pos.loss_sum / pos.step);
+    return rc;
+}
+
+float *cn_trainer_momentum(cn_trainer *t)
+{
+    return t->momentum;
+}
+
+/* ------------------------------------------------------------------ evaluation */
+
+typedef struct {
+    cn_trainer *t;
+    const cn_dataset *ds;
+    int n;
+    int first_chunk;     /* this process's first chunk: task k scores chunk first_chunk + k */
+    double *chunk_loss;  /* [chunks] summed NLL of each chunk */
+    int *chunk_correct;  /* [chunks] */
+    uint8_t *predictions;
+} eval_job;
+
+static void eval_chunk(void *ctx, int task, int thread)
+{
+    eval_job *job = ctx;
+    cn_trainer *t = job->t;
+    int chunk = job->first_chunk + task;
+    cn_workspace *w = &t->ws[thread];
+    int B = t->cfg.batch_size, first = chunk * B, size = cn_model_input_size(t->m);
+    int count = job->n - first < B ? job->n - first : B, last = t->m->num_layers - 1;
+    int classes = t->m->layers[last].out_c;
+    cn_normalize(w->input, job->ds->pixels + (size_t)first * size, (size_t)count * size);
+    cn_forward(&t->plan, w, count, 0);
+    double loss = 0;
+    int correct = 0;
+    for (int k = 0; k < count; k++) {
+        const float *logp = w->out[last] + (size_t)k * classes;
+        int label = job->ds->labels[first + k], guess = cn_argmax(logp, classes);
+        loss -= logp[label];
+        correct += guess == label;
+        if (job->predictions) job->predictions[first + k] = (uint8_t)guess;
+    }
+    job->chunk_loss[chunk] = loss;
+    job->chunk_correct[chunk] = correct;
+}
+
+/* Scores this process's share of the chunks (all of them when alone); with other processes,
+ * every rank then gathers every chunk's figures and predictions, so that the sums below run over
+ * the same chunks in the same order as for one process. */
+static int score_chunks(eval_job *job, int chunks, cn_error *err)
+{
+    const cn_comm *c = job->t->comm;
+    int end = chunks;
+    if (cn_comm_is_distributed(c)) cn_comm_share(chunks, c->rank, c->size, &job->first_chunk, &end);
+    cn_pool_run(job->t->pool, end - job->first_chunk, eval_chunk, job);
+    if (cn_comm_allgather_shares(c, job->chunk_loss, sizeof(double), chunks, 1, err) ||
+        cn_comm_allgather_shares(c, job->chunk_correct, sizeof(int), chunks, 1, err))
+        return -1;
+    if (!job->predictions) return 0;
+    return cn_comm_allgather_shares(c, job->predictions, 1, job->n, job->t->cfg.batch_size, err);
+}
+
+int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double *accuracy,
+                uint8_t *predictions, cn_error *err)
+{
+    if (n < 1 || n > ds->count)
+        return cn_fail(err, "cannot evaluate %d samples of a set of %d", n, ds->count);
+    if (cn_model_input_size(t->m) != ds->rows * ds->cols)
+        return cn_fail(err, "the model expects %d inputs, the images have %dx%d",
+                       cn_model_input_size(t->m), ds->rows, ds->cols);
+    int chunks = (n + t->cfg.batch_size - 1) / t->cfg.batch_size;
+    eval_job job = {t, ds, n, 0, calloc((size_t)chunks, sizeof(double)),
+                    calloc((size_t)chunks, sizeof(int)), predictions};
+    int failed = !job.chunk_loss || !job.chunk_correct;
+    if (failed) cn_fail(err, "out of memory for evaluation");
+    int batch = n < t->cfg.batch_size ? n : t->cfg.batch_size;
+    if (!failed) failed = use_workspaces(t, batch, eval_threads(t, n), err) != 0;
+    if (cn_comm_agree(t->comm, failed, err) || score_chunks(&job, chunks, err)) {
+        free(job.chunk_loss);
+        free(job.chunk_correct);
+        return -1;
+    }
+    double sum = 0;
+    long correct = 0;
+    for (int c = 0; c < chunks; c++) sum += job.chunk_loss[c], correct += job.chunk_correct[c];
+    free(job.chunk_loss);
+    free(job.chunk_correct);
+    if (!isfinite(sum))
+        return cn_fail(err, "the model's outputs are not finite (its weights or statistics are "
+                       "out of range): no loss or accuracy can be given");
+    *loss = sum / n;
+    *accuracy = 100.0 * (double)correct / n;
+    return 0;
+}
