@@ -80,7 +80,7 @@ $(BUILD)/src/kernels/gemm_bf16.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx
 $(BUILD)/src/kernels/gemm_generic.o $(BUILD)/src/kernels/gemm_avx2.o $(BUILD)/src/kernels/gemm_avx512.o: src/kernels/gemm_kernels.inc
 
 $(BUILD)/libcnnc.a: $(LIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/$(SHLIB): $(LIB_OBJ)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)

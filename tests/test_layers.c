@@ -15,6 +15,7 @@
  *   (|x| < 2 eps) and max-pool near ties (top two of a window within 2 eps).
  * The fixture folder is tests/fixtures, or $CNNC_FIXTURES. */
 #include "testutil.h"
+#include "kernels/conv.h"
 #include "layers/layers.h"
 
 #define PT_ATOL 2e-6
@@ -227,13 +228,14 @@ static conv_case conv_load(const char *p)
 
 static void conv_forward(conv_case *c)
 {
-    cn_conv2d_forward(c->y, c->x, c->w, c->b, c->B, c->C, c->H, c->W, c->OC, c->K, c->col);
+    cn_conv_shape s = cn_conv_shape_of(c->C, c->H, c->W, c->OC, c->K, 1, 0);
+    cn_conv2d_forward(c->y, c->x, c->w, c->b, c->B, &s, c->col);
 }
 
 static void conv_backward(conv_case *c, float *dx, float *dw, float *db)
 {
-    cn_conv2d_backward(dx, dw, db, c->r, c->x, c->w, c->B, c->C, c->H, c->W, c->OC, c->K,
-                       c->col);
+    cn_conv_shape s = cn_conv_shape_of(c->C, c->H, c->W, c->OC, c->K, 1, 0);
+    cn_conv2d_backward(dx, dw, db, c->r, c->x, c->w, c->B, &s, c->col);
 }
 
 static void conv_vs_pytorch(const char *p)
@@ -419,21 +421,22 @@ static float *rounded_copy(const float *x, size_t n)
 
 static void check_conv_bf16(int B, int C, int H, int W, int OC, int K, cn_rng *rng)
 {
+    cn_conv_shape s = cn_conv_shape_of(C, H, W, OC, K, 1, 0);
     int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
     size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * CKK, ny = (size_t)B * OC * P;
     float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
     float *b = random_values(rng, (size_t)OC, 0.1f), *dy = random_values(rng, ny, 1.0f);
     float *xr = rounded_copy(x, nx), *wr = rounded_copy(w, nw), *dyr = rounded_copy(dy, ny);
     float *col = zeros((size_t)CKK * P + CN_IM2ROW_SLACK);
-    cn_bf16_pair *packed = tracked(cn_conv2d_packed_words(C, H, W, OC, K) * sizeof *packed);
+    cn_bf16_pair *packed = tracked(cn_conv2d_packed_words(&s) * sizeof *packed);
     float *y = zeros(ny), *want_y = zeros(ny), *dx = zeros(nx), *want_dx = zeros(nx);
     float *dw = zeros(nw), *want_dw = zeros(nw), *db = zeros((size_t)OC);
     float *want_db = zeros((size_t)OC), *ignored = zeros(nw);
-    cn_conv2d_forward(want_y, xr, wr, b, B, C, H, W, OC, K, col);
-    cn_conv2d_backward(want_dx, want_dw, ignored, dyr, xr, wr, B, C, H, W, OC, K, col);
-    cn_conv2d_backward(NULL, ignored, want_db, dy, x, w, B, C, H, W, OC, K, col); /* fp32 bias */
-    cn_conv2d_forward_bf16(y, x, w, b, B, C, H, W, OC, K, packed);
-    cn_conv2d_backward_bf16(dx, dw, db, dy, x, w, B, C, H, W, OC, K, col, packed);
+    cn_conv2d_forward(want_y, xr, wr, b, B, &s, col);
+    cn_conv2d_backward(want_dx, want_dw, ignored, dyr, xr, wr, B, &s, col);
+    cn_conv2d_backward(NULL, ignored, want_db, dy, x, w, B, &s, col); /* fp32 bias */
+    cn_conv2d_forward_bf16(y, x, w, b, B, &s, packed);
+    cn_conv2d_backward_bf16(dx, dw, db, dy, x, w, B, &s, col, packed);
     double worst[4] = {tu_max_violation(y, want_y, ny, 1e-5 * CKK, 1e-5),
                        tu_max_violation(dw, want_dw, nw, 1e-5 * B * P, 1e-5),
                        tu_max_violation(dx, want_dx, nx, 1e-5 * OC * K * K, 1e-5),
@@ -465,13 +468,14 @@ static void test_conv_bf16_matches_fp32_on_rounded_values(void **state)
  * the sums differs; picks with a zero gradient (as after a ReLU) are in every case. */
 static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn_rng *rng)
 {
+    cn_conv_shape s = cn_conv_shape_of(C, H, W, OC, K, 1, 0);
     int OH = H - K + 1, OW = W - K + 1, Q = (OH / S) * (OW / S);
     size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * C * K * K, ny = (size_t)B * OC * OH * OW;
     size_t nq = (size_t)B * OC * Q;
     float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
     float *b = random_values(rng, (size_t)OC, 0.1f), *y = zeros(ny), *pooled = zeros(nq);
     float *dpool = random_values(rng, nq, 1.0f), *dy = zeros(ny);
-    float *col = zeros(cn_conv2d_pool_col_floats(C, H, W, OC, K, S));
+    float *col = zeros(cn_conv2d_pool_col_floats(&s, S));
     float *dw = random_values(rng, nw, 1.0f), *db = random_values(rng, (size_t)OC, 1.0f);
     float *want_dw = zeros(nw), *want_db = zeros((size_t)OC), *dx = zeros(nx);
     float *want_dx = zeros(nx), *dw_first = zeros(nw), *db_first = zeros((size_t)OC);
@@ -479,13 +483,12 @@ static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn
     for (size_t i = 0; i < nq; i += 3) dpool[i] = 0.0f;
     memcpy(want_dw, dw, nw * sizeof *dw), memcpy(want_db, db, (size_t)OC * sizeof *db);
     memcpy(dw_first, dw, nw * sizeof *dw), memcpy(db_first, db, (size_t)OC * sizeof *db);
-    cn_conv2d_forward(y, x, w, b, B, C, H, W, OC, K, col);
+    cn_conv2d_forward(y, x, w, b, B, &s, col);
     cn_maxpool2d_forward(pooled, where, y, B, OC, OH, OW, S);
     cn_maxpool2d_backward(dy, dpool, where, B, OC, OH, OW, S);
-    cn_conv2d_backward(want_dx, want_dw, want_db, dy, x, w, B, C, H, W, OC, K, col);
-    cn_conv2d_pool_backward(dx, dw, db, dpool, where, x, w, B, C, H, W, OC, K, S, col);
-    cn_conv2d_pool_backward(NULL, dw_first, db_first, dpool, where, x, w, B, C, H, W, OC, K, S,
-                            col);
+    cn_conv2d_backward(want_dx, want_dw, want_db, dy, x, w, B, &s, col);
+    cn_conv2d_pool_backward(dx, dw, db, dpool, where, x, w, B, &s, S, col);
+    cn_conv2d_pool_backward(NULL, dw_first, db_first, dpool, where, x, w, B, &s, S, col);
     double tol = 1e-5 * (Q + 1);
     double worst = tu_max_violation(dw, want_dw, nw, tol, 1e-5);
     double worst_b = tu_max_violation(db, want_db, (size_t)OC, tol, 1e-5);

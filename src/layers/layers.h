@@ -9,42 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/gemm.h" /* CN_IM2ROW_SLACK */
 
 /* Floats in a cache line: the workspace starts its buffers on one, and padded patch rows are
  * whole lines. */
 #define CN_LINE_FLOATS 16
-
-/* Conv2d, valid padding, stride 1; OH = H-K+1, OW = W-K+1.
- * in [B,C,H,W], weight [OC,C,K,K], bias [OC] -> out [B,OC,OH,OW]
- * col: scratch of C*K*K*OH*OW + CN_IM2ROW_SLACK floats (the patches of one sample). */
-void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
-                       int B, int C, int H, int W, int OC, int K, float *col);
-/* dout [B,OC,OH,OW] -> dweight [OC,C,K,K] +=, dbias [OC] +=, din [B,C,H,W] = (skipped if NULL).
- * col: scratch of C*K*K*OH*OW + CN_IM2ROW_SLACK floats. */
-void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *dout,
-                        const float *in, const float *weight, int B, int C, int H, int W, int OC,
-                        int K, float *col);
-
-/* The same two with bf16 operands and fp32 sums in every product (cn_gemm_bf16; only where
- * cn_bf16_supported): weights, patches and output gradients are rounded to bf16 as they are
- * packed; out, dweight, dbias and din stay fp32. packed: scratch of cn_conv2d_packed_words(...)
- * words; backward also uses col (as above). */
-size_t cn_conv2d_packed_words(int C, int H, int W, int OC, int K);
-void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
-                            int B, int C, int H, int W, int OC, int K, cn_bf16_pair *packed);
-void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
-                             const float *in, const float *weight, int B, int C, int H, int W,
-                             int OC, int K, float *col, cn_bf16_pair *packed);
-
-/* For a convolution whose output feeds only a max-pool with window = stride = S: dweight +=,
- * dbias +=, din = (skipped if NULL) from the pool's output gradient dpool and its argmax, both
- * [B,OC,OH/S,OW/S]; what cn_maxpool2d_backward then cn_conv2d_backward give, summed in another
- * order. col: scratch of cn_conv2d_pool_col_floats(...) floats. */
-size_t cn_conv2d_pool_col_floats(int C, int H, int W, int OC, int K, int S);
-void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const float *dpool,
-                             const int32_t *argmax, const float *in, const float *weight, int B,
-                             int C, int H, int W, int OC, int K, int S, float *col);
 
 /* Max-pool, window = stride = S, floor: in [B,C,H,W] -> out [B,C,H/S,W/S]; argmax records the
  * index inside the input plane (y*W + x) of the first maximum in scan order, as PyTorch does. */

@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "model/executor.h"
+#include "kernels/conv.h"
 #include "kernels/gemm.h"
 #include "layers/layers.h"
 
@@ -100,6 +101,11 @@ static void plan_segments(cn_plan *p)
     }
 }
 
+static cn_conv_shape conv_shape(const cn_layer *l)
+{
+    return cn_conv_shape_of(l->in_c, l->in_h, l->in_w, l->out_c, l->kernel, 1, 0);
+}
+
 /* The patch scratch of the largest convolution, plus what im2row may write past its end (and,
  * before a max-pool, the picks' scratch). */
 static size_t col_floats(const cn_model *m)
@@ -108,10 +114,10 @@ static size_t col_floats(const cn_model *m)
     for (int i = 0; i < m->num_layers; i++) {
         const cn_layer *l = &m->layers[i];
         if (l->kind != CN_CONV2D) continue;
-        size_t n = (size_t)l->in_c * l->kernel * l->kernel * l->out_h * l->out_w + CN_IM2ROW_SLACK;
+        cn_conv_shape cs = conv_shape(l);
+        size_t n = cn_conv2d_col_floats(&cs);
         if (cn_model_pool_after(m, i))
-            n = cn_conv2d_pool_col_floats(l->in_c, l->in_h, l->in_w, l->out_c, l->kernel,
-                                          cn_model_pool_after(m, i));
+            n = cn_conv2d_pool_col_floats(&cs, cn_model_pool_after(m, i));
         most = n > most ? n : most;
     }
     return most;
@@ -124,7 +130,8 @@ static size_t packed_words(const cn_model *m)
     for (int i = 0; i < m->num_layers; i++) {
         const cn_layer *l = &m->layers[i];
         if (l->kind != CN_CONV2D) continue;
-        size_t n = cn_conv2d_packed_words(l->in_c, l->in_h, l->in_w, l->out_c, l->kernel);
+        cn_conv_shape cs = conv_shape(l);
+        size_t n = cn_conv2d_packed_words(&cs);
         most = n > most ? n : most;
     }
     return most;
@@ -287,14 +294,14 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
     layer_io io = io_at(p, w, s, i, first);
     int HW = l->out_h * l->out_w, bc = l->bn_channels;
     switch (l->kind) {
-    case CN_CONV2D:
+    case CN_CONV2D: {
+        cn_conv_shape cs = conv_shape(l);
         if (p->bf16)
-            cn_conv2d_forward_bf16(io.y, io.x, prm + l->weight, prm + l->bias, n, l->in_c,
-                                   l->in_h, l->in_w, l->out_c, l->kernel, s->packed);
+            cn_conv2d_forward_bf16(io.y, io.x, prm + l->weight, prm + l->bias, n, &cs, s->packed);
         else
-            cn_conv2d_forward(io.y, io.x, prm + l->weight, prm + l->bias, n, l->in_c, l->in_h,
-                              l->in_w, l->out_c, l->kernel, s->col);
+            cn_conv2d_forward(io.y, io.x, prm + l->weight, prm + l->bias, n, &cs, s->col);
         break;
+    }
     case CN_MAXPOOL2D:
         cn_maxpool2d_forward(io.y, io.argmax, io.x, n, l->in_c, l->in_h, l->in_w, l->kernel);
         break;
@@ -333,19 +340,18 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
     float *dw = dp + (l->weight - shift), *db = dp + (l->bias - shift);
     int HW = l->out_h * l->out_w, bc = l->bn_channels;
     switch (l->kind) {
-    case CN_CONV2D:
+    case CN_CONV2D: {
+        cn_conv_shape cs = conv_shape(l);
         if (cn_model_pool_after(m, i)) { /* gradients from the pool's picks */
             layer_io pool = io_at(p, w, s, i + 1, first);
             cn_conv2d_pool_backward(io.dx, dw, db, pool.dy, pool.argmax, io.x, prm + l->weight,
-                                    n, l->in_c, l->in_h, l->in_w, l->out_c, l->kernel,
-                                    cn_model_pool_after(m, i), s->col);
+                                    n, &cs, cn_model_pool_after(m, i), s->col);
         } else if (p->bf16)
-            cn_conv2d_backward_bf16(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c,
-                                    l->in_h, l->in_w, l->out_c, l->kernel, s->col, s->packed);
+            cn_conv2d_backward_bf16(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, &cs, s->col, s->packed);
         else
-            cn_conv2d_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c, l->in_h,
-                               l->in_w, l->out_c, l->kernel, s->col);
+            cn_conv2d_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, &cs, s->col);
         break;
+    }
     case CN_LINEAR:
         cn_linear_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c, l->out_c);
         break;

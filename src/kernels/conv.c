@@ -1,4 +1,4 @@
-/* conv2d.c — 2D convolution (valid padding, stride 1, with bias) on top of cn_sgemm, one sample
+/* conv.c — 2D convolution (valid padding, stride 1, with bias) on top of cn_sgemm, one sample
  * at a time so the patch buffer stays in cache. Forward multiplies the weights by the
  * channel-major patch matrix (im2col); the weight gradient uses the position-major one (im2row)
  * when there are few output positions, so that it too is a plain product rather than many short
@@ -7,13 +7,22 @@
  * the end). The patch copies are vector kernels chosen with the GEMM's (gemm.h). The _bf16
  * variants (--precision bf16) do the same products on bf16 operands packed in pairs
  * (cn_gemm_bf16). No padding, stride or dilation: the models here do not use them. */
+#include <assert.h>
 #include <string.h>
 
 #include "kernels/gemm.h"
+#include "kernels/conv.h"
 #include "layers/layers.h"
 
 /* Below this many output positions the weight gradient is computed from im2row. */
 #define CN_CONV_ROW_GRADIENT_POSITIONS 256
+
+/* The shape's numbers as the locals the kernels below were written with (valid padding and
+ * stride 1 only, so far). */
+#define UNPACK(s)                                                                            \
+    int C = (s)->C, H = (s)->H, W = (s)->W, OC = (s)->OC, K = (s)->K;                        \
+    (void)C, (void)H, (void)W, (void)OC, (void)K;                                            \
+    assert((s)->stride == 1 && (s)->pad == 0)
 
 /* x[0] + ... + x[n-1] in sixteen interleaved partial sums folded in a fixed tree: the order
  * depends only on n, and the lanes vectorise. */
@@ -29,9 +38,15 @@ static float sum_floats(const float *x, int n)
     return lane[0];
 }
 
-void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
-                       int B, int C, int H, int W, int OC, int K, float *col)
+size_t cn_conv2d_col_floats(const cn_conv_shape *s)
 {
+    return (size_t)s->C * s->K * s->K * s->OH * s->OW + CN_IM2ROW_SLACK;
+}
+
+void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
+                       int B, const cn_conv_shape *s, float *col)
+{
+    UNPACK(s);
     int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
     for (int b = 0; b < B; b++) {
         float *o = out + (size_t)b * OC * P;
@@ -55,9 +70,10 @@ static void weight_gradient(float *dweight, const float *dout_b, const float *in
 }
 
 void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *dout,
-                        const float *in, const float *weight, int B, int C, int H, int W, int OC,
-                        int K, float *col)
+                        const float *in, const float *weight, int B, const cn_conv_shape *s,
+                        float *col)
 {
+    UNPACK(s);
     int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P;
@@ -90,8 +106,9 @@ static int forward_pairs(int C, int K)
     return pairs_columns(C, K) ? C * K * halves(K) : halves(C) * K * K;
 }
 
-size_t cn_conv2d_packed_words(int C, int H, int W, int OC, int K)
+size_t cn_conv2d_packed_words(const cn_conv_shape *s)
 {
+    UNPACK(s);
     size_t P = (size_t)(H - K + 1) * (W - K + 1), CKK = (size_t)C * K * K, HW = (size_t)H * W;
     size_t Pp = (size_t)halves((int)P), OCp = (size_t)halves(OC), Kp = (size_t)forward_pairs(C, K);
     size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK;
@@ -117,8 +134,9 @@ static void pack_forward_weights(cn_bf16_pair *wp, const float *weight, int C, i
 }
 
 void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
-                            int B, int C, int H, int W, int OC, int K, cn_bf16_pair *packed)
+                            int B, const cn_conv_shape *s, cn_bf16_pair *packed)
 {
+    UNPACK(s);
     int P = (H - K + 1) * (W - K + 1), Kp = forward_pairs(C, K);
     cn_bf16_pair *wp = packed, *plane = wp + (size_t)OC * Kp;
     cn_bf16_pair *colp = plane + (size_t)C * H * W;
@@ -152,9 +170,10 @@ static void position_pairs(cn_bf16_pair *rowsp, cn_bf16_pair *plane, const float
 }
 
 void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
-                             const float *in, const float *weight, int B, int C, int H, int W,
-                             int OC, int K, float *col, cn_bf16_pair *packed)
+                             const float *in, const float *weight, int B,
+                             const cn_conv_shape *s, float *col, cn_bf16_pair *packed)
 {
+    UNPACK(s);
     int P = (H - K + 1) * (W - K + 1), CKK = C * K * K, Pp = halves(P), OCp = halves(OC);
     cn_bf16_pair *wtp = packed, *plane = wtp + (size_t)CKK * OCp;
     cn_bf16_pair *rowsp = plane + (size_t)C * H * W;
@@ -195,8 +214,14 @@ static int row_stride(int floats)
 
 _Static_assert(sizeof(int32_t) == sizeof(float), "the picks' scratch is counted in floats");
 
-size_t cn_conv2d_pool_col_floats(int C, int H, int W, int OC, int K, int S)
+int cn_conv2d_pool_fusable(const cn_conv_shape *s, int S)
 {
+    return s->stride == 1 && s->pad == 0 && S >= 1 && s->OH >= S && s->OW >= S;
+}
+
+size_t cn_conv2d_pool_col_floats(const cn_conv_shape *s, int S)
+{
+    UNPACK(s);
     int OH = H - K + 1, OW = W - K + 1, Q = (OH / S) * (OW / S);
     size_t ld = (size_t)row_stride(C * K * K);
     return whole_lines((size_t)OH * OW * ld + CN_IM2ROW_SLACK) + (size_t)OC * ld +
@@ -205,8 +230,9 @@ size_t cn_conv2d_pool_col_floats(int C, int H, int W, int OC, int K, int S)
 
 void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const float *dpool,
                              const int32_t *argmax, const float *in, const float *weight, int B,
-                             int C, int H, int W, int OC, int K, int S, float *col)
+                             const cn_conv_shape *s, int S, float *col)
 {
+    UNPACK(s);
     int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K, Q = (OH / S) * (OW / S);
     int ld = row_stride(CKK);
     float *rows = col, *padded = rows + whole_lines((size_t)OH * OW * ld + CN_IM2ROW_SLACK);

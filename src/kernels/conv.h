@@ -1,0 +1,65 @@
+/* conv.h — the kernels of a 2D convolution over a batch, on top of cn_sgemm and the patch copies
+ * of gemm.h: forward, backward, the same two with bf16 products, and the backward pass of a
+ * convolution whose output only feeds a max-pool. The shape of one convolution travels in a
+ * cn_conv_shape. Backward adds (+=) into dweight and dbias and writes (=) din. Nothing here
+ * allocates; the caller gives the scratch each function asks for. */
+#ifndef CN_CONV_H
+#define CN_CONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/gemm.h"
+
+/* in [C,H,W] per sample, weight [OC,C,K,K], zero padding pad on every side, stride stride:
+ * out [OC,OH,OW] per sample with OH = (H + 2 pad - K) / stride + 1 (likewise OW). */
+typedef struct {
+    int C, H, W;
+    int OC, K, stride, pad;
+    int OH, OW;
+} cn_conv_shape;
+
+static inline cn_conv_shape cn_conv_shape_of(int C, int H, int W, int OC, int K, int stride,
+                                             int pad)
+{
+    cn_conv_shape s = {C, H, W, OC, K, stride, pad, 0, 0};
+    s.OH = (H + 2 * pad - K) / stride + 1;
+    s.OW = (W + 2 * pad - K) / stride + 1;
+    return s;
+}
+
+/* The scratch of cn_conv2d_forward and cn_conv2d_backward, in floats. */
+size_t cn_conv2d_col_floats(const cn_conv_shape *s);
+/* in [B,C,H,W] -> out [B,OC,OH,OW] (+ bias [OC], or none when bias is NULL). */
+void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
+                       int B, const cn_conv_shape *s, float *col);
+/* dout [B,OC,OH,OW] -> dweight [OC,C,K,K] +=, dbias [OC] += (skipped if NULL), din [B,C,H,W] =
+ * (skipped if NULL). */
+void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *dout,
+                        const float *in, const float *weight, int B, const cn_conv_shape *s,
+                        float *col);
+
+/* The same two with bf16 operands and fp32 sums in every product (cn_gemm_bf16; only where
+ * cn_bf16_supported): weights, patches and output gradients are rounded to bf16 as they are
+ * packed; out, dweight, dbias and din stay fp32. packed: scratch of cn_conv2d_packed_words(s)
+ * words; backward also uses col (as above). */
+size_t cn_conv2d_packed_words(const cn_conv_shape *s);
+void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
+                            int B, const cn_conv_shape *s, cn_bf16_pair *packed);
+void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
+                             const float *in, const float *weight, int B,
+                             const cn_conv_shape *s, float *col, cn_bf16_pair *packed);
+
+/* 1 when cn_conv2d_pool_backward can take this convolution's gradients from a max-pool with
+ * window = stride = S after it. */
+int cn_conv2d_pool_fusable(const cn_conv_shape *s, int S);
+/* For such a convolution: dweight +=, dbias += (skipped if NULL), din = (skipped if NULL) from
+ * the pool's output gradient dpool and its argmax, both [B,OC,OH/S,OW/S]; what the max-pool's
+ * backward then cn_conv2d_backward give, summed in another order. col: scratch of
+ * cn_conv2d_pool_col_floats(s, S) floats. */
+size_t cn_conv2d_pool_col_floats(const cn_conv_shape *s, int S);
+void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const float *dpool,
+                             const int32_t *argmax, const float *in, const float *weight, int B,
+                             const cn_conv_shape *s, int S, float *col);
+
+#endif /* CN_CONV_H */
