@@ -132,20 +132,33 @@ static inline uint32_t cn_sampler_shard_size(uint32_t n, int replicas)
 /* ---------------------------------------------------------------- models */
 
 typedef enum {
-    CN_CONV2D,      /* out_channels, kernel: valid padding, stride 1, with bias */
-    CN_MAXPOOL2D,   /* kernel: window = stride = kernel */
+    CN_CONV2D,        /* out_channels, kernel, stride, padding, with a bias unless no_bias */
+    CN_MAXPOOL2D,     /* kernel, stride (0: the kernel), floor */
     CN_RELU,
-    CN_BATCHNORM2D, /* batch statistics in training, running statistics in evaluation */
-    CN_FLATTEN,     /* [C,H,W] -> [C*H*W], index c*H*W + y*W + x */
-    CN_LINEAR,      /* out_features (out_channels) */
-    CN_LOG_SOFTMAX, /* over the features; the last layer of a classifier */
+    CN_BATCHNORM2D,   /* batch statistics in training, running statistics in evaluation */
+    CN_FLATTEN,       /* [C,H,W] -> [C*H*W], index c*H*W + y*W + x */
+    CN_LINEAR,        /* out_features (out_channels), with a bias unless no_bias */
+    CN_LOG_SOFTMAX,   /* over the features; the last layer of a classifier */
+    CN_AVGPOOL2D,     /* kernel, stride (0: the kernel), floor, no padding */
+    CN_GLOBAL_AVGPOOL, /* [C,H,W] -> [C,1,1], the mean of each plane */
+    CN_DROPOUT,       /* p: training zeroes each value with probability p, scales the rest */
+    CN_BATCHNORM1D,   /* BatchNorm over the features of a flat input */
+    CN_NUM_LAYER_KINDS
 } cn_layer_kind;
 
+/* One layer of a model; a field left 0 takes its default, so {CN_CONV2D, "conv1", 10, 5} is
+ * a 5x5 convolution to 10 channels, stride 1, no padding, with a bias. */
 typedef struct {
     cn_layer_kind kind;
     const char *name; /* PyTorch module name for layers with tensors ("conv1"); NULL otherwise */
     int out_channels; /* CN_CONV2D output channels, CN_LINEAR output features */
-    int kernel;       /* CN_CONV2D kernel size, CN_MAXPOOL2D window */
+    int kernel;       /* CN_CONV2D kernel size, pooling window */
+    int stride;       /* CN_CONV2D (0: 1), pooling (0: the window) */
+    int padding;      /* CN_CONV2D: zeros on each side */
+    int no_bias;      /* CN_CONV2D, CN_LINEAR: 1 for no bias */
+    float p;          /* CN_DROPOUT: the probability of zeroing, 0 <= p < 1 */
+    float momentum;   /* batchnorm: of the running statistics (0: 0.1) */
+    float eps;        /* batchnorm: added to the variance (0: 1e-5) */
 } cn_layer_spec;
 
 typedef struct cn_model cn_model;
@@ -207,6 +220,18 @@ CN_API int cn_model_num_layers(const cn_model *m);
 /* The layer's name: its spec's name, or kind and index ("relu2") for unnamed layers; "" for an
  * index out of range. The string belongs to the model. */
 CN_API const char *cn_model_layer_name(const cn_model *m, int layer);
+/* What `cnnc summary` prints of one layer. */
+typedef struct {
+    const char *kind;       /* the model file's word: "conv2d" */
+    const char *name;       /* as cn_model_layer_name */
+    int channels, height, width; /* its output, per sample */
+    size_t params;          /* trainable parameters */
+    double forward_flops;   /* one sample's forward pass (2 per multiply-add) */
+    double backward_flops;  /* and backward, as cn_model_flops counts it */
+} cn_layer_info;
+/* Fills *info for layer index 0..cn_model_num_layers-1; -1 for an index out of range. The
+ * strings belong to the model. */
+CN_API int cn_model_layer_info(const cn_model *m, int layer, cn_layer_info *info);
 /* Floating-point operations of one sample's forward and backward pass through the conv and
  * linear layers (2 per multiply-add; the first layer computes no input gradient), into
  * *forward and *backward. */

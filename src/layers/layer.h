@@ -1,0 +1,153 @@
+/* layer.h — what a layer type is: one table (cn_layer_type) of facts and functions that the
+ * model (model.c), the model files (model_file.c), the executor (executor.c) and the trainer
+ * (trainer.c) iterate. Each layer type fills in its table in its own file under src/layers/ —
+ * shape planning, its tensors with their PyTorch names and initialisation, forward, backward,
+ * what backward needs kept, scratch, flops, running state and how replicas combine it — and
+ * cn_layer_types (types.c) lists them. Nothing outside a layer's file asks which type a layer
+ * is. Not part of the public header. */
+#ifndef CN_LAYER_H
+#define CN_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cnnc.h"
+#include "kernels/gemm.h" /* cn_bf16_pair */
+
+/* One sample's shape: channels, height, width (a flat vector of n features is [n,1,1]). */
+typedef struct {
+    int c, h, w;
+} cn_shape;
+
+static inline size_t cn_shape_size(cn_shape s) { return (size_t)s.c * s.h * s.w; }
+static inline int cn_shape_is_flat(cn_shape s) { return s.h == 1 && s.w == 1; }
+
+/* The settings of a layer, defaults resolved (cn_layer_spec with 0 meaning "the default"). */
+typedef struct {
+    int out;             /* conv2d output channels, linear output features */
+    int kernel, stride, padding;
+    int bias;            /* 1: the layer adds a bias */
+    float p;             /* dropout: the probability of zeroing */
+    float momentum, eps; /* batchnorm */
+} cn_layer_args;
+
+typedef struct cn_layer_type cn_layer_type;
+
+/* One layer of a model: its type, settings, shapes and where its tensors are. */
+typedef struct {
+    const cn_layer_type *type;
+    int index;             /* its position in the model */
+    char name[64];         /* module name; at most 39 characters ("NAME.num_batches_tracked") */
+    cn_layer_args args;
+    cn_shape in, out;      /* per sample */
+    size_t params, num_params;   /* its parameters in the model's params (and gradients) */
+    size_t running, num_running; /* its running statistics in the model's running buffer */
+    int counter;           /* its num_batches_tracked in the model's counters, or -1 */
+    size_t report, num_report;   /* training: statistics of a batch that replicas exchange */
+    size_t state, num_state;     /* training: what forward keeps for backward besides them */
+} cn_layer;
+
+/* Where a tensor of a layer lives: trainable parameters, running statistics, or a counter. */
+typedef enum { CN_IN_PARAMS, CN_IN_RUNNING, CN_IN_COUNTER } cn_tensor_home;
+
+typedef struct {
+    const char *suffix;    /* "weight": the tensor is NAME.weight */
+    cn_tensor_home home;
+    int ndim;
+    int64_t shape[4];
+} cn_tensor_plan;
+
+#define CN_MAX_LAYER_TENSORS 5
+
+/* What a training step draws random numbers from (dropout): the same key gives the same draws
+ * whatever thread or process runs the replica. */
+typedef struct {
+    uint64_t seed;
+    int epoch, step, replica;
+} cn_step_key;
+
+/* One pass of one layer over n samples (forward or backward). Pointers are at the first of the
+ * n samples; per-sample sizes are the layer's in and out shapes. */
+typedef struct {
+    const cn_layer *l;
+    int n;                 /* samples in this pass */
+    int first;             /* the index in the batch of the first of them */
+    const float *x;        /* [n, in] */
+    float *y;              /* [n, out] */
+    const float *dy;       /* backward: [n, out], the gradient of y */
+    float *dx;             /* backward: [n, in], the gradient of x, or NULL: nobody needs it */
+    void *aux;             /* [n, aux_bytes] kept from forward to backward (max-pool picks) */
+    float *report, *state; /* training: the layer's batch statistics (whole-batch layers) */
+    const float *params;   /* the layer's parameters */
+    float *dparams;        /* backward: where their gradients are added */
+    const float *running;  /* evaluation: the layer's running statistics */
+    float *col;            /* scratch: col_floats */
+    cn_bf16_pair *packed;  /* scratch: packed_words, when bf16 */
+    int training, bf16;
+    const cn_step_key *key; /* training: the step being run */
+} cn_layer_pass;
+
+/* Multiply-adds of one sample: forward, the parameters' gradients, the input's gradient. */
+typedef struct {
+    double forward, params_grad, input_grad;
+} cn_layer_macs;
+
+/* Flags: what backward reads and how the layer runs. */
+enum {
+    CN_KEEPS_INPUT = 1,   /* backward reads x */
+    CN_KEEPS_OUTPUT = 2,  /* backward reads y */
+    CN_WHOLE_BATCH = 4,   /* forward needs the whole batch at once (batch statistics) */
+    CN_VIEW = 8,          /* y is x, reshaped: nothing runs, nothing is stored */
+    CN_RANDOM = 16,       /* training draws random numbers (from the pass's key) */
+};
+
+struct cn_layer_type {
+    const char *kind;        /* the model file's word: "conv2d" */
+    unsigned flags;
+    const char *keys;        /* the model file keys it takes, space-separated */
+    const char *required;    /* those that must be given */
+    /* Resolves s into l->args and sets l->out from l->in; -1 with the reason in err (no layer
+     * prefix: the caller adds it). */
+    int (*plan)(cn_layer *l, const cn_layer_spec *s, cn_error *err);
+    /* Writes its tensors in order (parameters first) into t[0..CN_MAX_LAYER_TENSORS); returns
+     * how many. NULL: none. Parameters and running statistics take consecutive places. */
+    int (*tensors)(const cn_layer *l, cn_tensor_plan *t);
+    /* PyTorch's default initialisation of params [num_params] and running [num_running]. */
+    void (*init)(const cn_layer *l, float *params, float *running, cn_rng *rng);
+    /* Training: the floats of a batch's statistics exchanged between replicas, and those kept
+     * for backward only. NULL: none. */
+    void (*batch_state)(const cn_layer *l, size_t *report, size_t *state);
+    /* Bytes per sample of what forward keeps for backward (aux). NULL: none. */
+    size_t (*aux_bytes)(const cn_layer *l);
+    /* Scratch of one pass: floats of col, words of packed (bf16 only). NULL: none. fused: the
+     * pass runs the fused backward with the next layer (see fuses). */
+    void (*scratch)(const cn_layer *l, int fused, int bf16, size_t *col, size_t *packed);
+    /* Multiply-adds per sample (fused: as the fused backward computes them). NULL: none. */
+    void (*macs)(const cn_layer *l, int fused, cn_layer_macs *m);
+    void (*forward)(const cn_layer_pass *p);
+    void (*backward)(const cn_layer_pass *p); /* NULL: nothing (a view) */
+    /* 1 when backward_fused can stand for this layer's and next's backward passes together;
+     * next's backward is then not run. NULL: never. */
+    int (*fuses)(const cn_layer *l, const cn_layer *next);
+    void (*backward_fused)(const cn_layer_pass *p, const cn_layer_pass *next);
+    /* After a step: running statistics from every replica's report ([R] of them, each at this
+     * layer's place), in replica order; counter += 1. NULL: none. */
+    void (*update_running)(const cn_layer *l, float *running, int64_t *counter,
+                           const float *const *reports, int R);
+    /* The layer's keys in the canonical model file (after the kind and name=): " out=10
+     * kernel=5", only what differs from the defaults; returns what snprintf returns. */
+    int (*describe)(const cn_layer *l, char *at, size_t cap);
+};
+
+/* The table of kind k (cn_layer_kind), or NULL for a value that is not one. */
+const cn_layer_type *cn_layer_type_of(int kind);
+/* The table whose model file word is word, or NULL; *kind gets its cn_layer_kind. */
+const cn_layer_type *cn_layer_type_named(const char *word, int *kind);
+
+/* Helpers the layer files share. */
+int cn_layer_no_keys(const cn_layer *l, char *at, size_t cap);
+/* PyTorch's default for conv and linear: uniform in +-1/sqrt(fan_in), the weight, then the bias. */
+void cn_init_fan_in(float *params, size_t num_weight, size_t num_bias, size_t fan_in,
+                    cn_rng *rng);
+
+#endif /* CN_LAYER_H */
