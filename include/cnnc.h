@@ -146,7 +146,7 @@ typedef enum {
     CN_NUM_LAYER_KINDS
 } cn_layer_kind;
 
-/* One layer of a model; a field left 0 takes its default, so {CN_CONV2D, "conv1", 10, 5} is
+/* One layer of a model; a field left 0 takes its default, so {.kind = CN_CONV2D, .name = "conv1", .out_channels = 10, .kernel = 5} is
  * a 5x5 convolution to 10 channels, stride 1, no padding, with a bias. */
 typedef struct {
     cn_layer_kind kind;
