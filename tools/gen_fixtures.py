@@ -276,13 +276,18 @@ def prefixed(prefix, meta):
 
 
 def gen_layers(path):
-    tensors, meta = [], {}
     cases = [lambda: case_conv('conv', 2, 3, 8, 4, 3, 1),
              lambda: case_conv('conv1', 2, 1, 12, 10, 5, 2),
              lambda: case_pool('pool', 2, 3, 6, 2, 3),
              lambda: case_pool('pool7', 2, 3, 7, 2, 4),
              lambda: case_relu(5), lambda: case_bn_train(6), lambda: case_bn_eval(7),
              lambda: case_linear(8), lambda: case_log_softmax(9), lambda: case_nll(10)]
+    write_cases(path, cases)
+
+
+def write_cases(path, cases):
+    """Runs each case (a function returning its tensors and metadata) and writes them all."""
+    tensors, meta = [], {}
     for case in cases:
         t, m = case()
         tensors += t
@@ -328,7 +333,6 @@ def case_dropout_eval(seed):
 
 
 def gen_layers_pool_dropout(path):
-    tensors, meta = [], {}
     cases = [lambda: case_avgpool('avgpool_k2s2', 2, 3, 7, 9, 2, 2, 21),
              lambda: case_avgpool('avgpool_k3s2', 2, 4, 9, 11, 3, 2, 22),
              lambda: case_avgpool('avgpool_k3s1', 2, 2, 6, 7, 3, 1, 23),
@@ -336,12 +340,7 @@ def gen_layers_pool_dropout(path):
              lambda: case_global_avgpool('global_avgpool', 2, 5, 7, 6, 25),
              lambda: case_global_avgpool('global_avgpool_row', 3, 16, 1, 5, 26),
              lambda: case_dropout_eval(27)]
-    for case in cases:
-        t, m = case()
-        tensors += t
-        meta.update(m)
-    meta['generator'] = f'tools/gen_fixtures.py, torch {torch.__version__}'
-    write_safetensors(path, tensors, meta)
+    write_cases(path, cases)
 
 
 # ---------------------------------------------------------------- the seed's model
