@@ -15,7 +15,6 @@
 #include "layers/layers.h"
 
 /* The tables under test (types.c lists them for the model). */
-extern const cn_layer_type cn_avgpool2d_type, cn_global_avgpool_type, cn_dropout_type;
 
 #define PT_ATOL 2e-6
 #define PT_RTOL 2e-5
@@ -140,7 +139,7 @@ static void pool_vs_pytorch(const cn_layer_type *t, const char *p, cn_layer_spec
                             cn_shape want_out)
 {
     int B = fx_int(p, "B");
-    cn_shape in = {fx_int(p, "C"), fx_int(p, "H"), fx_int(p, "W")};
+    cn_shape in = {fx_int(p, "C"), fx_int(p, "H"), fx_int(p, "W"), 0};
     cn_layer l = planned(t, in, s, 0);
     assert_memory_equal(&l.out, &want_out, sizeof want_out);
     size_t nx = B * cn_shape_size(in), ny = B * cn_shape_size(l.out);
@@ -157,7 +156,7 @@ static void avgpool_vs_pytorch(const char *p, int stride_given)
     int H = fx_int(p, "H"), W = fx_int(p, "W"), K = fx_int(p, "K"), S = fx_int(p, "S");
     cn_layer_spec s = {.kind = CN_AVGPOOL2D, .kernel = K, .stride = stride_given ? S : 0};
     pool_vs_pytorch(&cn_avgpool2d_type, p, s,
-                    (cn_shape){fx_int(p, "C"), (H - K) / S + 1, (W - K) / S + 1});
+                    (cn_shape){fx_int(p, "C"), (H - K) / S + 1, (W - K) / S + 1, 0});
 }
 
 static void test_avgpool_pytorch(void **state)
@@ -174,8 +173,8 @@ static void test_global_avgpool_pytorch(void **state)
 {
     (void)state;
     cn_layer_spec s = {.kind = CN_GLOBAL_AVGPOOL};
-    pool_vs_pytorch(&cn_global_avgpool_type, "global_avgpool", s, (cn_shape){5, 1, 1});
-    pool_vs_pytorch(&cn_global_avgpool_type, "global_avgpool_row", s, (cn_shape){16, 1, 1});
+    pool_vs_pytorch(&cn_global_avgpool_type, "global_avgpool", s, (cn_shape){5, 1, 1, 1});
+    pool_vs_pytorch(&cn_global_avgpool_type, "global_avgpool_row", s, (cn_shape){16, 1, 1, 1});
 }
 
 /* Evaluation is the identity, forward and backward, whatever p. */
@@ -185,7 +184,7 @@ static void test_dropout_eval_pytorch(void **state)
     const char *p = "dropout_eval";
     int B = fx_int(p, "B");
     size_t n = (size_t)B * 100;
-    cn_layer l = planned(&cn_dropout_type, (cn_shape){4, 5, 5},
+    cn_layer l = planned(&cn_dropout_type, (cn_shape){4, 5, 5, 0},
                          (cn_layer_spec){.kind = CN_DROPOUT, .p = 0.5f}, 2);
     float *y = nans(n), *dx = nans(n), *dy = fx_f32(p, "dy", n);
     run_forward(&l, B, 0, fx_f32(p, "x", n), y, 0, NULL);
@@ -232,13 +231,13 @@ static void test_pools_fd(void **state)
     cn_layer_spec k3s2 = {.kind = CN_AVGPOOL2D, .kernel = 3, .stride = 2};
     cn_layer_spec k2 = {.kind = CN_AVGPOOL2D, .kernel = 2};
     cn_layer_spec k3s1 = {.kind = CN_AVGPOOL2D, .kernel = 3, .stride = 1};
-    cn_layer l = planned(&cn_avgpool2d_type, (cn_shape){3, 9, 8}, k3s2, 0);
+    cn_layer l = planned(&cn_avgpool2d_type, (cn_shape){3, 9, 8, 0}, k3s2, 0);
     fd_layer("avgpool2d k3 s2", &l, 2, NULL, &rng);
-    l = planned(&cn_avgpool2d_type, (cn_shape){2, 7, 5}, k2, 0);
+    l = planned(&cn_avgpool2d_type, (cn_shape){2, 7, 5, 0}, k2, 0);
     fd_layer("avgpool2d k2", &l, 2, NULL, &rng);
-    l = planned(&cn_avgpool2d_type, (cn_shape){2, 5, 6}, k3s1, 0);
+    l = planned(&cn_avgpool2d_type, (cn_shape){2, 5, 6, 0}, k3s1, 0);
     fd_layer("avgpool2d k3 s1", &l, 1, NULL, &rng);
-    l = planned(&cn_global_avgpool_type, (cn_shape){4, 5, 7},
+    l = planned(&cn_global_avgpool_type, (cn_shape){4, 5, 7, 0},
                 (cn_layer_spec){.kind = CN_GLOBAL_AVGPOOL}, 0);
     fd_layer("global_avgpool", &l, 3, NULL, &rng);
 }
@@ -250,7 +249,7 @@ static void test_dropout_fd(void **state)
     cn_rng rng;
     cn_rng_seed(&rng, 32);
     cn_step_key key = {5, 1, 2, 0};
-    cn_layer l = planned(&cn_dropout_type, (cn_shape){3, 4, 5},
+    cn_layer l = planned(&cn_dropout_type, (cn_shape){3, 4, 5, 0},
                          (cn_layer_spec){.kind = CN_DROPOUT, .p = 0.3f}, 4);
     fd_layer("dropout", &l, 3, &key, &rng);
 }
@@ -261,7 +260,7 @@ enum { MASK_N = 4096 }; /* values per sample in the mask tests: [16,16,16] */
 
 static cn_layer dropout_layer(float p, int index)
 {
-    return planned(&cn_dropout_type, (cn_shape){16, 16, 16},
+    return planned(&cn_dropout_type, (cn_shape){16, 16, 16, 0},
                    (cn_layer_spec){.kind = CN_DROPOUT, .p = p}, index);
 }
 
@@ -422,24 +421,24 @@ static void test_plan_shapes(void **state)
     cn_layer_spec k3s2 = {.kind = CN_AVGPOOL2D, .kernel = 3, .stride = 2};
     cn_layer_spec k5s3 = {.kind = CN_AVGPOOL2D, .kernel = 5, .stride = 3};
     cn_layer_spec g = {.kind = CN_GLOBAL_AVGPOOL}, d = {.kind = CN_DROPOUT, .p = 0.2f};
-    cn_layer l = planned(avg, (cn_shape){10, 24, 24}, k2, 0);
+    cn_layer l = planned(avg, (cn_shape){10, 24, 24, 0}, k2, 0);
     expect_shape(&l, 10, 12, 12);
     assert_int_equal(l.args.stride, 2);
-    l = planned(avg, (cn_shape){3, 7, 9}, k2, 0);
+    l = planned(avg, (cn_shape){3, 7, 9, 0}, k2, 0);
     expect_shape(&l, 3, 3, 4);
-    l = planned(avg, (cn_shape){4, 9, 11}, k3s2, 0);
+    l = planned(avg, (cn_shape){4, 9, 11, 0}, k3s2, 0);
     expect_shape(&l, 4, 4, 5);
-    l = planned(avg, (cn_shape){1, 5, 12}, k5s3, 0);
+    l = planned(avg, (cn_shape){1, 5, 12, 0}, k5s3, 0);
     expect_shape(&l, 1, 1, 3);
-    l = planned(avg, (cn_shape){2, 3, 1}, (cn_layer_spec){.kind = CN_AVGPOOL2D, .kernel = 1}, 0);
+    l = planned(avg, (cn_shape){2, 3, 1, 0}, (cn_layer_spec){.kind = CN_AVGPOOL2D, .kernel = 1}, 0);
     expect_shape(&l, 2, 3, 1);
-    l = planned(global, (cn_shape){20, 4, 4}, g, 0);
+    l = planned(global, (cn_shape){20, 4, 4, 0}, g, 0);
     expect_shape(&l, 20, 1, 1);
-    l = planned(global, (cn_shape){16, 1, 5}, g, 0);
+    l = planned(global, (cn_shape){16, 1, 5, 0}, g, 0);
     expect_shape(&l, 16, 1, 1);
-    l = planned(&cn_dropout_type, (cn_shape){3, 4, 5}, d, 0);
+    l = planned(&cn_dropout_type, (cn_shape){3, 4, 5, 0}, d, 0);
     expect_shape(&l, 3, 4, 5);
-    l = planned(&cn_dropout_type, (cn_shape){50, 1, 1}, d, 0);
+    l = planned(&cn_dropout_type, (cn_shape){50, 1, 1, 0}, d, 0);
     expect_shape(&l, 50, 1, 1);
 }
 
@@ -448,16 +447,16 @@ static void test_plan_refusals(void **state)
     (void)state;
     const cn_layer_type *avg = &cn_avgpool2d_type;
     cn_layer_spec k8 = {.kind = CN_AVGPOOL2D, .kernel = 8};
-    expect_refusal(avg, (cn_shape){320, 1, 1}, k8,
+    expect_refusal(avg, (cn_shape){320, 1, 1, 1}, k8,
                    "needs a [C,H,W] input, not the flat 320 features of flatten or linear");
-    expect_refusal(&cn_global_avgpool_type, (cn_shape){50, 1, 1},
+    expect_refusal(&cn_global_avgpool_type, (cn_shape){50, 1, 1, 1},
                    (cn_layer_spec){.kind = CN_GLOBAL_AVGPOOL},
                    "needs a [C,H,W] input, not the flat 50 features of flatten or linear");
-    expect_refusal(avg, (cn_shape){3, 7, 9}, k8, "kernel=8 does not fit its input 3x7x9");
-    expect_refusal(avg, (cn_shape){3, 9, 7}, k8, "kernel=8 does not fit its input 3x9x7");
-    expect_refusal(avg, (cn_shape){3, 9, 9}, (cn_layer_spec){.kind = CN_AVGPOOL2D},
+    expect_refusal(avg, (cn_shape){3, 7, 9, 0}, k8, "kernel=8 does not fit its input 3x7x9");
+    expect_refusal(avg, (cn_shape){3, 9, 7, 0}, k8, "kernel=8 does not fit its input 3x9x7");
+    expect_refusal(avg, (cn_shape){3, 9, 9, 0}, (cn_layer_spec){.kind = CN_AVGPOOL2D},
                    "kernel=0 must be at least 1");
-    expect_refusal(avg, (cn_shape){3, 9, 9},
+    expect_refusal(avg, (cn_shape){3, 9, 9, 0},
                    (cn_layer_spec){.kind = CN_AVGPOOL2D, .kernel = 2, .stride = -1},
                    "stride=-1 must be at least 1");
     static const float bad_p[] = {-0.1f, 1.0f, 1.5f, NAN};
@@ -465,16 +464,15 @@ static void test_plan_refusals(void **state)
         "p=-0.1 must be at least 0 and less than 1", "p=1 must be at least 0 and less than 1",
         "p=1.5 must be at least 0 and less than 1", "p=nan must be at least 0 and less than 1"};
     for (int i = 0; i < 4; i++)
-        expect_refusal(&cn_dropout_type, (cn_shape){3, 4, 5},
+        expect_refusal(&cn_dropout_type, (cn_shape){3, 4, 5, 0},
                        (cn_layer_spec){.kind = CN_DROPOUT, .p = bad_p[i]}, messages[i]);
 }
 
 static void expect_describe(const cn_layer *l, const char *want)
 {
-    char got[64];
-    int len = l->type->describe(l, got, sizeof got);
+    char got[64] = "";
+    if (l->type->describe) l->type->describe(l, got, sizeof got);
     assert_string_equal(got, want);
-    assert_int_equal(len, strlen(want));
 }
 
 static void expect_dropout_describe(float p, const char *want)
@@ -489,7 +487,7 @@ static void expect_dropout_describe(float p, const char *want)
 static void test_describe(void **state)
 {
     (void)state;
-    cn_shape in = {3, 12, 12};
+    cn_shape in = {3, 12, 12, 0};
     cn_layer l = planned(&cn_avgpool2d_type, in,
                          (cn_layer_spec){.kind = CN_AVGPOOL2D, .kernel = 2}, 0);
     expect_describe(&l, " kernel=2");

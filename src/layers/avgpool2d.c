@@ -55,18 +55,14 @@ void cn_avgpool2d_backward(float *din, const float *dout, int B, const cn_avgpoo
 static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
 {
     int K = s->kernel, S = s->stride ? s->stride : s->kernel;
-    if (cn_shape_is_flat(l->in))
-        return cn_fail(err, "needs a [C,H,W] input, not the flat %d features of flatten or linear",
-                       l->in.c);
+    if (cn_need_planes(l, err)) return -1;
     if (K < 1) return cn_fail(err, "kernel=%d must be at least 1", K);
     if (S < 1) return cn_fail(err, "stride=%d must be at least 1", S);
-    if (K > l->in.h || K > l->in.w)
-        return cn_fail(err, "kernel=%d does not fit its input %dx%dx%d", K, l->in.c, l->in.h,
-                       l->in.w);
+    if (cn_window_fits(l, K, 0, err)) return -1;
     l->args.kernel = K;
     l->args.stride = S;
     cn_avgpool_shape p = cn_avgpool_shape_of(l->in.c, l->in.h, l->in.w, K, S);
-    l->out = (cn_shape){p.C, p.OH, p.OW};
+    l->out = (cn_shape){p.C, p.OH, p.OW, 0};
     return 0;
 }
 
@@ -89,10 +85,10 @@ static void backward(const cn_layer_pass *p)
 }
 
 /* " kernel=K", and " stride=S" when it is not the window. */
-static int describe(const cn_layer *l, char *at, size_t cap)
+static void describe(const cn_layer *l, char *line, size_t cap)
 {
-    if (l->args.stride == l->args.kernel) return snprintf(at, cap, " kernel=%d", l->args.kernel);
-    return snprintf(at, cap, " kernel=%d stride=%d", l->args.kernel, l->args.stride);
+    cn_appendf(line, cap, " kernel=%d", l->args.kernel);
+    if (l->args.stride != l->args.kernel) cn_appendf(line, cap, " stride=%d", l->args.stride);
 }
 
 /* Backward reads neither x nor y: the window and its size are all it needs. */

@@ -95,12 +95,9 @@ static void backward(const cn_layer_pass *p)
 }
 
 /* " p=P" in the shortest of %g and %.9g that reads back as the same float. */
-static int describe(const cn_layer *l, char *at, size_t cap)
+static void describe(const cn_layer *l, char *line, size_t cap)
 {
-    char p[32];
-    snprintf(p, sizeof p, "%g", (double)l->args.p);
-    if (strtof(p, NULL) != l->args.p) snprintf(p, sizeof p, "%.9g", (double)l->args.p);
-    return snprintf(at, cap, " p=%s", p);
+    cn_append_float(line, cap, "p", l->args.p);
 }
 
 /* Backward reads neither x nor y: it draws the mask again from the pass's key. */

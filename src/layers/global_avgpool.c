@@ -33,10 +33,8 @@ void cn_global_avgpool_backward(float *din, const float *dout, size_t P, size_t 
 static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
 {
     (void)s;
-    if (cn_shape_is_flat(l->in))
-        return cn_fail(err, "needs a [C,H,W] input, not the flat %d features of flatten or linear",
-                       l->in.c);
-    l->out = (cn_shape){l->in.c, 1, 1};
+    if (cn_need_planes(l, err)) return -1;
+    l->out = (cn_shape){l->in.c, 1, 1, 1};
     return 0;
 }
 
@@ -54,12 +52,6 @@ static void backward(const cn_layer_pass *p)
                                    (size_t)l->in.h * l->in.w);
 }
 
-static int describe(const cn_layer *l, char *at, size_t cap)
-{
-    (void)l;
-    return snprintf(at, cap, "%s", "");
-}
-
 /* No keys; backward reads neither x nor y. */
 const cn_layer_type cn_global_avgpool_type = {
     .kind = "global_avgpool",
@@ -69,5 +61,4 @@ const cn_layer_type cn_global_avgpool_type = {
     .plan = plan,
     .forward = forward,
     .backward = backward,
-    .describe = describe,
 };
