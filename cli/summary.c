@@ -28,15 +28,17 @@ static const struct option summary_options[] = {
 void cli_summary_help(FILE *out)
 {
     fputs("Usage: cnnc summary [--model FILE | --checkpoint FILE|DIR]\n"
-          "Prints a network layer by layer: name, kind, output shape (CxHxW, or N when flat),\n"
-          "trainable parameters and forward MFLOP per sample; then the total parameters, their\n"
-          "size as fp32, and the forward and forward+backward MFLOP per sample.\n"
+          "Prints a network layer by layer: name, kind, output shape (CxHxW, or N when\n"
+          "flat), trainable parameters and forward MFLOP per sample; then the total\n"
+          "parameters, their size as fp32, and the forward and forward+backward MFLOP\n"
+          "per sample.\n"
           "\n"
-          "  --model FILE         model file (models/*.model); with --checkpoint, the network\n"
-          "                       of a file that records none (default: the built-in seed\n"
-          "                       network, models/fashion_mnist.model)\n"
-          "  --checkpoint FILE|DIR  the network a saved model or training checkpoint records,\n"
-          "                       or a --checkpoint-dir folder's newest (default: none)\n"
+          "  --model FILE         model file (models/*.model); with --checkpoint, the\n"
+          "                       network of a file that records none (default: the\n"
+          "                       built-in seed network, models/fashion_mnist.model)\n"
+          "  --checkpoint FILE|DIR  the network a saved model or training checkpoint\n"
+          "                       records, or a --checkpoint-dir folder's newest\n"
+          "                       (default: none)\n"
           "  -h, --help           show this help and exit\n",
           out);
 }

@@ -41,7 +41,8 @@ check_table() {
       } else if ($3 == "batchnorm2d") p = 2 * oc
       params = $5; gsub(",", "", params)
       if (params != p) print "row " $1 " (" $2 "): " params " parameters, expected " p
-      if ($6 != mflop(2 * macs)) print "row " $1 " (" $2 "): " $6 " MFLOP, expected " mflop(2 * macs)
+      want = mflop(2 * macs)
+      if ($6 != want) print "row " $1 " (" $2 "): " $6 " MFLOP, expected " want
       total += p; forward += 2 * macs; both += ($1 == 0 ? 4 : 6) * macs
       c = oc; h = oh; w = ow; rows++
       next
