@@ -225,6 +225,7 @@ typedef struct {
     const char *kind;       /* the model file's word: "conv2d" */
     const char *name;       /* as cn_model_layer_name */
     int channels, height, width; /* its output, per sample */
+    int flat;               /* 1: the output is a flat vector of channels features */
     size_t params;          /* trainable parameters */
     double forward_flops;   /* one sample's forward pass (2 per multiply-add) */
     double backward_flops;  /* and backward, as cn_model_flops counts it */

@@ -236,7 +236,8 @@ int cn_model_layer_info(const cn_model *m, int i, cn_layer_info *info)
     if (i < 0 || i >= m->num_layers) return -1;
     const cn_layer *l = &m->layers[i];
     *info = (cn_layer_info){.kind = l->type->kind, .name = l->name, .channels = l->out.c,
-                            .height = l->out.h, .width = l->out.w, .params = l->num_params};
+                            .height = l->out.h, .width = l->out.w, .flat = l->out.flat,
+                            .params = l->num_params};
     layer_flops(m, i, 0, &info->forward_flops, &info->backward_flops);
     return 0;
 }
