@@ -164,15 +164,19 @@ FILE *cli_open_input(const char *flag, const char *path);
  * malloc'd (the caller frees it); CLI_OK, or CLI_FAILURE after a message (an empty folder). */
 int cli_checkpoint_file(const char *flag, const char *path, char **file);
 
-/* A new model (the one the file records, cli_checkpoint_model) with the weights of the safetensors file that path names for
- * --checkpoint (cli_checkpoint_file: a model or training checkpoint of cnnc, a PyTorch
- * state_dict, or a checkpoint folder's newest); *file gets that file's name. Returns CLI_OK, or
- * CLI_FAILURE after the message; the caller frees *model (cn_model_free) and *file (free) in
- * both cases. */
-int cli_load_model(const char *path, cn_model **model, char **file);
-/* The same, with the model of the model file model_path (--model) for a file that records no
- * model; the seed's network when model_path is NULL too. */
-int cli_load_model_or(const char *path, const char *model_path, cn_model **model, char **file);
+/* A new model with the weights of the safetensors file that path names for --checkpoint
+ * (cli_checkpoint_file: a model or training checkpoint of cnnc, a PyTorch state_dict, or a
+ * checkpoint folder's newest); *file gets that file's name. The model is the one the file
+ * records (cli_checkpoint_model_or), else the model file model_path's (--model), else the
+ * seed's; a model_path given with a file that records another network is refused
+ * (cli_same_model). Returns CLI_OK, or CLI_FAILURE / CLI_USAGE after the message; the caller
+ * frees *model (cn_model_free) and *file (free) in every case. */
+int cli_load_model(const char *command, const char *path, const char *model_path,
+                   cn_model **model, char **file);
+/* CLI_OK when model_path is NULL or names the network model is; else CLI_USAGE after the
+ * message naming command and the checkpoint file (CLI_FAILURE when model_path cannot be read). */
+int cli_same_model(const char *command, const char *model_path, const cn_model *model,
+                   const char *file);
 /* The model of the model file at path (flag names where it came from, for messages), or the
  * seed's network (cn_model_fashion_mnist) when path is NULL; refused unless it reads the
  * Fashion-MNIST images (1x28x28) and gives their 10 classes. Parameters are zero. CLI_OK, or

@@ -443,12 +443,22 @@ int cli_checkpoint_file(const char *flag, const char *path, char **file)
     return *file ? CLI_OK : cli_failure("out of memory");
 }
 
-int cli_load_model(const char *path, cn_model **model, char **file)
+int cli_same_model(const char *command, const char *model_path, const cn_model *model,
+                   const char *file)
 {
-    return cli_load_model_or(path, NULL, model, file);
+    cn_model *given = NULL;
+    if (!model_path) return CLI_OK;
+    if (cli_read_model(model_path, &given) != CLI_OK) return CLI_FAILURE;
+    int same = strcmp(cn_model_text(given), cn_model_text(model)) == 0;
+    cn_model_free(given);
+    return same ? CLI_OK : cli_usage_error(command, "--model %s is not the network of the "
+                                           "checkpoint %s: the model defines the math; leave "
+                                           "--model out to use the checkpoint's", model_path,
+                                           file);
 }
 
-int cli_load_model_or(const char *path, const char *model_path, cn_model **model, char **file)
+int cli_load_model(const char *command, const char *path, const char *model_path,
+                   cn_model **model, char **file)
 {
     cn_error err = {{0}};
     *model = NULL;
@@ -459,12 +469,19 @@ int cli_load_model_or(const char *path, const char *model_path, cn_model **model
     if (!f)
         return cli_library_error(&err, path);
     int rc = cli_checkpoint_model_or(f, path, model_path, model);
+    int recorded = cn_safetensors_meta(f, "model") != NULL;
     cn_safetensors_free(f);
+    if (rc == CLI_OK) rc = cli_same_model(command, model_path, *model, path);
     if (rc != CLI_OK)
         return rc;
-    if (cn_model_load(*model, path, &err) != 0)
+    if (cn_model_load(*model, path, &err) == 0)
+        return CLI_OK;
+    if (recorded)
         return cli_library_error(&err, path);
-    return CLI_OK;
+    int named = strstr(err.msg, path) != NULL; /* the message names the file already */
+    return cli_failure("%s%s%s, but the file records no network and was read as %s; give "
+                       "--model with the model file of its network", named ? "" : path,
+                       named ? "" : ": ", err.msg, model_path ? model_path : "the seed's network");
 }
 
 /* Keeps *model when it reads the Fashion-MNIST images into their classes; else frees it. */

@@ -11,6 +11,7 @@
 
 typedef struct {
     const char *checkpoint; /* required */
+    const char *model_path; /* --model: the network of a file that records none */
     const char *data_dir;
     int test_samples;       /* 0: all */
     int threads;
@@ -21,6 +22,7 @@ typedef struct {
 
 enum {
     OPT_CHECKPOINT = 256,
+    OPT_MODEL,
     OPT_DATA_DIR,
     OPT_TEST_SAMPLES,
     OPT_THREADS,
@@ -30,6 +32,7 @@ enum {
 
 static const struct option eval_options[] = {
     {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
+    {"model", required_argument, NULL, OPT_MODEL},
     {"data-dir", required_argument, NULL, OPT_DATA_DIR},
     {"test-samples", required_argument, NULL, OPT_TEST_SAMPLES},
     {"threads", required_argument, NULL, OPT_THREADS},
@@ -49,6 +52,8 @@ void cli_eval_help(FILE *out)
             "  --checkpoint FILE|DIR  model from 'cnnc train --save' or a training\n"
             "                       checkpoint, a PyTorch state_dict saved as safetensors,\n"
             "                       or a --checkpoint-dir folder: its newest (required)\n"
+            "  --model FILE         the network of a file that records none, such as a\n"
+            "                       PyTorch state_dict (default: the seed's network)\n"
             "  --data-dir DIR       dataset folder\n"
             "                       (default: %s)\n"
             "  --test-samples N     score only the first N test images, 0 = all (default: 0)\n"
@@ -65,6 +70,7 @@ static int apply_option(eval_settings *s, int c, const char *arg)
 {
     switch (c) {
     case OPT_CHECKPOINT: s->checkpoint = arg; return 0;
+    case OPT_MODEL: s->model_path = arg; return 0;
     case OPT_DATA_DIR: s->data_dir = arg; return 0;
     case OPT_TEST_SAMPLES:
         return cli_parse_int("eval", "--test-samples", arg, 0, INT_MAX, &s->test_samples);
@@ -97,6 +103,8 @@ static int parse_eval_flags(int argc, char **argv, eval_settings *s, int *help)
     int rc = cli_no_positional("eval", argc, argv, optind);
     if (rc == CLI_OK)
         rc = cli_require_file("eval", "--checkpoint", s->checkpoint);
+    if (rc == CLI_OK && s->model_path)
+        rc = cli_require_file("eval", "--model", s->model_path);
     return rc;
 }
 
@@ -174,7 +182,7 @@ int cli_eval(int argc, char **argv)
     char *file = NULL;
     rc = cli_check_isa();
     if (rc == CLI_OK)
-        rc = cli_load_model(s.checkpoint, &model, &file);
+        rc = cli_load_model("eval", s.checkpoint, s.model_path, &model, &file);
     s.checkpoint = file;
     if (rc == CLI_OK && s.confusion)
         rc = cli_check_output_path("eval", "--confusion", s.confusion, file, "the checkpoint");

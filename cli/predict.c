@@ -18,6 +18,7 @@
 
 typedef struct {
     const char *checkpoint; /* required */
+    const char *model_path; /* --model: the network of a file that records none */
     const char *idx;        /* IDX images file, or NULL */
     int index;              /* sample of idx; -1 when not given */
     int invert;             /* INVERT_*: when to use 255 - v for every pixel */
@@ -45,6 +46,7 @@ typedef struct {
 
 enum {
     OPT_CHECKPOINT = 256,
+    OPT_MODEL,
     OPT_IDX,
     OPT_INDEX,
     OPT_INVERT,
@@ -52,6 +54,7 @@ enum {
 
 static const struct option predict_options[] = {
     {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
+    {"model", required_argument, NULL, OPT_MODEL},
     {"idx", required_argument, NULL, OPT_IDX},
     {"index", required_argument, NULL, OPT_INDEX},
     {"invert", optional_argument, NULL, OPT_INVERT},
@@ -70,6 +73,8 @@ void cli_predict_help(FILE *out)
           "  --checkpoint FILE|DIR  model from 'cnnc train --save' or a training\n"
           "                       checkpoint, a PyTorch state_dict saved as safetensors,\n"
           "                       or a --checkpoint-dir folder: its newest (required)\n"
+          "  --model FILE         the network of a file that records none, such as a\n"
+          "                       PyTorch state_dict (default: the seed's network)\n"
           "  IMAGE                a PNG, JPEG or PGM (P2 or P5) file, told apart by its\n"
           "                       content; colour becomes grey (0.299 R + 0.587 G +\n"
           "                       0.114 B), transparency is composited over black. Other\n"
@@ -111,6 +116,7 @@ static int apply_option(predict_settings *s, int c, const char *arg)
 {
     switch (c) {
     case OPT_CHECKPOINT: s->checkpoint = arg; return 0;
+    case OPT_MODEL: s->model_path = arg; return 0;
     case OPT_IDX: s->idx = arg; return 0;
     case OPT_INDEX: return cli_parse_int("predict", "--index", arg, 0, INT_MAX, &s->index);
     case OPT_INVERT: return parse_invert(arg, &s->invert);
@@ -133,6 +139,8 @@ static int check_invert_words(const predict_settings *s)
 static int check_settings(const predict_settings *s)
 {
     if (cli_require_file("predict", "--checkpoint", s->checkpoint) != CLI_OK)
+        return CLI_USAGE;
+    if (s->model_path && cli_require_file("predict", "--model", s->model_path) != CLI_OK)
         return CLI_USAGE;
     if (s->idx && s->index < 0)
         return cli_usage_error("predict", "--idx needs --index I (which sample to predict)");
@@ -308,7 +316,7 @@ int cli_predict(int argc, char **argv)
     char *file = NULL;
     rc = cli_check_isa();
     if (rc == CLI_OK)
-        rc = cli_load_model(s.checkpoint, &model, &file);
+        rc = cli_load_model("predict", s.checkpoint, s.model_path, &model, &file);
     if (rc == CLI_OK)
         rc = read_inputs(&s, &in);
     if (rc == CLI_OK)

@@ -219,26 +219,11 @@ static int print_summary(const cn_model *model, const char *source)
     return CLI_OK;
 }
 
-/* A checkpoint's network (with --model's for a file that records none) must be --model's
- * network when both are given. */
-static int check_same_model(const summary_settings *s, const cn_model *model, const char *file)
-{
-    cn_model *given = NULL;
-    if (!s->model_path) return CLI_OK;
-    if (cli_read_model(s->model_path, &given) != CLI_OK) return CLI_FAILURE;
-    int same = strcmp(cn_model_text(given), cn_model_text(model)) == 0;
-    cn_model_free(given);
-    return same ? CLI_OK : cli_usage_error("summary", "--model %s is not the network that the "
-                                           "checkpoint %s records; leave --model out",
-                                           s->model_path, file);
-}
-
 static int summarize_checkpoint(const summary_settings *s)
 {
     cn_model *model = NULL;
     char *file = NULL;
-    int rc = cli_load_model_or(s->checkpoint, s->model_path, &model, &file);
-    if (rc == CLI_OK) rc = check_same_model(s, model, file);
+    int rc = cli_load_model("summary", s->checkpoint, s->model_path, &model, &file);
     if (rc == CLI_OK) rc = print_summary(model, file);
     cn_model_free(model);
     free(file);

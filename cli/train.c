@@ -434,17 +434,7 @@ static int make_model(const train_settings *s, train_run *run)
         return cli_build_model("--model", s->model_path, &run->model);
     if (cli_checkpoint_model(run->resume_file, run->resume_path, &run->model) != CLI_OK)
         return CLI_FAILURE;
-    if (!s->model_path)
-        return CLI_OK;
-    cn_model *given = NULL;
-    if (cli_build_model("--model", s->model_path, &given) != CLI_OK)
-        return CLI_FAILURE;
-    int same = strcmp(cn_model_text(given), cn_model_text(run->model)) == 0;
-    cn_model_free(given);
-    return same ? CLI_OK : cli_usage_error("train", "--model %s is not the network of the "
-                                           "checkpoint %s: the model defines the math; leave "
-                                           "--model out to continue with the checkpoint's",
-                                           s->model_path, run->resume_path);
+    return cli_same_model("train", s->model_path, run->model, run->resume_path);
 }
 
 /* Everything that can fail before the first step: data, sizes, model, trainer, files. */

@@ -61,6 +61,18 @@ run eval --checkpoint "$tmp/lenet.st"
 grep -q '^Accuracy=[0-9.]*%$' "$tmp/out" || fail "eval of lenet5: $(cat "$tmp/err")"
 run predict --checkpoint "$tmp/ck" "$root/tests/fixtures/predict/t10k-0.png"
 [ "$status" -eq 0 ] || fail "predict with lenet5: $(cat "$tmp/err")"
+# --model names the network of a file that records none; for one that records its own it must
+# be that network.
+run eval --checkpoint "$tmp/lenet.st" --model "$root/models/lenet5.model" --test-samples 100
+[ "$status" -eq 0 ] || fail "eval with the file's own --model: $(cat "$tmp/err")"
+expect 2 "--model $root/models/fashion_mnist.model is not the network of the checkpoint" \
+  eval --checkpoint "$tmp/lenet.st" --model "$root/models/fashion_mnist.model"
+expect 2 "--model $root/models/fashion_mnist.model is not the network of the checkpoint" \
+  predict --checkpoint "$tmp/lenet.st" --model "$root/models/fashion_mnist.model" \
+  "$root/tests/fixtures/predict/t10k-0.png"
+expect 1 "pytorch_model.safetensors: tensor 0.weight is missing, but the file records no \
+network and was read as $root/models/lenet5.model; give --model" eval --checkpoint "$root/tests/fixtures/pytorch_model.safetensors" \
+  --model "$root/models/lenet5.model"
 expect 2 "--model $root/models/fashion_mnist.model is not the network of the checkpoint" \
   train --resume "$tmp/ck" --model "$root/models/fashion_mnist.model" --num-epochs 3
 run train --resume "$tmp/ck" --model "$root/models/lenet5.model" --num-epochs 3 -q

@@ -156,6 +156,6 @@ for checkpoint in "$tmp/lenet.st" "$tmp/ck"; do
 done
 run summary --checkpoint "$tmp/lenet.st" --model "$lenet"
 [ "$status" -eq 0 ] || fail "--checkpoint with its own --model: $(cat "$tmp/err")"
-expect 2 "--model $seed is not the network that the checkpoint" summary \
+expect 2 "--model $seed is not the network of the checkpoint" summary \
   --checkpoint "$tmp/lenet.st" --model "$seed"
 finish
