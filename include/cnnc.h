@@ -146,8 +146,9 @@ typedef enum {
     CN_NUM_LAYER_KINDS
 } cn_layer_kind;
 
-/* One layer of a model; a field left 0 takes its default, so {.kind = CN_CONV2D, .name = "conv1", .out_channels = 10, .kernel = 5} is
- * a 5x5 convolution to 10 channels, stride 1, no padding, with a bias. */
+/* One layer of a model; a field left 0 takes its default, so
+ * {.kind = CN_CONV2D, .name = "conv1", .out_channels = 10, .kernel = 5} is a 5x5 convolution
+ * to 10 channels, stride 1, no padding, with a bias. */
 typedef struct {
     cn_layer_kind kind;
     const char *name; /* PyTorch module name for layers with tensors ("conv1"); NULL otherwise */

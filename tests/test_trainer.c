@@ -160,7 +160,8 @@ static void test_model_rejects_bad_specs(void **state)
                                 {.kind = CN_LOG_SOFTMAX}};
     assert_null(cn_model_create(1, 8, 8, not_flat, 2, &err));
     assert_non_null(strstr(err.msg, "layer 0 (linear): needs a flat input"));
-    cn_layer_spec no_head[] = {{.kind = CN_FLATTEN}, {.kind = CN_LINEAR, .name = "f", .out_channels = 2}};
+    cn_layer_spec no_head[] = {{.kind = CN_FLATTEN},
+                               {.kind = CN_LINEAR, .name = "f", .out_channels = 2}};
     assert_null(cn_model_create(1, 8, 8, no_head, 2, &err));
     assert_non_null(strstr(err.msg, "log_softmax"));
     cn_layer_spec unnamed[] = {{.kind = CN_FLATTEN}, {.kind = CN_LINEAR, .out_channels = 2},
@@ -170,7 +171,8 @@ static void test_model_rejects_bad_specs(void **state)
     /* two layers under one name would write two tensors of one name into checkpoints */
     cn_layer_spec twice[] = {{.kind = CN_CONV2D, .name = "block", .out_channels = 2, .kernel = 3},
                              {.kind = CN_BATCHNORM2D, .name = "block"},
-                             {.kind = CN_FLATTEN}, {.kind = CN_LINEAR, .name = "head", .out_channels = 2},
+                             {.kind = CN_FLATTEN},
+                             {.kind = CN_LINEAR, .name = "head", .out_channels = 2},
                              {.kind = CN_LOG_SOFTMAX}};
     assert_null(cn_model_create(1, 8, 8, twice, 5, &err));
     assert_non_null(strstr(err.msg, "layer 1 (batchnorm2d): name 'block' is already used by "
@@ -414,9 +416,12 @@ static void test_divergence_stops_before_the_weights_break(void **state)
 static void test_another_model_trains_through_the_library(void **state)
 {
     (void)state;
-    cn_layer_spec tiny[] = {{.kind = CN_CONV2D, .name = "conv", .out_channels = 4, .kernel = 3}, {.kind = CN_RELU},
-                            {.kind = CN_MAXPOOL2D, .kernel = 2}, {.kind = CN_BATCHNORM2D, .name = "norm"},
-                            {.kind = CN_FLATTEN}, {.kind = CN_LINEAR, .name = "head", .out_channels = 10},
+    cn_layer_spec tiny[] = {{.kind = CN_CONV2D, .name = "conv", .out_channels = 4, .kernel = 3},
+                            {.kind = CN_RELU},
+                            {.kind = CN_MAXPOOL2D, .kernel = 2},
+                            {.kind = CN_BATCHNORM2D, .name = "norm"},
+                            {.kind = CN_FLATTEN},
+                            {.kind = CN_LINEAR, .name = "head", .out_channels = 10},
                             {.kind = CN_LOG_SOFTMAX}};
     cn_error err;
     cn_model *m = cn_model_create(1, 28, 28, tiny, 7, &err);
@@ -458,8 +463,10 @@ static void log_step(void *ctx, const cn_step_report *r)
 static void test_step_reports_right_answers(void **state)
 {
     (void)state;
-    cn_layer_spec plain[] = {{.kind = CN_CONV2D, .name = "conv", .out_channels = 3, .kernel = 5}, {.kind = CN_RELU},
-                             {.kind = CN_FLATTEN}, {.kind = CN_LINEAR, .name = "head", .out_channels = 10},
+    cn_layer_spec plain[] = {{.kind = CN_CONV2D, .name = "conv", .out_channels = 3, .kernel = 5},
+                             {.kind = CN_RELU},
+                             {.kind = CN_FLATTEN},
+                             {.kind = CN_LINEAR, .name = "head", .out_channels = 10},
                              {.kind = CN_LOG_SOFTMAX}};
     cn_error err;
     cn_dataset set = tu_synthetic_set(4 * 64, 31);

@@ -1,7 +1,7 @@
-/* log_softmax.c — the log_softmax layer type (the last layer of a classifier): log-softmax
- * over the features and the negative log-likelihood loss (mean
- * over the batch), each with its backward, and the count of right answers. The maximum is subtracted first so large logits do
- * not overflow. No class weights, no ignore_index, no label smoothing. */
+/* log_softmax.c — the log_softmax layer type (the last layer of a classifier): log-softmax over
+ * the features, and the negative log-likelihood loss (mean over the batch), each with its
+ * backward, and the count of right answers. The maximum is subtracted first so large logits
+ * do not overflow. No class weights, no ignore_index, no label smoothing. */
 #include <math.h>
 
 #include "layers/layer.h"
@@ -70,7 +70,10 @@ static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
     return 0;
 }
 
-static void forward(const cn_layer_pass *p) { cn_log_softmax_forward(p->y, p->x, p->n, p->l->in.c); }
+static void forward(const cn_layer_pass *p)
+{
+    cn_log_softmax_forward(p->y, p->x, p->n, p->l->in.c);
+}
 
 static void backward(const cn_layer_pass *p)
 {

@@ -1,7 +1,9 @@
-/* maxpool2d.c — the maxpool2d layer type: max-pooling with window = stride = S (floor), remembering where each maximum
- * came from so backward routes the gradient there. Ties go to the first maximum in scan order,
- * as in PyTorch. The common 2x2 window is a vector kernel of the instruction set in use
- * (cn_maxpool2_plane, gemm.h). No padding, dilation or overlapping windows. */
+/* maxpool2d.c — the maxpool2d layer type: max-pooling with window = stride = S (floor),
+ * remembering where each maximum came from (the pass's aux) so backward routes the gradient
+ * there. Ties go to the first maximum in scan order, as in PyTorch. The common 2x2 window is a
+ * vector kernel of the instruction set in use (cn_maxpool2_plane, gemm.h). A convolution right
+ * before it may take over its backward (conv2d.c, fuses). No padding, dilation or overlapping
+ * windows. */
 #include <string.h>
 
 #include "kernels/gemm.h"

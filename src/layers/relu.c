@@ -1,5 +1,5 @@
-/* relu.c — the relu layer type: the rectifier, elementwise, on any shape. Backward is gated on the output (> 0), which is what
- * PyTorch does; the kink at 0 gets gradient 0. */
+/* relu.c — the relu layer type: the rectifier, elementwise, on any shape. Backward is gated on
+ * the output (> 0), which is what PyTorch does; the kink at 0 gets gradient 0. */
 #include "layers/layer.h"
 #include "layers/layers.h"
 

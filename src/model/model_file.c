@@ -1,9 +1,10 @@
 /* model_file.c — the text model format (one layer per line: a kind, then key=value words; `#`
  * comments; blank lines): parsing it into layer specs with every refusal as "SOURCE:LINE:
- * reason", checking shapes as PyTorch would, and building the model with cn_model_create; and
- * writing a model back as text in one canonical form (cn_model_text). It
- * recognises every kind and key of the format and refuses, by name, the values the layers
- * cannot compute yet; it does not run anything. */
+ * reason", and building the model with cn_model_build, whose layer types check the shapes as
+ * PyTorch would (a refusal names the line of the layer that does not fit); and writing a model
+ * back as text in one canonical form (cn_model_text). The kinds and the keys each takes are the
+ * layer types' (layer.h); this file knows only the words and their value types. It does not run
+ * anything. */
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
