@@ -4,6 +4,9 @@ Outputs (in tests/fixtures/ unless --out is given):
   layers.safetensors          every layer kernel's forward and backward (autograd) on small inputs
   model_steps.safetensors     the seed's model: initial state, 3 data-parallel SGD steps, final
                               state
+  conv_stride_padding.safetensors
+                              convolutions with stride, zero padding or no bias (forward and
+                              backward); `--only conv_stride_padding` writes just this one
   pytorch_model.safetensors   a model-only state_dict trained 1 epoch in PyTorch, with its test
                               accuracy in __metadata__ ("test_accuracy"); the data order is the
                               first one that leaves no test prediction near a tie
@@ -103,17 +106,27 @@ def leaf(t):
     return t.detach().clone().requires_grad_(True)
 
 
-def case_conv(prefix, B, C, H, OC, K, seed):
+def case_conv(prefix, B, C, H, OC, K, seed, W=None, stride=1, pad=0, bias=True):
     torch.manual_seed(seed)
-    conv = nn.Conv2d(C, OC, K)
-    x = leaf(torch.randn(B, C, H, H))
+    conv = nn.Conv2d(C, OC, K, stride=stride, padding=pad, bias=bias)
+    x = leaf(torch.randn(B, C, H, W or H))
     y = conv(x)
     dy = torch.randn_like(y)
     y.backward(dy)
-    out = [('x', x), ('weight', conv.weight), ('bias', conv.bias), ('y', y), ('dy', dy),
-           ('dx', x.grad), ('dweight', conv.weight.grad), ('dbias', conv.bias.grad)]
-    meta = {'B': B, 'C': C, 'H': H, 'W': H, 'OC': OC, 'K': K}
+    out = [('x', x), ('weight', conv.weight), ('y', y), ('dy', dy), ('dx', x.grad),
+           ('dweight', conv.weight.grad)]
+    if bias:
+        out[2:2] = [('bias', conv.bias)]
+        out.append(('dbias', conv.bias.grad))
+    meta = {'B': B, 'C': C, 'H': H, 'W': W or H, 'OC': OC, 'K': K}
     return named(prefix, out), prefixed(prefix, meta)
+
+
+def case_conv_sp(prefix, B, C, H, W, OC, K, stride, pad, bias, seed):
+    """A convolution with stride, padding and bias (1) or none (0) in its metadata."""
+    t, m = case_conv(prefix, B, C, H, OC, K, seed, W=W, stride=stride, pad=pad, bias=bias)
+    m.update(prefixed(prefix, {'stride': stride, 'pad': pad, 'bias': int(bias)}))
+    return t, m
 
 
 def tie_windows(x, S):
@@ -287,6 +300,26 @@ def gen_layers(path):
     write_safetensors(path, tensors, meta)
 
 
+# ---------------------------------------------------------------- conv_stride_padding.safetensors
+
+def gen_conv_stride_padding(path):
+    tensors, meta = [], {}
+    cases = [('k3p1_small', 2, 3, 9, 9, 8, 3, 1, 1, True),
+             ('k3p1', 2, 16, 8, 8, 32, 3, 1, 1, True),
+             ('k3s2p1', 2, 4, 9, 11, 6, 3, 2, 1, True),
+             ('k5s2p2', 2, 3, 11, 13, 5, 5, 2, 2, True),
+             ('k1s2', 2, 6, 7, 8, 4, 1, 2, 0, True),
+             ('k1', 2, 5, 6, 7, 3, 1, 1, 0, True),
+             ('nobias_k3p1', 2, 5, 6, 6, 7, 3, 1, 1, False),
+             ('nobias_k3', 2, 2, 6, 7, 3, 3, 1, 0, False)]
+    for seed, case in enumerate(cases, start=20):
+        t, m = case_conv_sp(*case, seed)
+        tensors += t
+        meta.update(m)
+    meta['generator'] = f'tools/gen_fixtures.py, torch {torch.__version__}'
+    write_safetensors(path, tensors, meta)
+
+
 # ---------------------------------------------------------------- the seed's model
 
 class FashionMNIST(nn.Module):
@@ -448,9 +481,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--out', default=os.path.join(here, '..', 'tests', 'fixtures'))
     ap.add_argument('--data-dir', default=DATA_DIR)
+    ap.add_argument('--only', choices=['conv_stride_padding'],
+                    help='write only this output (the others need the data set and minutes)')
     a = ap.parse_args()
     torch.set_num_threads(1)
     os.makedirs(a.out, exist_ok=True)
+    gen_conv_stride_padding(os.path.join(a.out, 'conv_stride_padding.safetensors'))
+    if a.only:
+        return
     train, test = load_split('train', a.data_dir), load_split('t10k', a.data_dir)
     gen_layers(os.path.join(a.out, 'layers.safetensors'))
     gen_model_steps(os.path.join(a.out, 'model_steps.safetensors'), train)
