@@ -529,7 +529,8 @@ static void test_conv_bf16_stride_padding_matches_fp32(void **state)
  * backward pass then the convolution's, on random data, with an input gradient and without
  * (a first layer): windows of 2 and 3, sizes the pool floors, kernels up to 8 (masked rows) and
  * 9 (the float-at-a-time path), rows of patches past one vector of registers. Only the order of
- * the sums differs; picks with a zero gradient (as after a ReLU) are in every case. */
+ * the sums differs; picks with a zero gradient (as after a ReLU) are in every case. Without a
+ * bias (dbias NULL) the other gradients are the same bits. */
 static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn_rng *rng)
 {
     cn_conv_shape s = cn_conv_shape_of(C, H, W, OC, K, 1, 0);
@@ -543,16 +544,21 @@ static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn
     float *dw = random_values(rng, nw, 1.0f), *db = random_values(rng, (size_t)OC, 1.0f);
     float *want_dw = zeros(nw), *want_db = zeros((size_t)OC), *dx = zeros(nx);
     float *want_dx = zeros(nx), *dw_first = zeros(nw), *db_first = zeros((size_t)OC);
+    float *dw_no_bias = zeros(nw), *dx_no_bias = zeros(nx);
     int32_t *where = (int32_t *)zeros(nq);
     for (size_t i = 0; i < nq; i += 3) dpool[i] = 0.0f;
     memcpy(want_dw, dw, nw * sizeof *dw), memcpy(want_db, db, (size_t)OC * sizeof *db);
     memcpy(dw_first, dw, nw * sizeof *dw), memcpy(db_first, db, (size_t)OC * sizeof *db);
+    memcpy(dw_no_bias, dw, nw * sizeof *dw);
     cn_conv2d_forward(y, x, w, b, B, &s, col);
     cn_maxpool2d_forward(pooled, where, y, B, OC, OH, OW, S);
     cn_maxpool2d_backward(dy, dpool, where, B, OC, OH, OW, S);
     cn_conv2d_backward(want_dx, want_dw, want_db, dy, x, w, B, &s, col);
     cn_conv2d_pool_backward(dx, dw, db, dpool, where, x, w, B, &s, S, col);
     cn_conv2d_pool_backward(NULL, dw_first, db_first, dpool, where, x, w, B, &s, S, col);
+    cn_conv2d_pool_backward(dx_no_bias, dw_no_bias, NULL, dpool, where, x, w, B, &s, S, col);
+    expect_exact("conv from pool without a bias: weights", dw_no_bias, dw, nw);
+    expect_exact("conv from pool without a bias: input", dx_no_bias, dx, nx);
     double tol = 1e-5 * (Q + 1);
     double worst = tu_max_violation(dw, want_dw, nw, tol, 1e-5);
     double worst_b = tu_max_violation(db, want_db, (size_t)OC, tol, 1e-5);

@@ -393,7 +393,7 @@ int cn_conv2d_pool_fusable(const cn_conv_shape *s, int S)
     return s->stride == 1 && s->pad == 0 && S >= 1 && s->OH >= S && s->OW >= S;
 }
 
-/* (For a convolution this backward pass does not take: cn_conv2d_col_floats.) */
+/* For a convolution that is not fusable: cn_conv2d_col_floats, what its dense backward needs. */
 size_t cn_conv2d_pool_col_floats(const cn_conv_shape *s, int S)
 {
     if (!cn_conv2d_pool_fusable(s, S)) return cn_conv2d_col_floats(s);
