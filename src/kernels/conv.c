@@ -172,9 +172,10 @@ size_t cn_conv2d_col_floats(const cn_conv_shape *s)
     return plane ? whole_lines(patch_floats(s)) + plane : patch_floats(s);
 }
 
+/* The padded plane's place in col; NULL when there is none. */
 static float *padded_plane_of(float *col, const cn_conv_shape *s)
 {
-    return col + whole_lines(patch_floats(s));
+    return padded_floats(s) ? col + whole_lines(patch_floats(s)) : NULL;
 }
 
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
@@ -254,8 +255,7 @@ static int forward_pairs(const cn_conv_shape *s)
 /* The fp32 words at the front of packed. */
 static size_t fp32_words(const cn_conv_shape *s)
 {
-    if (s->stride > 1) return patch_floats(s);
-    return whole_lines(padded_floats(s));
+    return whole_lines(s->stride > 1 ? patch_floats(s) : padded_floats(s));
 }
 
 size_t cn_conv2d_packed_words(const cn_conv_shape *s)
