@@ -59,7 +59,7 @@ BENCH_ROUNDS ?= 3
 BENCH_PRECISION ?= fp32
 
 .PHONY: all deps deps-test deps-bench deps-fuzz train test test-sanitize fuzz check bench bench-run \
-        bench-gemm bench-mpi clean install uninstall
+        bench-gemm bench-conv bench-mpi clean install uninstall
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
 $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h src/*/*.h) $(wildcard cli/*.h)
@@ -145,6 +145,13 @@ bench-gemm: deps-bench
 
 $(BUILD)/gemm_compare: bench/gemm_compare.c $(BUILD)/libcnnc.a
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libcnnc.a $(shell pkg-config --cflags --libs openblas 2>/dev/null) $(LDLIBS)
+
+# The convolution kernels alone on the seed's conv2 and a small CIFAR-10 network's layers.
+bench-conv: $(BUILD)/conv_bench
+	$(BUILD)/conv_bench --bf16
+
+$(BUILD)/conv_bench: bench/conv_bench.c $(BUILD)/libcnnc.a
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libcnnc.a $(LDLIBS)
 
 # Training as 1 and 2 MPI processes beside the threaded single process, and one step's exchange
 # alone (needs Open MPI; a few short runs).

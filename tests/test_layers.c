@@ -1,5 +1,6 @@
 /* test_layers.c — every layer kernel of src/layers/layers.h against PyTorch (tests/fixtures/
- * layers.safetensors, written by tools/gen_fixtures.py) and against central finite differences
+ * layers.safetensors, and conv_stride_padding.safetensors for convolutions with stride, padding
+ * or no bias, written by tools/gen_fixtures.py) and against central finite differences
  * of L = sum(y * r). It also checks the backward contract: parameter gradients accumulate (+=),
  * input gradients are overwritten (=).
  * It does not test models, trainers or the safetensors reader beyond loading the fixture.
@@ -104,10 +105,26 @@ static const char *fx_meta(const char *prefix, const char *key)
 
 static int fx_int(const char *prefix, const char *key) { return atoi(fx_meta(prefix, key)); }
 
+/* The metadata prefix.key as an int, or fallback when the fixture has no such key. */
+static int fx_int_or(const char *prefix, const char *key, int fallback)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s.%s", prefix, key);
+    const char *v = cn_safetensors_meta(fixture, name);
+    return v ? atoi(v) : fallback;
+}
+
 static int load_fixture(void **state)
 {
     (void)state;
     fixture = tu_read_fixture("layers.safetensors");
+    return fixture ? 0 : -1;
+}
+
+static int load_conv_fixture(void **state)
+{
+    (void)state;
+    fixture = tu_read_fixture("conv_stride_padding.safetensors");
     return fixture ? 0 : -1;
 }
 
@@ -147,57 +164,58 @@ static float *twice(const float *want, size_t n)
 
 /* ---------------------------------------------------------------- conv2d */
 
+/* A fixture's convolution: stride 1, no padding and a bias unless its metadata says otherwise.
+ * Without a bias, b and db are NULL. The scratch is filled with NaNs, so that a kernel reading
+ * a part of it that it did not write first shows. */
 typedef struct {
-    int B, C, H, W, OC, K, OH, OW;
-    size_t nx, nw, ny, ncol;
+    int B;
+    cn_conv_shape s;
+    size_t nx, nw, ny;
     float *x, *w, *b, *r, *y, *col;
 } conv_case;
 
 static conv_case conv_load(const char *p)
 {
-    conv_case c = {.B = fx_int(p, "B"), .C = fx_int(p, "C"), .H = fx_int(p, "H"),
-                   .W = fx_int(p, "W"), .OC = fx_int(p, "OC"), .K = fx_int(p, "K")};
-    c.OH = c.H - c.K + 1;
-    c.OW = c.W - c.K + 1;
-    c.nx = (size_t)c.B * c.C * c.H * c.W;
-    c.nw = (size_t)c.OC * c.C * c.K * c.K;
-    c.ny = (size_t)c.B * c.OC * c.OH * c.OW;
-    c.ncol = (size_t)c.C * c.K * c.K * c.OH * c.OW;
+    conv_case c = {.B = fx_int(p, "B")};
+    c.s = cn_conv_shape_of(fx_int(p, "C"), fx_int(p, "H"), fx_int(p, "W"), fx_int(p, "OC"),
+                           fx_int(p, "K"), fx_int_or(p, "stride", 1), fx_int_or(p, "pad", 0));
+    c.nx = (size_t)c.B * c.s.C * c.s.H * c.s.W;
+    c.nw = (size_t)c.s.OC * c.s.C * c.s.K * c.s.K;
+    c.ny = (size_t)c.B * c.s.OC * c.s.OH * c.s.OW;
     c.x = fx_f32(p, "x", c.nx);
     c.w = fx_f32(p, "weight", c.nw);
-    c.b = fx_f32(p, "bias", (size_t)c.OC);
+    c.b = fx_int_or(p, "bias", 1) ? fx_f32(p, "bias", (size_t)c.s.OC) : NULL;
     c.r = fx_f32(p, "dy", c.ny);
-    c.y = zeros(c.ny);
-    c.col = zeros(c.ncol + CN_IM2ROW_SLACK);
+    c.y = nans(c.ny);
+    c.col = nans(cn_conv2d_col_floats(&c.s));
     return c;
 }
 
 static void conv_forward(conv_case *c)
 {
-    cn_conv_shape s = cn_conv_shape_of(c->C, c->H, c->W, c->OC, c->K, 1, 0);
-    cn_conv2d_forward(c->y, c->x, c->w, c->b, c->B, &s, c->col);
+    cn_conv2d_forward(c->y, c->x, c->w, c->b, c->B, &c->s, c->col);
 }
 
 static void conv_backward(conv_case *c, float *dx, float *dw, float *db)
 {
-    cn_conv_shape s = cn_conv_shape_of(c->C, c->H, c->W, c->OC, c->K, 1, 0);
-    cn_conv2d_backward(dx, dw, db, c->r, c->x, c->w, c->B, &s, c->col);
+    cn_conv2d_backward(dx, dw, db, c->r, c->x, c->w, c->B, &c->s, c->col);
 }
 
 static void conv_vs_pytorch(const char *p)
 {
     conv_case c = conv_load(p);
+    size_t OC = (size_t)c.s.OC;
     conv_forward(&c);
     expect_conv("conv y", c.y, fx_f32(p, "y", c.ny), c.ny);
-    float *dx = nans(c.nx), *dw = zeros(c.nw), *db = zeros((size_t)c.OC);
-    float *want_dw = fx_f32(p, "dweight", c.nw), *want_db = fx_f32(p, "dbias", (size_t)c.OC);
+    float *dx = nans(c.nx), *dw = zeros(c.nw), *db = c.b ? zeros(OC) : NULL;
+    float *want_dw = fx_f32(p, "dweight", c.nw), *want_db = db ? fx_f32(p, "dbias", OC) : NULL;
     conv_backward(&c, dx, dw, db);
     expect_conv("conv dx", dx, fx_f32(p, "dx", c.nx), c.nx);
     expect_conv("conv dweight", dw, want_dw, c.nw);
-    expect_conv("conv dbias", db, want_db, (size_t)c.OC);
+    if (db) expect_conv("conv dbias", db, want_db, OC);
     conv_backward(&c, NULL, dw, db);
     expect_conv("conv dweight accumulated", dw, twice(want_dw, c.nw), c.nw);
-    expect_conv("conv dbias accumulated", db, twice(want_db, (size_t)c.OC), (size_t)c.OC);
+    if (db) expect_conv("conv dbias accumulated", db, twice(want_db, OC), OC);
 }
 
 static double conv_loss(void *ctx)
@@ -210,17 +228,36 @@ static double conv_loss(void *ctx)
 static void conv_finite_differences(const char *p)
 {
     conv_case c = conv_load(p);
-    float *dx = zeros(c.nx), *dw = zeros(c.nw), *db = zeros((size_t)c.OC);
+    float *dx = zeros(c.nx), *dw = zeros(c.nw), *db = c.b ? zeros((size_t)c.s.OC) : NULL;
     conv_backward(&c, dx, dw, db);
     tu_fd_check("conv x", conv_loss, &c, c.x, dx, c.nx, NULL);
     tu_fd_check("conv weight", conv_loss, &c, c.w, dw, c.nw, NULL);
-    tu_fd_check("conv bias", conv_loss, &c, c.b, db, (size_t)c.OC, NULL);
+    if (db) tu_fd_check("conv bias", conv_loss, &c, c.b, db, (size_t)c.s.OC, NULL);
 }
 
 static void test_conv_pytorch(void **state) { (void)state; conv_vs_pytorch("conv"); }
 static void test_conv1_pytorch(void **state) { (void)state; conv_vs_pytorch("conv1"); }
 static void test_conv_fd(void **state) { (void)state; conv_finite_differences("conv"); }
 static void test_conv1_fd(void **state) { (void)state; conv_finite_differences("conv1"); }
+
+/* conv_stride_padding.safetensors: every case against PyTorch, four against finite
+ * differences. */
+#define CONV_VS_PYTORCH(name)                                                                 \
+    static void test_##name##_pytorch(void **state) { (void)state; conv_vs_pytorch(#name); }
+#define CONV_FD(name)                                                                         \
+    static void test_##name##_fd(void **state) { (void)state; conv_finite_differences(#name); }
+CONV_VS_PYTORCH(k3p1_small)
+CONV_VS_PYTORCH(k3p1)
+CONV_VS_PYTORCH(k3s2p1)
+CONV_VS_PYTORCH(k5s2p2)
+CONV_VS_PYTORCH(k1s2)
+CONV_VS_PYTORCH(k1)
+CONV_VS_PYTORCH(nobias_k3p1)
+CONV_VS_PYTORCH(nobias_k3)
+CONV_FD(k3p1_small)
+CONV_FD(k3s2p1)
+CONV_FD(k5s2p2)
+CONV_FD(nobias_k3p1)
 
 /* ---------------------------------------------------------------- maxpool2d */
 
@@ -365,19 +402,20 @@ static float *rounded_copy(const float *x, size_t n)
     return r;
 }
 
-static void check_conv_bf16(int B, int C, int H, int W, int OC, int K, cn_rng *rng)
+/* A convolution of shape s with a bias (bias 1) or none; the scratch starts as NaNs. */
+static void check_conv_bf16(int B, cn_conv_shape s, int bias, cn_rng *rng)
 {
-    cn_conv_shape s = cn_conv_shape_of(C, H, W, OC, K, 1, 0);
-    int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
+    int C = s.C, H = s.H, W = s.W, OC = s.OC, K = s.K, P = s.OH * s.OW, CKK = C * K * K;
     size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * CKK, ny = (size_t)B * OC * P;
     float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
     float *b = random_values(rng, (size_t)OC, 0.1f), *dy = random_values(rng, ny, 1.0f);
     float *xr = rounded_copy(x, nx), *wr = rounded_copy(w, nw), *dyr = rounded_copy(dy, ny);
-    float *col = zeros((size_t)CKK * P + CN_IM2ROW_SLACK);
-    cn_bf16_pair *packed = tracked(cn_conv2d_packed_words(&s) * sizeof *packed);
-    float *y = zeros(ny), *want_y = zeros(ny), *dx = zeros(nx), *want_dx = zeros(nx);
+    float *col = nans(cn_conv2d_col_floats(&s));
+    cn_bf16_pair *packed = (cn_bf16_pair *)nans(cn_conv2d_packed_words(&s));
+    float *y = nans(ny), *want_y = zeros(ny), *dx = nans(nx), *want_dx = zeros(nx);
     float *dw = zeros(nw), *want_dw = zeros(nw), *db = zeros((size_t)OC);
     float *want_db = zeros((size_t)OC), *ignored = zeros(nw);
+    if (!bias) b = db = NULL;
     cn_conv2d_forward(want_y, xr, wr, b, B, &s, col);
     cn_conv2d_backward(want_dx, want_dw, ignored, dyr, xr, wr, B, &s, col);
     cn_conv2d_backward(NULL, ignored, want_db, dy, x, w, B, &s, col); /* fp32 bias */
@@ -386,11 +424,18 @@ static void check_conv_bf16(int B, int C, int H, int W, int OC, int K, cn_rng *r
     double worst[4] = {tu_max_violation(y, want_y, ny, 1e-5 * CKK, 1e-5),
                        tu_max_violation(dw, want_dw, nw, 1e-5 * B * P, 1e-5),
                        tu_max_violation(dx, want_dx, nx, 1e-5 * OC * K * K, 1e-5),
-                       tu_max_violation(db, want_db, (size_t)OC, 1e-5 * B * P, 1e-5)};
+                       db ? tu_max_violation(db, want_db, (size_t)OC, 1e-5 * B * P, 1e-5) : 0};
     for (int i = 0; i < 4; i++)
         if (worst[i] > 1)
-            fail_msg("bf16 conv B%d C%d %dx%d OC%d K%d: %s off by %.1f tolerances", B, C, H, W, OC,
-                     K, (const char *[]){"y", "dweight", "din", "dbias"}[i], worst[i]);
+            fail_msg("bf16 conv B%d C%d %dx%d OC%d K%d stride %d pad %d: %s off by %.1f "
+                     "tolerances", B, C, H, W, OC, K, s.stride, s.pad,
+                     (const char *[]){"y", "dweight", "din", "dbias"}[i], worst[i]);
+}
+
+/* cn_conv_shape_of, shorter. */
+static cn_conv_shape shape(int C, int H, int W, int OC, int K, int stride, int pad)
+{
+    return cn_conv_shape_of(C, H, W, OC, K, stride, pad);
 }
 
 static void test_conv_bf16_matches_fp32_on_rounded_values(void **state)
@@ -399,19 +444,39 @@ static void test_conv_bf16_matches_fp32_on_rounded_values(void **state)
     if (!cn_bf16_supported()) skip(); /* this CPU trains in fp32 only */
     cn_rng rng;
     cn_rng_seed(&rng, 13);
-    check_conv_bf16(2, 10, 12, 12, 20, 5, &rng); /* conv2 of the seed's model: even width */
-    check_conv_bf16(2, 1, 28, 28, 10, 5, &rng);  /* conv1: pairs of kernel columns */
-    check_conv_bf16(2, 3, 9, 10, 4, 5, &rng);    /* three channels: kernel columns too */
-    check_conv_bf16(3, 3, 9, 10, 5, 3, &rng);    /* odd channels, odd output channels, width 8 */
-    check_conv_bf16(1, 4, 11, 11, 6, 4, &rng);   /* odd output width */
-    check_conv_bf16(1, 2, 5, 5, 3, 5, &rng);     /* one position */
+    check_conv_bf16(2, shape(10, 12, 12, 20, 5, 1, 0), 1, &rng); /* conv2 of the seed's model */
+    check_conv_bf16(2, shape(1, 28, 28, 10, 5, 1, 0), 1, &rng);  /* conv1: kernel column pairs */
+    check_conv_bf16(2, shape(3, 9, 10, 4, 5, 1, 0), 1, &rng);    /* three channels: columns too */
+    check_conv_bf16(3, shape(3, 9, 10, 5, 3, 1, 0), 1, &rng);    /* odd channels and OC, width 8 */
+    check_conv_bf16(1, shape(4, 11, 11, 6, 4, 1, 0), 1, &rng);   /* odd output width */
+    check_conv_bf16(1, shape(2, 5, 5, 3, 5, 1, 0), 1, &rng);     /* one position */
+    check_conv_bf16(2, shape(3, 6, 7, 4, 3, 1, 0), 0, &rng);     /* no bias */
+}
+
+/* The same with padding (channel pairs and kernel column pairs, even and odd output widths)
+ * and strides over 1 (pairs of patch rows), with a bias and without. */
+static void test_conv_bf16_stride_padding_matches_fp32(void **state)
+{
+    (void)state;
+    if (!cn_bf16_supported()) skip(); /* this CPU trains in fp32 only */
+    cn_rng rng;
+    cn_rng_seed(&rng, 17);
+    check_conv_bf16(2, shape(16, 8, 8, 32, 3, 1, 1), 1, &rng);  /* CIFAR-like, even width */
+    check_conv_bf16(2, shape(3, 9, 9, 8, 3, 1, 1), 1, &rng);    /* odd width, column pairs */
+    check_conv_bf16(1, shape(1, 10, 12, 4, 5, 1, 2), 1, &rng);  /* one channel, pad 2 */
+    check_conv_bf16(2, shape(5, 7, 6, 6, 3, 1, 1), 0, &rng);    /* no bias */
+    check_conv_bf16(2, shape(4, 9, 11, 6, 3, 2, 1), 1, &rng);   /* stride 2 */
+    check_conv_bf16(2, shape(3, 11, 13, 5, 5, 2, 2), 0, &rng);  /* stride 2, K 5, no bias */
+    check_conv_bf16(1, shape(6, 7, 8, 3, 1, 2, 0), 1, &rng);    /* K 1, stride 2 */
+    check_conv_bf16(1, shape(4, 10, 10, 5, 3, 3, 0), 1, &rng);  /* stride 3, no padding */
 }
 
 /* A convolution's gradients from the max-pool's gradient and argmax, against the pool's
  * backward pass then the convolution's, on random data, with an input gradient and without
  * (a first layer): windows of 2 and 3, sizes the pool floors, kernels up to 8 (masked rows) and
  * 9 (the float-at-a-time path), rows of patches past one vector of registers. Only the order of
- * the sums differs; picks with a zero gradient (as after a ReLU) are in every case. */
+ * the sums differs; picks with a zero gradient (as after a ReLU) are in every case. Without a
+ * bias (dbias NULL) the other gradients are the same bits. */
 static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn_rng *rng)
 {
     cn_conv_shape s = cn_conv_shape_of(C, H, W, OC, K, 1, 0);
@@ -425,16 +490,21 @@ static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn
     float *dw = random_values(rng, nw, 1.0f), *db = random_values(rng, (size_t)OC, 1.0f);
     float *want_dw = zeros(nw), *want_db = zeros((size_t)OC), *dx = zeros(nx);
     float *want_dx = zeros(nx), *dw_first = zeros(nw), *db_first = zeros((size_t)OC);
+    float *dw_no_bias = zeros(nw), *dx_no_bias = zeros(nx);
     int32_t *where = (int32_t *)zeros(nq);
     for (size_t i = 0; i < nq; i += 3) dpool[i] = 0.0f;
     memcpy(want_dw, dw, nw * sizeof *dw), memcpy(want_db, db, (size_t)OC * sizeof *db);
     memcpy(dw_first, dw, nw * sizeof *dw), memcpy(db_first, db, (size_t)OC * sizeof *db);
+    memcpy(dw_no_bias, dw, nw * sizeof *dw);
     cn_conv2d_forward(y, x, w, b, B, &s, col);
     cn_maxpool2d_forward(pooled, where, y, B, OC, OH, OW, S);
     cn_maxpool2d_backward(dy, dpool, where, B, OC, OH, OW, S);
     cn_conv2d_backward(want_dx, want_dw, want_db, dy, x, w, B, &s, col);
     cn_conv2d_pool_backward(dx, dw, db, dpool, where, x, w, B, &s, S, col);
     cn_conv2d_pool_backward(NULL, dw_first, db_first, dpool, where, x, w, B, &s, S, col);
+    cn_conv2d_pool_backward(dx_no_bias, dw_no_bias, NULL, dpool, where, x, w, B, &s, S, col);
+    expect_exact("conv from pool without a bias: weights", dw_no_bias, dw, nw);
+    expect_exact("conv from pool without a bias: input", dx_no_bias, dx, nx);
     double tol = 1e-5 * (Q + 1);
     double worst = tu_max_violation(dw, want_dw, nw, tol, 1e-5);
     double worst_b = tu_max_violation(db, want_db, (size_t)OC, tol, 1e-5);
@@ -788,9 +858,17 @@ int main(void)
         T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
         T(test_pool_ties_match_scan_order), T(test_conv_from_pool_matches_dense),
         T(test_conv_bf16_matches_fp32_on_rounded_values),
+        T(test_conv_bf16_stride_padding_matches_fp32),
         T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),
         T(test_linear_pytorch),     T(test_linear_fd),       T(test_log_softmax_pytorch),
         T(test_log_softmax_fd),     T(test_nll_pytorch),     T(test_nll_fd),
     };
-    return cmocka_run_group_tests(tests, load_fixture, free_fixture);
+    const struct CMUnitTest stride_padding[] = {
+        T(test_k3p1_small_pytorch),  T(test_k3p1_pytorch),        T(test_k3s2p1_pytorch),
+        T(test_k5s2p2_pytorch),      T(test_k1s2_pytorch),        T(test_k1_pytorch),
+        T(test_nobias_k3p1_pytorch), T(test_nobias_k3_pytorch),   T(test_k3p1_small_fd),
+        T(test_k3s2p1_fd),           T(test_k5s2p2_fd),           T(test_nobias_k3p1_fd),
+    };
+    int failed = cmocka_run_group_tests(tests, load_fixture, free_fixture);
+    return failed + cmocka_run_group_tests(stride_padding, load_conv_fixture, free_fixture);
 }

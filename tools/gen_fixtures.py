@@ -5,6 +5,9 @@ Outputs (in tests/fixtures/ unless --out is given):
   layers_pool_dropout.safetensors
                               avgpool2d (overlapping windows too), global average pooling and
                               dropout in evaluation mode, forward and backward
+  conv_stride_padding.safetensors
+                              convolutions with stride, zero padding or no bias (forward and
+                              backward)
   model_steps.safetensors     the seed's model: initial state, 3 data-parallel SGD steps, final
                               state
   pytorch_model.safetensors   a model-only state_dict trained 1 epoch in PyTorch, with its test
@@ -107,17 +110,27 @@ def leaf(t):
     return t.detach().clone().requires_grad_(True)
 
 
-def case_conv(prefix, B, C, H, OC, K, seed):
+def case_conv(prefix, B, C, H, OC, K, seed, W=None, stride=1, pad=0, bias=True):
     torch.manual_seed(seed)
-    conv = nn.Conv2d(C, OC, K)
-    x = leaf(torch.randn(B, C, H, H))
+    conv = nn.Conv2d(C, OC, K, stride=stride, padding=pad, bias=bias)
+    x = leaf(torch.randn(B, C, H, W or H))
     y = conv(x)
     dy = torch.randn_like(y)
     y.backward(dy)
-    out = [('x', x), ('weight', conv.weight), ('bias', conv.bias), ('y', y), ('dy', dy),
-           ('dx', x.grad), ('dweight', conv.weight.grad), ('dbias', conv.bias.grad)]
-    meta = {'B': B, 'C': C, 'H': H, 'W': H, 'OC': OC, 'K': K}
+    out = [('x', x), ('weight', conv.weight), ('y', y), ('dy', dy), ('dx', x.grad),
+           ('dweight', conv.weight.grad)]
+    if bias:
+        out[2:2] = [('bias', conv.bias)]
+        out.append(('dbias', conv.bias.grad))
+    meta = {'B': B, 'C': C, 'H': H, 'W': W or H, 'OC': OC, 'K': K}
     return named(prefix, out), prefixed(prefix, meta)
+
+
+def case_conv_sp(prefix, B, C, H, W, OC, K, stride, pad, bias, seed):
+    """A convolution with stride, padding and bias (1) or none (0) in its metadata."""
+    t, m = case_conv(prefix, B, C, H, OC, K, seed, W=W, stride=stride, pad=pad, bias=bias)
+    m.update(prefixed(prefix, {'stride': stride, 'pad': pad, 'bias': int(bias)}))
+    return t, m
 
 
 def tie_windows(x, S):
@@ -343,6 +356,21 @@ def gen_layers_pool_dropout(path):
     write_cases(path, cases)
 
 
+# ---------------------------------------------------------------- conv_stride_padding.safetensors
+
+def gen_conv_stride_padding(path):
+    cases = [('k3p1_small', 2, 3, 9, 9, 8, 3, 1, 1, True),
+             ('k3p1', 2, 16, 8, 8, 32, 3, 1, 1, True),
+             ('k3s2p1', 2, 4, 9, 11, 6, 3, 2, 1, True),
+             ('k5s2p2', 2, 3, 11, 13, 5, 5, 2, 2, True),
+             ('k1s2', 2, 6, 7, 8, 4, 1, 2, 0, True),
+             ('k1', 2, 5, 6, 7, 3, 1, 1, 0, True),
+             ('nobias_k3p1', 2, 5, 6, 6, 7, 3, 1, 1, False),
+             ('nobias_k3', 2, 2, 6, 7, 3, 3, 1, 0, False)]
+    write_cases(path, [lambda case=case, seed=seed: case_conv_sp(*case, seed)
+                       for seed, case in enumerate(cases, start=20)])
+
+
 # ---------------------------------------------------------------- the seed's model
 
 class FashionMNIST(nn.Module):
@@ -499,7 +527,8 @@ def gen_pytorch_model(path, train, test):
           f'smallest top-2 gap {gap:.3g})')
 
 
-OUTPUTS = ['layers', 'layers_pool_dropout', 'model_steps', 'pytorch_model']
+OUTPUTS = ['layers', 'layers_pool_dropout', 'conv_stride_padding', 'model_steps',
+           'pytorch_model']
 
 
 def main():
@@ -514,6 +543,7 @@ def main():
     train, test = load_split('train', a.data_dir), load_split('t10k', a.data_dir)
     writers = {'layers': lambda path: gen_layers(path),
                'layers_pool_dropout': lambda path: gen_layers_pool_dropout(path),
+               'conv_stride_padding': lambda path: gen_conv_stride_padding(path),
                'model_steps': lambda path: gen_model_steps(path, train),
                'pytorch_model': lambda path: gen_pytorch_model(path, train, test)}
     for name in OUTPUTS:

@@ -1,12 +1,14 @@
-/* conv.c — 2D convolution (valid padding, stride 1, with bias) on top of cn_sgemm, one sample
- * at a time so the patch buffer stays in cache. Forward multiplies the weights by the
+/* conv.c — 2D convolution (any stride >= 1, zero padding >= 0, bias or none) on top of cn_sgemm,
+ * one sample at a time so the patch buffer stays in cache. Forward multiplies the weights by the
  * channel-major patch matrix (im2col); the weight gradient uses the position-major one (im2row)
  * when there are few output positions, so that it too is a plain product rather than many short
- * dot products; the input gradient goes back through col2im. A convolution that feeds a
- * max-pool takes its backward pass from the pool's picks instead (cn_conv2d_pool_backward, at
- * the end). The patch copies are vector kernels chosen with the GEMM's (gemm.h). The _bf16
- * variants (--precision bf16) do the same products on bf16 operands packed in pairs
- * (cn_gemm_bf16). No padding, stride or dilation: the models here do not use them. */
+ * dot products; the input gradient goes back through col2im. With stride 1 the vector kernels
+ * of gemm.h do the patch copies: a padded convolution is the valid one of the sample copied into
+ * a zero-padded plane in the scratch, its input gradient that plane's, cropped. Other strides
+ * take plain loops here (not vectorised). A convolution that feeds a max-pool takes its backward
+ * pass from the pool's picks instead (cn_conv2d_pool_backward, at the end; stride 1 and no
+ * padding only). The _bf16 variants (--precision bf16) do the same products on bf16 operands
+ * packed in pairs (cn_gemm_bf16). No dilation or groups. */
 #include <assert.h>
 #include <string.h>
 
@@ -17,12 +19,11 @@
 /* Below this many output positions the weight gradient is computed from im2row. */
 #define CN_CONV_ROW_GRADIENT_POSITIONS 256
 
-/* The shape's numbers as the locals the kernels below were written with (valid padding and
- * stride 1 only, so far). */
+/* The shape's numbers as locals. */
 #define UNPACK(s)                                                                            \
     int C = (s)->C, H = (s)->H, W = (s)->W, OC = (s)->OC, K = (s)->K;                        \
     (void)C, (void)H, (void)W, (void)OC, (void)K;                                            \
-    assert((s)->stride == 1 && (s)->pad == 0)
+    assert((s)->stride >= 1 && (s)->pad >= 0)
 
 /* x[0] + ... + x[n-1] in sixteen interleaved partial sums folded in a fixed tree: the order
  * depends only on n, and the lanes vectorise. */
@@ -38,33 +39,171 @@ static float sum_floats(const float *x, int n)
     return lane[0];
 }
 
-size_t cn_conv2d_col_floats(const cn_conv_shape *s)
+/* dbias [OC] += the sums of the output gradient d [OC, P] of one sample (none without a bias). */
+static void bias_gradient(float *dbias, const float *d, int OC, int P)
+{
+    if (!dbias) return;
+    for (int oc = 0; oc < OC; oc++) dbias[oc] += sum_floats(d + (size_t)oc * P, P);
+}
+
+static size_t whole_lines(size_t floats)
+{
+    return (floats + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
+}
+
+/* ---- the patches of one sample, for any stride and padding ----
+ * With stride 1 the vector kernels read the "valid input": the sample itself without padding,
+ * else the sample copied into a zero-padded plane [C, H + 2 pad, W + 2 pad] (padded_floats). */
+
+static int padded_h(const cn_conv_shape *s) { return s->H + 2 * s->pad; }
+static int padded_w(const cn_conv_shape *s) { return s->W + 2 * s->pad; }
+
+/* The floats of the zero-padded plane: none without padding or with a stride over 1. */
+static size_t padded_floats(const cn_conv_shape *s)
+{
+    return s->stride == 1 && s->pad > 0 ? (size_t)s->C * padded_h(s) * padded_w(s) : 0;
+}
+
+/* The valid input of sample x: x, or x copied into plane with its border of zeros. */
+static const float *valid_input(float *plane, const float *x, const cn_conv_shape *s)
+{
+    if (s->stride > 1 || s->pad == 0) return x;
+    int p = s->pad, Hp = padded_h(s), Wp = padded_w(s);
+    memset(plane, 0, padded_floats(s) * sizeof *plane);
+    for (int c = 0; c < s->C; c++)
+        for (int y = 0; y < s->H; y++)
+            memcpy(plane + ((size_t)c * Hp + y + p) * Wp + p, x + ((size_t)c * s->H + y) * s->W,
+                   (size_t)s->W * sizeof *plane);
+    return plane;
+}
+
+/* The patch entry (c,ky,kx) of output position (oy,ox) of any stride and padding, stored at
+ * dst[k * ks + pos * ps] (k = (c*K + ky)*K + kx, pos = oy*OW + ox): im2col with ks = OH*OW,
+ * ps = 1, im2row with ks = 1, ps = its row stride. */
+static void strided_patches(float *dst, ptrdiff_t ks, ptrdiff_t ps, const float *x,
+                            const cn_conv_shape *s)
+{
+    UNPACK(s);
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++) {
+                float *d = dst + (((ptrdiff_t)c * K + ky) * K + kx) * ks;
+                const float *plane = x + (size_t)c * H * W;
+                for (int oy = 0; oy < s->OH; oy++) {
+                    int y = oy * s->stride + ky - s->pad;
+                    for (int ox = 0; ox < s->OW; ox++, d += ps) {
+                        int xx = ox * s->stride + kx - s->pad;
+                        *d = y >= 0 && y < H && xx >= 0 && xx < W ? plane[y * W + xx] : 0.0f;
+                    }
+                }
+            }
+}
+
+/* The adjoint of strided_patches in im2col layout: din [C,H,W] = zeros, then every entry of col
+ * [C*K*K, OH*OW] that lies inside the input added back, rows in order. */
+static void strided_col2im(float *din, const float *col, const cn_conv_shape *s)
+{
+    UNPACK(s);
+    memset(din, 0, (size_t)C * H * W * sizeof *din);
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++) {
+                const float *d = col + (((size_t)c * K + ky) * K + kx) * s->OH * s->OW;
+                float *plane = din + (size_t)c * H * W;
+                for (int oy = 0; oy < s->OH; oy++) {
+                    int y = oy * s->stride + ky - s->pad;
+                    for (int ox = 0; ox < s->OW; ox++, d++) {
+                        int xx = ox * s->stride + kx - s->pad;
+                        if (y >= 0 && y < H && xx >= 0 && xx < W) plane[y * W + xx] += *d;
+                    }
+                }
+            }
+}
+
+/* col [C*K*K, OH*OW] from the valid input v (valid_input). */
+static void patch_columns(float *col, const float *v, const cn_conv_shape *s)
+{
+    if (s->stride > 1)
+        strided_patches(col, (ptrdiff_t)s->OH * s->OW, 1, v, s);
+    else
+        cn_im2col(col, v, s->C, padded_h(s), padded_w(s), s->K);
+}
+
+/* rows [OH*OW, C*K*K] (row stride ld) from the valid input v; may write CN_IM2ROW_SLACK floats
+ * past the end. */
+static void patch_rows(float *rows, int ld, const float *v, const cn_conv_shape *s)
+{
+    if (s->stride > 1)
+        strided_patches(rows, 1, ld, v, s);
+    else
+        cn_im2row(rows, ld, v, s->C, padded_h(s), padded_w(s), s->K);
+}
+
+/* din [C,H,W] of one sample = the patch gradient col [C*K*K, OH*OW] summed back; plane: the
+ * padded plane's scratch. */
+static void patches_to_input(float *din, const float *col, const cn_conv_shape *s, float *plane)
+{
+    UNPACK(s);
+    if (s->stride > 1) {
+        strided_col2im(din, col, s);
+    } else if (s->pad == 0) {
+        cn_col2im(din, col, C, H, W, K);
+    } else {
+        int p = s->pad, Hp = padded_h(s), Wp = padded_w(s);
+        cn_col2im(plane, col, C, Hp, Wp, K);
+        for (int c = 0; c < C; c++)
+            for (int y = 0; y < H; y++)
+                memcpy(din + ((size_t)c * H + y) * W, plane + ((size_t)c * Hp + y + p) * Wp + p,
+                       (size_t)W * sizeof *din);
+    }
+}
+
+/* ---- fp32 ----
+ * col holds the patch matrix, then (padding, stride 1) the padded plane on a line of its own. */
+
+static size_t patch_floats(const cn_conv_shape *s)
 {
     return (size_t)s->C * s->K * s->K * s->OH * s->OW + CN_IM2ROW_SLACK;
+}
+
+size_t cn_conv2d_col_floats(const cn_conv_shape *s)
+{
+    size_t plane = padded_floats(s);
+    return plane ? whole_lines(patch_floats(s)) + plane : patch_floats(s);
+}
+
+/* The padded plane's place in col; NULL when there is none. */
+static float *padded_plane_of(float *col, const cn_conv_shape *s)
+{
+    return padded_floats(s) ? col + whole_lines(patch_floats(s)) : NULL;
 }
 
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
                        int B, const cn_conv_shape *s, float *col)
 {
     UNPACK(s);
-    int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
+    int P = s->OH * s->OW, CKK = C * K * K;
+    float *plane = padded_plane_of(col, s);
     for (int b = 0; b < B; b++) {
         float *o = out + (size_t)b * OC * P;
-        cn_im2col(col, in + (size_t)b * C * H * W, C, H, W, K);
-        cn_sgemm_rows_from(OC, P, CKK, weight, CKK, col, P, bias, o, P);
+        patch_columns(col, valid_input(plane, in + (size_t)b * C * H * W, s), s);
+        if (bias)
+            cn_sgemm_rows_from(OC, P, CKK, weight, CKK, col, P, bias, o, P);
+        else
+            cn_sgemm(0, 0, OC, P, CKK, weight, CKK, col, P, 0, o, P);
     }
 }
 
-/* dweight [OC, CKK] += dout_b [OC, P] * patches^T, for one sample. */
-static void weight_gradient(float *dweight, const float *dout_b, const float *in_b, int C, int H,
-                            int W, int OC, int K, float *col)
+/* dweight [OC, CKK] += dout_b [OC, P] * patches^T, for one sample of valid input v. */
+static void weight_gradient(float *dweight, const float *dout_b, const float *v,
+                            const cn_conv_shape *s, float *col)
 {
-    int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
+    int P = s->OH * s->OW, CKK = s->C * s->K * s->K, OC = s->OC;
     if (P < CN_CONV_ROW_GRADIENT_POSITIONS) {
-        cn_im2row(col, CKK, in_b, C, H, W, K);
+        patch_rows(col, CKK, v, s);
         cn_sgemm(0, 0, OC, CKK, P, dout_b, P, col, CKK, 1, dweight, CKK);
     } else {
-        cn_im2col(col, in_b, C, H, W, K);
+        patch_columns(col, v, s);
         cn_sgemm(0, 1, OC, CKK, P, dout_b, P, col, P, 1, dweight, CKK);
     }
 }
@@ -74,53 +213,71 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
                         float *col)
 {
     UNPACK(s);
-    int P = (H - K + 1) * (W - K + 1), CKK = C * K * K;
+    int P = s->OH * s->OW, CKK = C * K * K;
+    float *plane = padded_plane_of(col, s);
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P;
-        for (int oc = 0; oc < OC; oc++) dbias[oc] += sum_floats(d + (size_t)oc * P, P);
-        weight_gradient(dweight, d, in + (size_t)b * C * H * W, C, H, W, OC, K, col);
+        bias_gradient(dbias, d, OC, P);
+        weight_gradient(dweight, d, valid_input(plane, in + (size_t)b * C * H * W, s), s, col);
         if (din) {
             cn_sgemm(1, 0, CKK, P, OC, weight, CKK, d, P, 0, col, P);
-            cn_col2im(din + (size_t)b * C * H * W, col, C, H, W, K);
+            patches_to_input(din + (size_t)b * C * H * W, col, s, plane);
         }
     }
 }
 
 /* ---- bf16: the same products on operands packed in pairs (gemm.h) ----
- * Forward: out = Wp [OC, Kp] * colp [Kp, P], with pairs of channels (c even, c+1) at each
- * (ky,kx) -- the input's channel pairs go through im2col as 32-bit words -- or, where that
- * makes fewer pairs (one channel, say), pairs of kernel columns (kx even, kx+1) of each
- * (c,ky), an odd K's last column with a zero weight -- from the input paired with its
- * right-hand neighbours. Weight gradient: dweight += dYp [OC, P/2] * rowsp [P/2, CKK], pairs
- * of positions, which for an even output width are horizontal neighbours: im2row in pairs from
- * that same paired input (other widths: im2row, then pairs of its rows). Input gradient: col =
- * W^T [CKK, OC/2] * dYq [OC/2, P], pairs of output channels, W^T read from W's row pairs. */
+ * With stride 1, on the valid input [C, Hv, Wv] (the padded plane, with padding): forward: out =
+ * Wp [OC, Kp] * colp [Kp, P], with pairs of channels (c even, c+1) at each (ky,kx) -- the
+ * input's channel pairs go through im2col as 32-bit words -- or, where that makes fewer pairs
+ * (one channel, say), pairs of kernel columns (kx even, kx+1) of each (c,ky), an odd K's last
+ * column with a zero weight -- from the input paired with its right-hand neighbours. With a
+ * larger stride, pairs of consecutive rows (c,ky,kx) of the fp32 im2col matrix. Weight gradient:
+ * dweight += dYp [OC, P/2] * rowsp [P/2, CKK], pairs of positions, which for stride 1 and an
+ * even output width are horizontal neighbours: im2row in pairs from that same paired input
+ * (otherwise: im2row, then pairs of its rows). Input gradient: col = W^T [CKK, OC/2] * dYq
+ * [OC/2, P], pairs of output channels, W^T read from W's row pairs.
+ * packed: the fp32 words (the padded plane, or the strided im2col matrix), rounded to whole
+ * lines, then the pairs as laid out in each function. */
 
 static int halves(int n) { return (n + 1) / 2; }
 
-/* 1: the forward product pairs kernel columns, 0: channels. */
+/* 1: the forward product pairs kernel columns, 0: channels (stride 1 only). */
 static int pairs_columns(int C, int K) { return C * K * halves(K) < halves(C) * K * K; }
 
-static int forward_pairs(int C, int K)
+static int forward_pairs(const cn_conv_shape *s)
 {
+    int C = s->C, K = s->K;
+    if (s->stride > 1) return halves(C * K * K);
     return pairs_columns(C, K) ? C * K * halves(K) : halves(C) * K * K;
+}
+
+/* The fp32 words at the front of packed. */
+static size_t fp32_words(const cn_conv_shape *s)
+{
+    return whole_lines(s->stride > 1 ? patch_floats(s) : padded_floats(s));
 }
 
 size_t cn_conv2d_packed_words(const cn_conv_shape *s)
 {
     UNPACK(s);
-    size_t P = (size_t)(H - K + 1) * (W - K + 1), CKK = (size_t)C * K * K, HW = (size_t)H * W;
-    size_t Pp = (size_t)halves((int)P), OCp = (size_t)halves(OC), Kp = (size_t)forward_pairs(C, K);
+    size_t P = (size_t)s->OH * s->OW, CKK = (size_t)C * K * K;
+    size_t HW = (size_t)padded_h(s) * padded_w(s);
+    size_t Pp = (size_t)halves((int)P), OCp = (size_t)halves(OC), Kp = (size_t)forward_pairs(s);
     size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK;
     size_t backward = CKK * OCp + (size_t)C * HW + Pp * CKK + CN_IM2ROW_SLACK + (size_t)OC * Pp +
                       OCp * P;
-    return forward > backward ? forward : backward;
+    return fp32_words(s) + (forward > backward ? forward : backward);
 }
 
 /* wp [OC, Kp]: the weights in the forward product's pairs. */
-static void pack_forward_weights(cn_bf16_pair *wp, const float *weight, int C, int OC, int K)
+static void pack_forward_weights(cn_bf16_pair *wp, const float *weight, const cn_conv_shape *s)
 {
-    int KK = K * K, Kp = forward_pairs(C, K);
+    int C = s->C, K = s->K, OC = s->OC, KK = K * K, Kp = forward_pairs(s);
+    if (s->stride > 1) { /* [OC, CKK/2]: (k, k+1) of consecutive rows (c,ky,kx) */
+        cn_bf16_pack_rows(wp, weight, OC, C * KK, C * KK);
+        return;
+    }
     for (int oc = 0; oc < OC; oc++) {
         const float *w = weight + (size_t)oc * C * KK;
         if (!pairs_columns(C, K)) { /* [C/2, K*K]: (c, c+1) at each (ky,kx) */
@@ -133,38 +290,58 @@ static void pack_forward_weights(cn_bf16_pair *wp, const float *weight, int C, i
     }
 }
 
+/* colp [Kp, P]: the forward product's patches of one sample x; plane: the paired plane's
+ * scratch; fp32: the front words of packed. */
+static void forward_patch_pairs(cn_bf16_pair *colp, cn_bf16_pair *plane, float *fp32,
+                                const float *x, const cn_conv_shape *s)
+{
+    int C = s->C, K = s->K, Hv = padded_h(s), Wv = padded_w(s), P = s->OH * s->OW;
+    if (s->stride > 1) {
+        strided_patches(fp32, P, 1, x, s);
+        cn_bf16_pack_row_pairs(colp, fp32, C * K * K, P, P);
+        return;
+    }
+    const float *v = valid_input(fp32, x, s);
+    if (pairs_columns(C, K)) {
+        cn_bf16_pair_columns(plane, v, C, Hv, Wv);
+        cn_bf16_im2col_pairs(colp, plane, C, Hv, Wv, K);
+    } else {
+        cn_bf16_pack_row_pairs(plane, v, C, Hv * Wv, Hv * Wv);
+        cn_im2col((float *)colp, (const float *)plane, halves(C), Hv, Wv, K); /* copies */
+    }
+}
+
 void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
                             int B, const cn_conv_shape *s, cn_bf16_pair *packed)
 {
     UNPACK(s);
-    int P = (H - K + 1) * (W - K + 1), Kp = forward_pairs(C, K);
-    cn_bf16_pair *wp = packed, *plane = wp + (size_t)OC * Kp;
-    cn_bf16_pair *colp = plane + (size_t)C * H * W;
-    pack_forward_weights(wp, weight, C, OC, K);
+    int P = s->OH * s->OW, Kp = forward_pairs(s);
+    float *fp32 = (float *)packed;
+    cn_bf16_pair *wp = packed + fp32_words(s), *plane = wp + (size_t)OC * Kp;
+    cn_bf16_pair *colp = plane + (size_t)C * padded_h(s) * padded_w(s);
+    pack_forward_weights(wp, weight, s);
     for (int b = 0; b < B; b++) {
-        const float *x = in + (size_t)b * C * H * W;
         float *o = out + (size_t)b * OC * P;
-        if (pairs_columns(C, K)) {
-            cn_bf16_pair_columns(plane, x, C, H, W);
-            cn_bf16_im2col_pairs(colp, plane, C, H, W, K);
-        } else {
-            cn_bf16_pack_row_pairs(plane, x, C, H * W, H * W);
-            cn_im2col((float *)colp, (const float *)plane, halves(C), H, W, K); /* copies */
-        }
-        cn_gemm_bf16_rows_from(OC, P, Kp, wp, Kp, 1, colp, P, bias, o, P);
+        forward_patch_pairs(colp, plane, fp32, in + (size_t)b * C * H * W, s);
+        if (bias)
+            cn_gemm_bf16_rows_from(OC, P, Kp, wp, Kp, 1, colp, P, bias, o, P);
+        else
+            cn_gemm_bf16(OC, P, Kp, wp, Kp, 1, colp, P, 0, o, P);
     }
 }
 
-/* rowsp [P/2, CKK]: the patches of positions 2q and 2q+1 in pairs, for one sample. */
-static void position_pairs(cn_bf16_pair *rowsp, cn_bf16_pair *plane, const float *in, int C,
-                           int H, int W, int K, float *col)
+/* rowsp [P/2, CKK]: the patches of positions 2q and 2q+1 in pairs, for one sample of valid
+ * input v. */
+static void position_pairs(cn_bf16_pair *rowsp, cn_bf16_pair *plane, const float *v,
+                           const cn_conv_shape *s, float *col)
 {
-    int OW = W - K + 1, P = (H - K + 1) * OW, CKK = C * K * K;
-    if (OW % 2 == 0) {
-        cn_bf16_pair_columns(plane, in, C, H, W);
-        cn_bf16_im2row_pairs(rowsp, plane, C, H, W, K);
+    int C = s->C, K = s->K, Hv = padded_h(s), Wv = padded_w(s);
+    int P = s->OH * s->OW, CKK = C * K * K;
+    if (s->stride == 1 && s->OW % 2 == 0) {
+        cn_bf16_pair_columns(plane, v, C, Hv, Wv);
+        cn_bf16_im2row_pairs(rowsp, plane, C, Hv, Wv, K);
     } else {
-        cn_im2row(col, CKK, in, C, H, W, K);
+        patch_rows(col, CKK, v, s);
         cn_bf16_pack_row_pairs(rowsp, col, P, CKK, CKK);
     }
 }
@@ -174,21 +351,22 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed)
 {
     UNPACK(s);
-    int P = (H - K + 1) * (W - K + 1), CKK = C * K * K, Pp = halves(P), OCp = halves(OC);
-    cn_bf16_pair *wtp = packed, *plane = wtp + (size_t)CKK * OCp;
-    cn_bf16_pair *rowsp = plane + (size_t)C * H * W;
+    int P = s->OH * s->OW, CKK = C * K * K, Pp = halves(P), OCp = halves(OC);
+    float *fp32 = (float *)packed;
+    cn_bf16_pair *wtp = packed + fp32_words(s), *plane = wtp + (size_t)CKK * OCp;
+    cn_bf16_pair *rowsp = plane + (size_t)C * padded_h(s) * padded_w(s);
     cn_bf16_pair *dyp = rowsp + (size_t)Pp * CKK + CN_IM2ROW_SLACK, *dyq = dyp + (size_t)OC * Pp;
     if (din) cn_bf16_pack_row_pairs(wtp, weight, OC, CKK, CKK); /* read as W^T */
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P;
-        for (int oc = 0; oc < OC; oc++) dbias[oc] += sum_floats(d + (size_t)oc * P, P);
-        position_pairs(rowsp, plane, in + (size_t)b * C * H * W, C, H, W, K, col);
+        bias_gradient(dbias, d, OC, P);
+        position_pairs(rowsp, plane, valid_input(fp32, in + (size_t)b * C * H * W, s), s, col);
         cn_bf16_pack_rows(dyp, d, OC, P, P);
         cn_gemm_bf16(OC, CKK, Pp, dyp, Pp, 1, rowsp, CKK, 1, dweight, CKK);
         if (din) {
             cn_bf16_pack_row_pairs(dyq, d, OC, P, P);
             cn_gemm_bf16(CKK, P, OCp, wtp, 1, CKK, dyq, P, 0, col, P);
-            cn_col2im(din + (size_t)b * C * H * W, col, C, H, W, K);
+            patches_to_input(din + (size_t)b * C * H * W, col, s, fp32);
         }
     }
 }
@@ -200,10 +378,6 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
  * from the input. With din, col holds, each part on a cache line of its own: the patch matrix
  * (im2row), its rows padded to whole lines, which then becomes the input gradient's patch rows
  * for row2im; the weights in rows padded alike; the picks sorted by position. */
-static size_t whole_lines(size_t floats)
-{
-    return (floats + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
-}
 
 /* The row stride of the padded rows: whole lines, an odd number of them, so that a column of
  * rows (row2im reads them so) spreads over the cache's sets instead of a few of them. */
@@ -219,8 +393,10 @@ int cn_conv2d_pool_fusable(const cn_conv_shape *s, int S)
     return s->stride == 1 && s->pad == 0 && S >= 1 && s->OH >= S && s->OW >= S;
 }
 
+/* For a convolution that is not fusable: cn_conv2d_col_floats, what its dense backward needs. */
 size_t cn_conv2d_pool_col_floats(const cn_conv_shape *s, int S)
 {
+    if (!cn_conv2d_pool_fusable(s, S)) return cn_conv2d_col_floats(s);
     UNPACK(s);
     int OH = H - K + 1, OW = W - K + 1, Q = (OH / S) * (OW / S);
     size_t ld = (size_t)row_stride(C * K * K);
@@ -233,6 +409,7 @@ void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const flo
                              const cn_conv_shape *s, int S, float *col)
 {
     UNPACK(s);
+    assert(cn_conv2d_pool_fusable(s, S));
     int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K, Q = (OH / S) * (OW / S);
     int ld = row_stride(CKK);
     float *rows = col, *padded = rows + whole_lines((size_t)OH * OW * ld + CN_IM2ROW_SLACK);
@@ -243,7 +420,7 @@ void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const flo
     for (int b = 0; b < B; b++) {
         const float *d = dpool + (size_t)b * OC * Q, *x = in + (size_t)b * C * H * W;
         const int32_t *at = argmax + (size_t)b * OC * Q;
-        for (int oc = 0; oc < OC; oc++) dbias[oc] += sum_floats(d + (size_t)oc * Q, Q);
+        bias_gradient(dbias, d, OC, Q);
         if (!din) {
             cn_conv_picked_weight_gradient(OC, Q, d, at, x, C, H, W, K, dweight);
             continue;

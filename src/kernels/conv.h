@@ -1,8 +1,10 @@
 /* conv.h — the kernels of a 2D convolution over a batch, on top of cn_sgemm and the patch copies
  * of gemm.h: forward, backward, the same two with bf16 products, and the backward pass of a
  * convolution whose output only feeds a max-pool. The shape of one convolution travels in a
- * cn_conv_shape. Backward adds (+=) into dweight and dbias and writes (=) din. Nothing here
- * allocates; the caller gives the scratch each function asks for. */
+ * cn_conv_shape: any stride >= 1 and zero padding >= 0 (as PyTorch's nn.Conv2d), except for the
+ * max-pool's backward pass (stride 1, no padding: cn_conv2d_pool_fusable). Backward adds (+=)
+ * into dweight and dbias and writes (=) din. Nothing here allocates; the caller gives the
+ * scratch each function asks for. No dilation or groups. */
 #ifndef CN_CONV_H
 #define CN_CONV_H
 
@@ -28,7 +30,8 @@ static inline cn_conv_shape cn_conv_shape_of(int C, int H, int W, int OC, int K,
     return s;
 }
 
-/* The scratch of cn_conv2d_forward and cn_conv2d_backward, in floats. */
+/* The scratch of cn_conv2d_forward and cn_conv2d_backward, in floats (with padding, the padded
+ * plane of one sample included). */
 size_t cn_conv2d_col_floats(const cn_conv_shape *s);
 /* in [B,C,H,W] -> out [B,OC,OH,OW] (+ bias [OC], or none when bias is NULL). */
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
@@ -51,12 +54,13 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed);
 
 /* 1 when cn_conv2d_pool_backward can take this convolution's gradients from a max-pool with
- * window = stride = S after it. */
+ * window = stride = S after it: stride 1 and no padding only. */
 int cn_conv2d_pool_fusable(const cn_conv_shape *s, int S);
 /* For such a convolution: dweight +=, dbias += (skipped if NULL), din = (skipped if NULL) from
  * the pool's output gradient dpool and its argmax, both [B,OC,OH/S,OW/S]; what the max-pool's
  * backward then cn_conv2d_backward give, summed in another order. col: scratch of
- * cn_conv2d_pool_col_floats(s, S) floats. */
+ * cn_conv2d_pool_col_floats(s, S) floats (for a convolution that is not fusable, that is
+ * cn_conv2d_col_floats(s)). */
 size_t cn_conv2d_pool_col_floats(const cn_conv_shape *s, int S);
 void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const float *dpool,
                              const int32_t *argmax, const float *in, const float *weight, int B,
