@@ -1,0 +1,188 @@
+/* test_model_gradients.c — whole models built from model files, run by the executor over one
+ * batch: the gradient of the mean NLL loss that cn_backward gives for every parameter equals
+ * central finite differences of the loss from cn_forward, for models with every layer type on
+ * inputs of several shapes and channel counts (padding, stride, overlapping pools, the fused
+ * conv -> max-pool backward, dropout with its mask fixed by the step's key, both BatchNorms in
+ * training mode, linear layers with and without bias). Points where the loss is not smooth (a
+ * relu or a max-pool changes its choice within the step, or sits right at a kink) are found by
+ * comparing differences of two step sizes, and skipped; most points must be checked. It does not compare with
+ * PyTorch (test_layers*.c and test_model_steps.c do). */
+#include "testutil.h"
+
+#include "model/executor.h"
+#include "model/model.h"
+
+#define BATCH 6
+#define FD_EPS 1e-3f
+#define FD_ATOL 1e-4
+#define FD_RTOL 5e-3
+#define SMOOTH_RTOL 2e-3 /* two step sizes further apart than this: a kink */
+#define MIN_CHECKED 0.8
+
+typedef struct {
+    cn_model *m;
+    cn_plan plan;
+    cn_workspace w;
+} net;
+
+static net make_net(const char *text, uint64_t seed)
+{
+    net n = {0};
+    cn_error err = {{0}};
+    n.m = cn_model_from_text(text, strlen(text), "test.model", &err);
+    if (!n.m) fail_msg("%s", err.msg);
+    cn_model_init(n.m, seed);
+    assert_int_equal(cn_plan_init(&n.plan, n.m, BATCH, CN_PRECISION_FP32), 0);
+    assert_int_equal(cn_workspace_init(&n.w, &n.plan), 0);
+    cn_rng rng;
+    cn_rng_seed(&rng, seed + 1);
+    size_t in = (size_t)BATCH * cn_model_input_size(n.m);
+    for (size_t i = 0; i < in; i++) n.w.input[i] = 2.0f * cn_rng_uniform(&rng) - 1.0f;
+    for (int b = 0; b < BATCH; b++)
+        n.w.labels[b] = (uint8_t)cn_rng_below(&rng, (uint32_t)cn_model_num_outputs(n.m));
+    n.w.key = (cn_step_key){seed, 3, 7, 1};
+    /* biases and BatchNorm's weights away from their initial 0 and 1 */
+    for (size_t i = 0; i < n.m->num_params; i++)
+        n.m->params[i] += 0.1f * (2.0f * cn_rng_uniform(&rng) - 1.0f);
+    return n;
+}
+
+static void free_net(net *n)
+{
+    cn_workspace_free(&n->w);
+    cn_plan_free(&n->plan);
+    cn_model_free(n->m);
+}
+
+/* The mean NLL of the batch, in double, from a training forward pass. */
+static double loss_of(net *n)
+{
+    cn_forward(&n->plan, &n->w, BATCH, 1);
+    const float *logp = n->w.out[n->m->num_layers - 1];
+    int classes = cn_model_num_outputs(n->m);
+    double sum = 0;
+    for (int b = 0; b < BATCH; b++) sum -= logp[(size_t)b * classes + n->w.labels[b]];
+    return sum / BATCH;
+}
+
+/* The central difference of the loss in *p with step FD_EPS into *fd; -1 where the loss is
+ * not smooth there: the central differences of steps FD_EPS and FD_EPS / 2 disagree (a relu or
+ * a max-pool changes its choice within the steps), or the gap between the one-sided
+ * differences does not shrink with the step (a kink right at *p: a relu of an exact 0, as
+ * after a convolution without bias over zeros). */
+static int central_difference(net *n, float *p, double *fd)
+{
+    float v = *p;
+    double at[5];
+    const float steps[5] = {0, FD_EPS, -FD_EPS, FD_EPS / 2, -FD_EPS / 2};
+    for (int k = 0; k < 5; k++) {
+        *p = v + steps[k];
+        at[k] = loss_of(n);
+    }
+    *p = v;
+    *fd = (at[1] - at[2]) / (2.0 * FD_EPS);
+    double half = (at[3] - at[4]) / (double)FD_EPS;
+    double gap = (at[1] - 2 * at[0] + at[2]) / FD_EPS;           /* right - left, step h */
+    double gap_half = (at[3] - 2 * at[0] + at[4]) / (FD_EPS / 2); /* the same, step h/2 */
+    int kink_inside = fabs(*fd - half) > SMOOTH_RTOL * fabs(*fd) + FD_ATOL;
+    int kink_here = fabs(gap) > FD_ATOL && fabs(gap_half) > 0.75 * fabs(gap);
+    return kink_inside || kink_here ? -1 : 0;
+}
+
+static void check_gradients(const char *text, uint64_t seed)
+{
+    net n = make_net(text, seed);
+    loss_of(&n);
+    cn_backward(&n.plan, &n.w);
+    size_t P = n.m->num_params, checked = 0;
+    float *grad = malloc(P * sizeof *grad);
+    assert_non_null(grad);
+    memcpy(grad, n.w.dparams, P * sizeof *grad);
+    double worst = 0;
+    size_t worst_at = 0;
+    for (size_t i = 0; i < P; i++) {
+        double fd;
+        if (central_difference(&n, &n.m->params[i], &fd)) continue;
+        double v_rel = fabs(fd - grad[i]) / (FD_ATOL + FD_RTOL * fabs(fd));
+        if (v_rel > worst) worst = v_rel, worst_at = i;
+        checked++;
+    }
+    if (!(worst <= 1))
+        fail_msg("parameter %zu: gradient %.6g, finite difference disagrees (violation %.3g)",
+                 worst_at, grad[worst_at], worst);
+    if ((double)checked < MIN_CHECKED * (double)P)
+        fail_msg("only %zu of %zu parameters were smooth enough to check", checked, P);
+    free(grad);
+    free_net(&n);
+}
+
+/* Every layer type, three channels, an odd non-square input. */
+static const char every_layer[] =
+    "input channels=3 height=13 width=11 mean=0.1307 std=0.3081\n"
+    "conv2d out=4 kernel=3 padding=1 stride=2 bias=0\n" /* 4x7x6 */
+    "batchnorm2d momentum=0.2 eps=0.001\n"
+    "relu\n"
+    "avgpool2d kernel=2 stride=1\n"               /* 4x6x5 */
+    "conv2d out=5 kernel=3\n"                     /* 5x4x3 */
+    "maxpool2d kernel=2\n"                        /* 5x2x1, backward fused into the conv */
+    "relu\n"
+    "dropout p=0.3\n"
+    "global_avgpool\n"                            /* 5 */
+    "linear out=6 bias=0\n"
+    "batchnorm1d\n"
+    "relu\n"
+    "dropout p=0.2\n"
+    "linear out=4\n"
+    "log_softmax\n";
+
+/* The seed's shape of network on a small grey input, flatten before the head. */
+static const char seed_like[] =
+    "input channels=1 height=12 width=12 mean=0.1307 std=0.3081\n"
+    "conv2d out=3 kernel=5\n"
+    "maxpool2d kernel=2\n"
+    "relu\n"
+    "batchnorm2d\n"
+    "flatten\n"
+    "linear out=7\n"
+    "relu\n"
+    "linear out=3\n"
+    "log_softmax\n";
+
+/* Padding wider than half the kernel, a 1x1 convolution, two channels. */
+static const char wide_padding[] =
+    "input channels=2 height=5 width=7 mean=0.1307 std=0.3081\n"
+    "conv2d out=3 kernel=3 padding=2\n"            /* 3x7x9 */
+    "relu\n"
+    "conv2d out=2 kernel=1\n"
+    "avgpool2d kernel=3 stride=2\n"               /* 2x3x4 */
+    "flatten\n"
+    "linear out=3\n"
+    "log_softmax\n";
+
+static void test_every_layer(void **state)
+{
+    (void)state;
+    check_gradients(every_layer, 11);
+}
+
+static void test_seed_like(void **state)
+{
+    (void)state;
+    check_gradients(seed_like, 12);
+}
+
+static void test_wide_padding(void **state)
+{
+    (void)state;
+    check_gradients(wide_padding, 13);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_layer),
+        cmocka_unit_test(test_seed_like),
+        cmocka_unit_test(test_wide_padding),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
