@@ -20,7 +20,9 @@ import argparse
 import collections
 import gzip
 import json
+import math
 import os
+import re
 import struct
 import sys
 
@@ -34,12 +36,12 @@ SEED_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'mod
                           'fashion_mnist.model')
 NEAR_TIE = 1e-4  # a top-2 log-probability gap below this may flip between implementations
 
-# kind: (allowed keys, required keys, key types); types: i whole, f number, b 0/1, n name,
-# l list of numbers
+# kind: ({key: type}, required keys); types: i whole >= 1, z whole >= 0, f number, b 0 or 1,
+# n name, l list of numbers
 KINDS = {
     'input': ({'channels': 'i', 'height': 'i', 'width': 'i', 'mean': 'l', 'std': 'l'},
               ('channels', 'height', 'width')),
-    'conv2d': ({'name': 'n', 'out': 'i', 'kernel': 'i', 'stride': 'i', 'padding': 'i',
+    'conv2d': ({'name': 'n', 'out': 'i', 'kernel': 'i', 'stride': 'i', 'padding': 'z',
                 'bias': 'b'}, ('out', 'kernel')),
     'maxpool2d': ({'kernel': 'i', 'stride': 'i'}, ('kernel',)),
     'avgpool2d': ({'kernel': 'i', 'stride': 'i'}, ('kernel',)),
@@ -66,16 +68,16 @@ class ModelError(ValueError):
 def parse_value(kind, key, text, where):
     t = KINDS[kind][0][key]
     try:
-        if t == 'i' and text.isdigit() and int(text) > 0:
+        if t in 'iz' and re.fullmatch('[0-9]{1,9}', text) and int(text) >= (t == 'i'):
             return int(text)
         if t == 'b' and text in ('0', '1'):
             return int(text)
-        if t == 'f':
+        if t == 'f' and math.isfinite(float(text)):
             return float(text)
-        if t == 'n' and text and len(text) <= 39 and text.replace('_', 'a').isalnum():
+        if t == 'n' and re.fullmatch('[A-Za-z0-9_]{1,39}', text):
             return text
-        if t == 'l':
-            return [float(v) for v in text.split(',')]
+        if t == 'l' and all(math.isfinite(float(x)) for x in text.split(',')):
+            return [float(x) for x in text.split(',')]
     except ValueError:
         pass
     raise ModelError(f'{where}: {kind}: {key}={text}: malformed value')
@@ -153,6 +155,8 @@ def layer_module(kind, v, shape, where):
     if kind == 'flatten':
         return nn.Flatten(), (int(np.prod(shape)),)
     if kind == 'dropout':
+        if not 0 <= v['p'] < 1:
+            raise ModelError(f"{where}: dropout: p={v['p']:g}: must be at least 0 and below 1")
         return nn.Dropout(v['p']), shape
     if kind == 'relu':
         return nn.ReLU(), shape
@@ -189,9 +193,9 @@ def model_text(lines):
     """The model as cnnc records it: one line per layer, names filled in, comments dropped."""
     out = []
     for kind, v, _ in lines:
-        words = [kind]
+        words = [kind] + ([f"name={v['name']}"] if kind in NAMED else [])
         for key, value in v.items():
-            if key == 'name' and kind not in NAMED:
+            if key == 'name':
                 continue
             if isinstance(value, list):
                 value = ','.join(f'{x:.9g}' for x in value)
