@@ -57,8 +57,8 @@ for name in $models; do
   model=$root/models/$name.model
   # (a) trained in cnnc, scored in both
   # shellcheck disable=SC2086
-  run train --model "$model" $recipe --num-cores 1 --num-epochs 1 --threads 2 \
-    --result-image none --plot none -q --save "$tmp/$name.cnnc.st"
+  run train --model "$model" $recipe --num-cores 1 --num-epochs 1 --test-samples 1000 \
+    --threads 2 --result-image none --plot none -q --save "$tmp/$name.cnnc.st"
   [ "$status" -eq 0 ] || fail "$name: cnnc train: $(cat "$tmp/err")"
   run eval --checkpoint "$tmp/$name.cnnc.st"
   cp "$tmp/out" "$tmp/$name.cnnc.eval"
