@@ -25,8 +25,10 @@ void cli_eval_help(FILE *out);
 void cli_predict_help(FILE *out);
 int cli_plot(int argc, char **argv);
 int cli_info(int argc, char **argv);
+int cli_summary(int argc, char **argv);
 void cli_plot_help(FILE *out);
 void cli_info_help(FILE *out);
+void cli_summary_help(FILE *out);
 
 /* "Training curves, epochs 1-50: final test accuracy 90.54%": the title of the curves picture
  * that train and plot draw. */
@@ -49,6 +51,7 @@ int cli_eval_check_flags(int argc, char **argv);
 int cli_predict_check_flags(int argc, char **argv);
 int cli_plot_check_flags(int argc, char **argv);
 int cli_info_check_flags(int argc, char **argv);
+int cli_summary_check_flags(int argc, char **argv);
 
 /* Prints "cnnc: error: ..." and "Try 'cnnc CMD --help'." (or 'cnnc --help' when command is
  * NULL) to stderr; returns CLI_USAGE. */
@@ -167,16 +170,26 @@ int cli_checkpoint_file(const char *flag, const char *path, char **file);
  * CLI_FAILURE after the message; the caller frees *model (cn_model_free) and *file (free) in
  * both cases. */
 int cli_load_model(const char *path, cn_model **model, char **file);
+/* The same, with the model of the model file model_path (--model) for a file that records no
+ * model; the seed's network when model_path is NULL too. */
+int cli_load_model_or(const char *path, const char *model_path, cn_model **model, char **file);
 /* The model of the model file at path (flag names where it came from, for messages), or the
  * seed's network (cn_model_fashion_mnist) when path is NULL; refused unless it reads the
  * Fashion-MNIST images (1x28x28) and gives their 10 classes. Parameters are zero. CLI_OK, or
  * CLI_FAILURE after the message; the caller frees *model. */
 int cli_build_model(const char *flag, const char *path, cn_model **model);
+/* The same without the check against the Fashion-MNIST images and classes: any model that the
+ * file describes (messages name path). */
+int cli_read_model(const char *path, cn_model **model);
 /* The model a checkpoint or saved model f (read from path) records in __metadata__ "model", or
  * the seed's network when it records none (a file of an older cnnc, or of PyTorch), checked as
  * cli_build_model checks; parameters zero. CLI_OK, or CLI_FAILURE after the message naming
  * path. */
 int cli_checkpoint_model(const cn_safetensors *f, const char *path, cn_model **model);
+/* The same with the model of the model file model_path (--model) instead of the seed's network
+ * for a file that records none. */
+int cli_checkpoint_model_or(const cn_safetensors *f, const char *path, const char *model_path,
+                            cn_model **model);
 
 /* Loads split ("train" or "t10k") from dir and keeps only the first limit samples (0: all).
  * Prints the library's message and returns -1 on failure; ds is then empty. */

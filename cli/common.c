@@ -445,6 +445,11 @@ int cli_checkpoint_file(const char *flag, const char *path, char **file)
 
 int cli_load_model(const char *path, cn_model **model, char **file)
 {
+    return cli_load_model_or(path, NULL, model, file);
+}
+
+int cli_load_model_or(const char *path, const char *model_path, cn_model **model, char **file)
+{
     cn_error err = {{0}};
     *model = NULL;
     if (cli_checkpoint_file("--checkpoint", path, file) != CLI_OK)
@@ -453,7 +458,7 @@ int cli_load_model(const char *path, cn_model **model, char **file)
     cn_safetensors *f = cn_safetensors_read(path, &err);
     if (!f)
         return cli_library_error(&err, path);
-    int rc = cli_checkpoint_model(f, path, model);
+    int rc = cli_checkpoint_model_or(f, path, model_path, model);
     cn_safetensors_free(f);
     if (rc != CLI_OK)
         return rc;
@@ -477,21 +482,32 @@ static int check_model_fits(const char *flag, const char *path, cn_model **model
                        MODEL_IMAGE_SIDE, CN_NUM_CLASSES);
 }
 
-int cli_build_model(const char *flag, const char *path, cn_model **model)
+int cli_read_model(const char *path, cn_model **model)
 {
     cn_error err = {{0}};
     *model = path ? cn_model_from_file(path, &err) : cn_model_fashion_mnist(&err);
-    if (!*model)
-        return cli_library_error(&err, path);
+    return *model ? CLI_OK : cli_library_error(&err, path);
+}
+
+int cli_build_model(const char *flag, const char *path, cn_model **model)
+{
+    if (cli_read_model(path, model) != CLI_OK)
+        return CLI_FAILURE;
     return check_model_fits(flag, path, model);
 }
 
 int cli_checkpoint_model(const cn_safetensors *f, const char *path, cn_model **model)
 {
+    return cli_checkpoint_model_or(f, path, NULL, model);
+}
+
+int cli_checkpoint_model_or(const cn_safetensors *f, const char *path, const char *model_path,
+                            cn_model **model)
+{
     cn_error err = {{0}};
     const char *text = cn_safetensors_meta(f, "model");
     if (!text)
-        return cli_build_model(NULL, NULL, model);
+        return cli_build_model(model_path ? "--model" : NULL, model_path, model);
     char source[4200];
     snprintf(source, sizeof source, "%s: __metadata__ \"model\"", path);
     *model = cn_model_from_text(text, strlen(text), source, &err);

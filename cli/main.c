@@ -1,6 +1,6 @@
-/* main.c — the cnnc command: picks the subcommand (train, eval, predict, plot, info), answers
- * --help (a short overview, or with a command that command's help) and --version, and suggests
- * the nearest command for a mistyped one. It parses no subcommand flags itself; each
+/* main.c — the cnnc command: picks the subcommand (train, eval, predict, plot, info, summary),
+ * answers --help (a short overview, or with a command that command's help) and --version, and
+ * suggests the nearest command for a mistyped one. It parses no subcommand flags itself; each
  * subcommand's file does, and holds that subcommand's help text. */
 #include <errno.h>
 #include <poll.h>
@@ -25,6 +25,8 @@ static const command commands[] = {
     {"plot", "draw loss and accuracy curves from a metrics file", cli_plot, cli_plot_help},
     {"info", "show the CPU, SIMD path, FMA peak, MPI support and dataset", cli_info,
      cli_info_help},
+    {"summary", "show a network layer by layer: output shapes, parameters, MFLOP",
+     cli_summary, cli_summary_help},
     {"help", "show this overview, or with a COMMAND that command's help", NULL, NULL},
 };
 #define NUM_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
@@ -130,7 +132,8 @@ static int help(int argc, char **argv)
 static int run_command(int argc, char **argv)
 {
     if (argc < 2)
-        return cli_usage_error(NULL, "missing command (train, eval, predict, plot or info)");
+        return cli_usage_error(NULL, "missing command (train, eval, predict, plot, info or "
+                                     "summary)");
     const char *name = argv[1];
     if (is_help(name))
         return help(argc - 2, argv + 2);

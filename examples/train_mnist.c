@@ -17,11 +17,11 @@
 /* 28x28 -> conv 3x3 (8) -> 26x26 -> pool 2 -> 13x13 -> conv 3x3 (16) -> 11x11 -> pool 2 -> 5x5
  * -> 400 features -> 10 classes. Layers with tensors are named, as PyTorch would name them. */
 static const cn_layer_spec small_net[] = {
-    {CN_CONV2D, "conv1", 8, 3},   {CN_RELU, NULL, 0, 0},
-    {CN_MAXPOOL2D, NULL, 0, 2},   {CN_BATCHNORM2D, "bn1", 0, 0},
-    {CN_CONV2D, "conv2", 16, 3},  {CN_RELU, NULL, 0, 0},
-    {CN_MAXPOOL2D, NULL, 0, 2},   {CN_FLATTEN, NULL, 0, 0},
-    {CN_LINEAR, "fc", 10, 0},     {CN_LOG_SOFTMAX, NULL, 0, 0},
+    {.kind = CN_CONV2D, .name = "conv1", .out_channels = 8, .kernel = 3},   {.kind = CN_RELU},
+    {.kind = CN_MAXPOOL2D, .kernel = 2},   {.kind = CN_BATCHNORM2D, .name = "bn1"},
+    {.kind = CN_CONV2D, .name = "conv2", .out_channels = 16, .kernel = 3},  {.kind = CN_RELU},
+    {.kind = CN_MAXPOOL2D, .kernel = 2},   {.kind = CN_FLATTEN},
+    {.kind = CN_LINEAR, .name = "fc", .out_channels = 10},     {.kind = CN_LOG_SOFTMAX},
 };
 
 static void print_last_step(void *ctx, const cn_step_report *r)

@@ -146,7 +146,7 @@ typedef enum {
     CN_NUM_LAYER_KINDS
 } cn_layer_kind;
 
-/* One layer of a model; a field left 0 takes its default, so {CN_CONV2D, "conv1", 10, 5} is
+/* One layer of a model; a field left 0 takes its default, so {.kind = CN_CONV2D, .name = "conv1", .out_channels = 10, .kernel = 5} is
  * a 5x5 convolution to 10 channels, stride 1, no padding, with a bias. */
 typedef struct {
     cn_layer_kind kind;
@@ -225,6 +225,7 @@ typedef struct {
     const char *kind;       /* the model file's word: "conv2d" */
     const char *name;       /* as cn_model_layer_name */
     int channels, height, width; /* its output, per sample */
+    int flat;               /* 1: the output is a flat vector of channels features */
     size_t params;          /* trainable parameters */
     double forward_flops;   /* one sample's forward pass (2 per multiply-add) */
     double backward_flops;  /* and backward, as cn_model_flops counts it */

@@ -10,7 +10,7 @@
 require_cnnc
 make_tmp
 cd "$tmp" || exit 1
-commands="train eval predict plot info"
+commands="train eval predict plot info summary"
 
 # ---------------------------------------------------------------- the overview
 run --help
@@ -76,8 +76,8 @@ expect_line "unknown option '--treads' (did you mean --threads?)" info --treads 
 expect_line "unknown command 'tarin' (did you mean train?)" tarin
 expect_line "unknown command 'evaluate' (did you mean eval?)" evaluate
 expect_line "unknown command 'tarin' (did you mean train?)" help tarin
-expect_line "unknown command 'nosuch' (the commands: train, eval, predict, plot, info or help)" \
-  help nosuch
+expect_line "unknown command 'nosuch' (the commands: train, eval, predict, plot, info, summary \
+or help)" help nosuch
 expect_line "unknown option '--verison' (did you mean --version?)" --verison
 expect_line "unexpected argument 'eval' (help takes one command)" help train eval
 expect_line "--metrics-debug: takes no value" train --metrics-debug=yes

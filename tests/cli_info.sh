@@ -41,7 +41,7 @@ run info extra
 # ---------------------------------------------------------------- help: every flag, a default
 # flags_of HELP_FILE: the long flags a help text lists.
 flags_of() { grep -oE '^  (-[a-z], )?--[a-z-]+' "$1" | sed 's/.*--/--/'; }
-for command in train eval plot info; do
+for command in train eval plot info summary; do
   run "$command" --help
   [ "$status" -eq 0 ] || fail "cnnc $command --help: exit status $status"
   cp "$tmp/out" "$tmp/help-$command"
@@ -62,7 +62,7 @@ for flag in --quiet --verbose --plot; do
 done
 grep -q -e "--confusion FILE" "$tmp/help-eval" || fail "cnnc eval --help lacks --confusion"
 run --help
-for command in train eval plot info; do
+for command in train eval plot info summary; do
   grep -q "^  $command " "$tmp/out" || fail "cnnc --help does not list the command $command"
 done
 run --version
@@ -70,7 +70,7 @@ version=$(sed -n 's/^#define CN_VERSION "\(.*\)"$/\1/p' "$root/include/cnnc.h")
 [ "$(cat "$tmp/out")" = "cnnc $version" ] || fail "cnnc --version says '$(cat "$tmp/out")'"
 grep -q "\"cnnc $version\"" "$root/man/cnnc.1" || fail "man/cnnc.1 is not for version $version"
 for flag in $(flags_of "$tmp/help-train") $(flags_of "$tmp/help-eval") \
-  $(flags_of "$tmp/help-plot") $(flags_of "$tmp/help-info"); do
+  $(flags_of "$tmp/help-plot") $(flags_of "$tmp/help-info") $(flags_of "$tmp/help-summary"); do
   [ "$flag" = "--help" ] && continue
   grep -q -e "$(echo "$flag" | sed 's/-/\\\\-/g')" "$root/man/cnnc.1" ||
     fail "man/cnnc.1 does not document $flag"

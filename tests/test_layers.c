@@ -9,8 +9,8 @@
  *   atol 1e-5, rtol 1e-4      conv2d: float sums of up to 250 (input gradient) and 128 (weight
  *                             gradient) terms, whose order is the gemm's to choose
  *   atol 2e-6, rtol 2e-5      batchnorm, linear, log_softmax, nll loss
- * Against central finite differences (eps 1e-2 in float, L summed in double): atol 2e-4,
- * rtol 1e-3 of the finite difference;
+ * Against central finite differences (tu_fd_check, testutil.h: eps 1e-2 in float, L summed in
+ * double): atol 2e-4, rtol 1e-3 of the finite difference;
  *   at least 80% of the points of every array must be checked after skipping relu kinks
  *   (|x| < 2 eps) and max-pool near ties (top two of a window within 2 eps).
  * The fixture folder is tests/fixtures, or $CNNC_FIXTURES. */
@@ -22,10 +22,7 @@
 #define PT_RTOL 2e-5
 #define CONV_ATOL 1e-5
 #define CONV_RTOL 1e-4
-#define FD_EPS 1e-2f
-#define FD_ATOL 2e-4
-#define FD_RTOL 1e-3
-#define FD_MIN_CHECKED 0.8
+#define FD_EPS TU_FD_EPS
 
 static cn_safetensors *fixture;
 
@@ -123,26 +120,14 @@ static int free_fixture(void **state)
 
 /* ---------------------------------------------------------------- comparisons */
 
-static void expect_close(const char *what, const float *got, const float *want, size_t n,
-                         double atol, double rtol)
-{
-    double v = tu_max_violation(got, want, n, atol, rtol);
-    if (v <= 1) return;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]) / (atol + rtol * fabs((double)want[i]));
-        if (!(d <= 1)) print_error("%s[%zu]: got %.9g, want %.9g\n", what, i, got[i], want[i]);
-    }
-    fail_msg("%s: worst violation %.3g of atol %g + rtol %g", what, v, atol, rtol);
-}
-
 static void expect_pt(const char *what, const float *got, const float *want, size_t n)
 {
-    expect_close(what, got, want, n, PT_ATOL, PT_RTOL);
+    tu_expect_close(what, got, want, n, PT_ATOL, PT_RTOL);
 }
 
 static void expect_conv(const char *what, const float *got, const float *want, size_t n)
 {
-    expect_close(what, got, want, n, CONV_ATOL, CONV_RTOL);
+    tu_expect_close(what, got, want, n, CONV_ATOL, CONV_RTOL);
 }
 
 static void expect_exact(const char *what, const float *got, const float *want, size_t n)
@@ -158,45 +143,6 @@ static float *twice(const float *want, size_t n)
     float *p = zeros(n);
     for (size_t i = 0; i < n; i++) p[i] = 2.0f * want[i];
     return p;
-}
-
-static double dot(const float *a, const float *b, size_t n)
-{
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
-    return s;
-}
-
-/* ---------------------------------------------------------------- finite differences */
-
-typedef double (*loss_fn)(void *ctx);          /* runs the forward, returns L */
-typedef int (*skip_fn)(void *ctx, size_t i);   /* 1: point i is too close to a kink */
-
-/* Compares grad[i] with (L(p[i] + eps) - L(p[i] - eps)) / (actual float step) for every i of
- * p that skip does not reject (skip may be NULL), and requires 80% of the points checked. */
-static void fd_check(const char *what, loss_fn loss, void *ctx, float *p, const float *grad,
-                     size_t n, skip_fn near_kink)
-{
-    size_t checked = 0;
-    double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (near_kink && near_kink(ctx, i)) continue;
-        float v = p[i], hi = v + FD_EPS, lo = v - FD_EPS;
-        p[i] = hi;
-        double lp = loss(ctx);
-        p[i] = lo;
-        double lm = loss(ctx);
-        p[i] = v;
-        double fd = (lp - lm) / ((double)hi - lo);
-        double viol = fabs(fd - grad[i]) / (FD_ATOL + FD_RTOL * fabs(fd));
-        if (!(viol <= 1)) print_error("%s[%zu]: backward %.7g, finite difference %.7g\n", what, i,
-                                      grad[i], fd);
-        if (!(viol <= worst)) worst = viol;
-        checked++;
-    }
-    if (!(worst <= 1)) fail_msg("%s: worst finite-difference violation %.3g", what, worst);
-    if ((double)checked < FD_MIN_CHECKED * (double)n)
-        fail_msg("%s: only %zu of %zu points checked", what, checked, n);
 }
 
 /* ---------------------------------------------------------------- conv2d */
@@ -258,7 +204,7 @@ static double conv_loss(void *ctx)
 {
     conv_case *c = ctx;
     conv_forward(c);
-    return dot(c->y, c->r, c->ny);
+    return tu_dot(c->y, c->r, c->ny);
 }
 
 static void conv_finite_differences(const char *p)
@@ -266,9 +212,9 @@ static void conv_finite_differences(const char *p)
     conv_case c = conv_load(p);
     float *dx = zeros(c.nx), *dw = zeros(c.nw), *db = zeros((size_t)c.OC);
     conv_backward(&c, dx, dw, db);
-    fd_check("conv x", conv_loss, &c, c.x, dx, c.nx, NULL);
-    fd_check("conv weight", conv_loss, &c, c.w, dw, c.nw, NULL);
-    fd_check("conv bias", conv_loss, &c, c.b, db, (size_t)c.OC, NULL);
+    tu_fd_check("conv x", conv_loss, &c, c.x, dx, c.nx, NULL);
+    tu_fd_check("conv weight", conv_loss, &c, c.w, dw, c.nw, NULL);
+    tu_fd_check("conv bias", conv_loss, &c, c.b, db, (size_t)c.OC, NULL);
 }
 
 static void test_conv_pytorch(void **state) { (void)state; conv_vs_pytorch("conv"); }
@@ -322,7 +268,7 @@ static double pool_loss(void *ctx)
 {
     pool_case *c = ctx;
     pool_forward(c);
-    return dot(c->y, c->r, c->ny);
+    return tu_dot(c->y, c->r, c->ny);
 }
 
 /* 1 when input i lies in a window whose two largest values are within 2 eps. */
@@ -364,7 +310,7 @@ static void test_pool_fd(void **state)
     pool_forward(&c);
     float *dx = nans(c.nx);
     cn_maxpool2d_backward(dx, c.r, c.argmax, c.B, c.C, c.H, c.W, c.S);
-    fd_check("maxpool x", pool_loss, &c, c.x, dx, c.nx, pool_near_tie);
+    tu_fd_check("maxpool x", pool_loss, &c, c.x, dx, c.nx, pool_near_tie);
 }
 
 /* The first maximum in scan order, the rule PyTorch follows, written plainly. */
@@ -553,7 +499,7 @@ static double relu_loss(void *ctx)
 {
     relu_case *c = ctx;
     cn_relu_forward(c->y, c->x, c->n);
-    return dot(c->y, c->r, c->n);
+    return tu_dot(c->y, c->r, c->n);
 }
 
 static int relu_near_kink(void *ctx, size_t i)
@@ -569,7 +515,7 @@ static void test_relu_fd(void **state)
     float *dx = zeros(c.n);
     cn_relu_forward(c.y, c.x, c.n);
     cn_relu_backward(dx, c.r, c.y, c.n);
-    fd_check("relu x", relu_loss, &c, c.x, dx, c.n, relu_near_kink);
+    tu_fd_check("relu x", relu_loss, &c, c.x, dx, c.n, relu_near_kink);
 }
 
 /* ---------------------------------------------------------------- batchnorm2d */
@@ -658,7 +604,7 @@ static double bn_loss(void *ctx)
 {
     bn_case *c = ctx;
     bn_forward(c);
-    return dot(c->y, c->r, c->n);
+    return tu_dot(c->y, c->r, c->n);
 }
 
 static void test_bn_fd(void **state)
@@ -670,9 +616,9 @@ static void test_bn_fd(void **state)
     float *dx = zeros(c.n), *dg = zeros(C), *db = zeros(C);
     bn_forward(&c);
     bn_backward(&c, dx, dg, db);
-    fd_check("bn x", bn_loss, &c, c.x, dx, c.n, NULL);
-    fd_check("bn weight", bn_loss, &c, c.gamma, dg, C, NULL);
-    fd_check("bn bias", bn_loss, &c, c.beta, db, C, NULL);
+    tu_fd_check("bn x", bn_loss, &c, c.x, dx, c.n, NULL);
+    tu_fd_check("bn weight", bn_loss, &c, c.gamma, dg, C, NULL);
+    tu_fd_check("bn bias", bn_loss, &c, c.beta, db, C, NULL);
 }
 
 /* ---------------------------------------------------------------- linear */
@@ -730,7 +676,7 @@ static double linear_loss(void *ctx)
 {
     linear_case *c = ctx;
     linear_forward(c);
-    return dot(c->y, c->r, c->ny);
+    return tu_dot(c->y, c->r, c->ny);
 }
 
 static void test_linear_fd(void **state)
@@ -739,9 +685,9 @@ static void test_linear_fd(void **state)
     linear_case c = linear_load();
     float *dx = zeros(c.nx), *dw = zeros(c.nw), *db = zeros((size_t)c.O);
     linear_backward(&c, dx, dw, db);
-    fd_check("linear x", linear_loss, &c, c.x, dx, c.nx, NULL);
-    fd_check("linear weight", linear_loss, &c, c.w, dw, c.nw, NULL);
-    fd_check("linear bias", linear_loss, &c, c.b, db, (size_t)c.O, NULL);
+    tu_fd_check("linear x", linear_loss, &c, c.x, dx, c.nx, NULL);
+    tu_fd_check("linear weight", linear_loss, &c, c.w, dw, c.nw, NULL);
+    tu_fd_check("linear bias", linear_loss, &c, c.b, db, (size_t)c.O, NULL);
 }
 
 /* ---------------------------------------------------------------- log_softmax and nll */
@@ -778,7 +724,7 @@ static double log_softmax_loss(void *ctx)
 {
     softmax_case *c = ctx;
     cn_log_softmax_forward(c->y, c->x, c->B, c->N);
-    return dot(c->y, c->r, c->n);
+    return tu_dot(c->y, c->r, c->n);
 }
 
 static void test_log_softmax_fd(void **state)
@@ -790,7 +736,7 @@ static void test_log_softmax_fd(void **state)
     float *dx = zeros(c.n);
     cn_log_softmax_forward(c.y, c.x, c.B, c.N);
     cn_log_softmax_backward(dx, c.r, c.y, c.B, c.N);
-    fd_check("log_softmax x", log_softmax_loss, &c, c.x, dx, c.n, NULL);
+    tu_fd_check("log_softmax x", log_softmax_loss, &c, c.x, dx, c.n, NULL);
 }
 
 static softmax_case nll_load(void)
@@ -826,7 +772,7 @@ static void test_nll_fd(void **state)
     softmax_case c = nll_load();
     float *dx = zeros(c.n);
     cn_nll_backward(dx, c.labels, c.B, c.N);
-    fd_check("nll logp", nll_loss, &c, c.x, dx, c.n, NULL);
+    tu_fd_check("nll logp", nll_loss, &c, c.x, dx, c.n, NULL);
 }
 
 /* ---------------------------------------------------------------- main */

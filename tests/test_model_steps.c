@@ -126,25 +126,13 @@ static void run(run_result *r, int threads)
     train_steps(r, threads);
 }
 
-static void expect_close(const char *what, const float *got, const float *want, size_t n,
-                         double atol, double rtol)
-{
-    double v = tu_max_violation(got, want, n, atol, rtol);
-    if (v <= 1) return;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]) / (atol + rtol * fabs((double)want[i]));
-        if (!(d <= 1)) print_error("%s[%zu]: got %.9g, want %.9g\n", what, i, got[i], want[i]);
-    }
-    fail_msg("%s: worst violation %.3g of atol %g + rtol %g", what, v, atol, rtol);
-}
-
 static void expect_losses(const run_result *r)
 {
     float want[STEPS];
     const cn_tensor_ref *t = fx_get("steps.loss");
     assert_int_equal(numel(t), STEPS);
     memcpy(want, t->data, sizeof want);
-    expect_close("steps.loss", r->loss, want, STEPS, LOSS_ATOL, LOSS_RTOL);
+    tu_expect_close("steps.loss", r->loss, want, STEPS, LOSS_ATOL, LOSS_RTOL);
 }
 
 static void expect_final_tensor(const cn_tensor_ref *model)
@@ -159,7 +147,7 @@ static void expect_final_tensor(const cn_tensor_ref *model)
     float *want = malloc(n * sizeof *want);
     assert_non_null(want);
     memcpy(want, fx->data, n * sizeof *want);
-    expect_close(model->name, model->data, want, n, STATE_ATOL, STATE_RTOL);
+    tu_expect_close(model->name, model->data, want, n, STATE_ATOL, STATE_RTOL);
     free(want);
 }
 

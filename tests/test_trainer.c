@@ -150,24 +150,28 @@ static void test_model_rejects_bad_specs(void **state)
 {
     (void)state;
     cn_error err;
-    cn_layer_spec too_big[] = {{CN_CONV2D, "c", 4, 9}, {CN_FLATTEN, NULL, 0, 0},
-                               {CN_LINEAR, "f", 2, 0}, {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    cn_layer_spec too_big[] = {{.kind = CN_CONV2D, .name = "c", .out_channels = 4, .kernel = 9},
+                               {.kind = CN_FLATTEN},
+                               {.kind = CN_LINEAR, .name = "f", .out_channels = 2},
+                               {.kind = CN_LOG_SOFTMAX}};
     assert_null(cn_model_create(1, 8, 8, too_big, 4, &err));
-    assert_non_null(strstr(err.msg, "kernel 9"));
-    cn_layer_spec not_flat[] = {{CN_LINEAR, "f", 2, 0}, {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    assert_string_equal(err.msg, "layer 0 (conv2d): kernel=9 does not fit its input 1x8x8");
+    cn_layer_spec not_flat[] = {{.kind = CN_LINEAR, .name = "f", .out_channels = 2},
+                                {.kind = CN_LOG_SOFTMAX}};
     assert_null(cn_model_create(1, 8, 8, not_flat, 2, &err));
-    assert_non_null(strstr(err.msg, "flattened"));
-    cn_layer_spec no_head[] = {{CN_FLATTEN, NULL, 0, 0}, {CN_LINEAR, "f", 2, 0}};
+    assert_non_null(strstr(err.msg, "layer 0 (linear): needs a flat input"));
+    cn_layer_spec no_head[] = {{.kind = CN_FLATTEN}, {.kind = CN_LINEAR, .name = "f", .out_channels = 2}};
     assert_null(cn_model_create(1, 8, 8, no_head, 2, &err));
     assert_non_null(strstr(err.msg, "log_softmax"));
-    cn_layer_spec unnamed[] = {{CN_FLATTEN, NULL, 0, 0}, {CN_LINEAR, NULL, 2, 0},
-                               {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    cn_layer_spec unnamed[] = {{.kind = CN_FLATTEN}, {.kind = CN_LINEAR, .out_channels = 2},
+                               {.kind = CN_LOG_SOFTMAX}};
     assert_null(cn_model_create(1, 8, 8, unnamed, 3, &err));
     assert_non_null(strstr(err.msg, "name"));
     /* two layers under one name would write two tensors of one name into checkpoints */
-    cn_layer_spec twice[] = {{CN_CONV2D, "block", 2, 3}, {CN_BATCHNORM2D, "block", 0, 0},
-                             {CN_FLATTEN, NULL, 0, 0}, {CN_LINEAR, "head", 2, 0},
-                             {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    cn_layer_spec twice[] = {{.kind = CN_CONV2D, .name = "block", .out_channels = 2, .kernel = 3},
+                             {.kind = CN_BATCHNORM2D, .name = "block"},
+                             {.kind = CN_FLATTEN}, {.kind = CN_LINEAR, .name = "head", .out_channels = 2},
+                             {.kind = CN_LOG_SOFTMAX}};
     assert_null(cn_model_create(1, 8, 8, twice, 5, &err));
     assert_non_null(strstr(err.msg, "layer 1 (batchnorm2d): name 'block' is already used by "
                                     "layer 0"));
@@ -410,10 +414,10 @@ static void test_divergence_stops_before_the_weights_break(void **state)
 static void test_another_model_trains_through_the_library(void **state)
 {
     (void)state;
-    cn_layer_spec tiny[] = {{CN_CONV2D, "conv", 4, 3}, {CN_RELU, NULL, 0, 0},
-                            {CN_MAXPOOL2D, NULL, 0, 2}, {CN_BATCHNORM2D, "norm", 0, 0},
-                            {CN_FLATTEN, NULL, 0, 0}, {CN_LINEAR, "head", 10, 0},
-                            {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    cn_layer_spec tiny[] = {{.kind = CN_CONV2D, .name = "conv", .out_channels = 4, .kernel = 3}, {.kind = CN_RELU},
+                            {.kind = CN_MAXPOOL2D, .kernel = 2}, {.kind = CN_BATCHNORM2D, .name = "norm"},
+                            {.kind = CN_FLATTEN}, {.kind = CN_LINEAR, .name = "head", .out_channels = 10},
+                            {.kind = CN_LOG_SOFTMAX}};
     cn_error err;
     cn_model *m = cn_model_create(1, 28, 28, tiny, 7, &err);
     assert_non_null(m);
@@ -454,9 +458,9 @@ static void log_step(void *ctx, const cn_step_report *r)
 static void test_step_reports_right_answers(void **state)
 {
     (void)state;
-    cn_layer_spec plain[] = {{CN_CONV2D, "conv", 3, 5}, {CN_RELU, NULL, 0, 0},
-                             {CN_FLATTEN, NULL, 0, 0}, {CN_LINEAR, "head", 10, 0},
-                             {CN_LOG_SOFTMAX, NULL, 0, 0}};
+    cn_layer_spec plain[] = {{.kind = CN_CONV2D, .name = "conv", .out_channels = 3, .kernel = 5}, {.kind = CN_RELU},
+                             {.kind = CN_FLATTEN}, {.kind = CN_LINEAR, .name = "head", .out_channels = 10},
+                             {.kind = CN_LOG_SOFTMAX}};
     cn_error err;
     cn_dataset set = tu_synthetic_set(4 * 64, 31);
     for (int threads = 1; threads <= 3; threads++) {

@@ -1,7 +1,7 @@
 /* testutil.h — what every cmocka test program here includes: cmocka itself (which needs these
  * standard headers first), the public and internal headers, and small helpers for temporary
- * files and folders, tensor sizes, PNG read-back and float comparisons. No test logic lives
- * here. */
+ * files and folders, tensor sizes, PNG read-back, float comparisons and finite differences. No
+ * test logic lives here. */
 #ifndef CN_TESTUTIL_H
 #define CN_TESTUTIL_H
 
@@ -210,6 +210,64 @@ static inline double tu_max_violation(const float *a, const float *b, size_t n, 
         if (!(v <= worst)) worst = v; /* NaN propagates as a failure */
     }
     return worst;
+}
+
+/* Fails the test when some |got - want| > atol + rtol * |want|, printing every value off. */
+static inline void tu_expect_close(const char *what, const float *got, const float *want,
+                                   size_t n, double atol, double rtol)
+{
+    double v = tu_max_violation(got, want, n, atol, rtol);
+    if (v <= 1) return;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]) / (atol + rtol * fabs((double)want[i]));
+        if (!(d <= 1)) print_error("%s[%zu]: got %.9g, want %.9g\n", what, i, got[i], want[i]);
+    }
+    fail_msg("%s: worst violation %.3g of atol %g + rtol %g", what, v, atol, rtol);
+}
+
+/* sum a[i] * b[i] in double. */
+static inline double tu_dot(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* Central finite differences of a loss L (summed in double) against a backward pass: the step
+ * in float, the tolerance on the finite difference, the share of points that must be checked. */
+#define TU_FD_EPS 1e-2f
+#define TU_FD_ATOL 2e-4
+#define TU_FD_RTOL 1e-3
+#define TU_FD_MIN_CHECKED 0.8
+
+typedef double (*tu_loss_fn)(void *ctx);        /* runs the forward, returns L */
+typedef int (*tu_skip_fn)(void *ctx, size_t i); /* 1: point i is too close to a kink */
+
+/* Compares grad[i] with (L(p[i] + eps) - L(p[i] - eps)) / (actual float step) for every i of
+ * p that near_kink does not reject (it may be NULL), and requires 80% of the points checked. */
+static inline void tu_fd_check(const char *what, tu_loss_fn loss, void *ctx, float *p,
+                               const float *grad, size_t n, tu_skip_fn near_kink)
+{
+    size_t checked = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (near_kink && near_kink(ctx, i)) continue;
+        float v = p[i], hi = v + TU_FD_EPS, lo = v - TU_FD_EPS;
+        p[i] = hi;
+        double lp = loss(ctx);
+        p[i] = lo;
+        double lm = loss(ctx);
+        p[i] = v;
+        double fd = (lp - lm) / ((double)hi - lo);
+        double viol = fabs(fd - grad[i]) / (TU_FD_ATOL + TU_FD_RTOL * fabs(fd));
+        if (!(viol <= 1)) print_error("%s[%zu]: backward %.7g, finite difference %.7g\n", what,
+                                      i, grad[i], fd);
+        if (!(viol <= worst)) worst = viol;
+        checked++;
+    }
+    if (!(worst <= 1)) fail_msg("%s: worst finite-difference violation %.3g", what, worst);
+    if ((double)checked < TU_FD_MIN_CHECKED * (double)n)
+        fail_msg("%s: only %zu of %zu points checked", what, checked, n);
 }
 
 /* Reads tests/fixtures/FILE (or $CNNC_FIXTURES/FILE), written by tools/gen_fixtures.py; NULL with

@@ -2,6 +2,9 @@
 
 Outputs (in tests/fixtures/ unless --out is given):
   layers.safetensors          every layer kernel's forward and backward (autograd) on small inputs
+  layers_pool_dropout.safetensors
+                              avgpool2d (overlapping windows too), global average pooling and
+                              dropout in evaluation mode, forward and backward
   model_steps.safetensors     the seed's model: initial state, 3 data-parallel SGD steps, final
                               state
   pytorch_model.safetensors   a model-only state_dict trained 1 epoch in PyTorch, with its test
@@ -9,6 +12,7 @@ Outputs (in tests/fixtures/ unless --out is given):
                               first one that leaves no test prediction near a tie
 
 Run with Debian's interpreter (python3-torch 1.13):  /usr/bin/python3 tools/gen_fixtures.py
+(--only NAME writes that one output, e.g. --only layers_pool_dropout).
 Deterministic: fixed seeds, one thread. Uses Fashion-MNIST from
 /usr/share/datasets/fashion-mnist when present (random pixels otherwise; pytorch_model needs it).
 
@@ -242,19 +246,71 @@ def prefixed(prefix, meta):
 
 
 def gen_layers(path):
-    tensors, meta = [], {}
     cases = [lambda: case_conv('conv', 2, 3, 8, 4, 3, 1),
              lambda: case_conv('conv1', 2, 1, 12, 10, 5, 2),
              lambda: case_pool('pool', 2, 3, 6, 2, 3),
              lambda: case_pool('pool7', 2, 3, 7, 2, 4),
              lambda: case_relu(5), lambda: case_bn_train(6), lambda: case_bn_eval(7),
              lambda: case_linear(8), lambda: case_log_softmax(9), lambda: case_nll(10)]
+    write_cases(path, cases)
+
+
+def write_cases(path, cases):
+    """Runs each case (a function returning its tensors and metadata) and writes them all."""
+    tensors, meta = [], {}
     for case in cases:
         t, m = case()
         tensors += t
         meta.update(m)
     meta['generator'] = f'tools/gen_fixtures.py, torch {torch.__version__}'
     write_safetensors(path, tensors, meta)
+
+
+# ---------------------------------------------------------------- layers_pool_dropout.safetensors
+
+def case_avgpool(prefix, B, C, H, W, K, S, seed):
+    torch.manual_seed(seed)
+    x = leaf(torch.randn(B, C, H, W))
+    y = F.avg_pool2d(x, K, S)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    out = [('x', x), ('y', y), ('dy', dy), ('dx', x.grad)]
+    meta = {'B': B, 'C': C, 'H': H, 'W': W, 'K': K, 'S': S}
+    return named(prefix, out), prefixed(prefix, meta)
+
+
+def case_global_avgpool(prefix, B, C, H, W, seed):
+    """nn.AdaptiveAvgPool2d(1) then nn.Flatten(): y is [B, C]."""
+    torch.manual_seed(seed)
+    x = leaf(torch.randn(B, C, H, W) + 0.5)
+    y = torch.flatten(nn.AdaptiveAvgPool2d(1)(x), 1)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    out = [('x', x), ('y', y), ('dy', dy), ('dx', x.grad)]
+    return named(prefix, out), prefixed(prefix, {'B': B, 'C': C, 'H': H, 'W': W})
+
+
+def case_dropout_eval(seed):
+    torch.manual_seed(seed)
+    drop = nn.Dropout(0.5)
+    drop.eval()
+    x = leaf(torch.randn(3, 4, 5, 5))
+    y = drop(x)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    out = [('x', x), ('y', y), ('dy', dy), ('dx', x.grad)]
+    return named('dropout_eval', out), prefixed('dropout_eval', {'B': 3, 'N': 100, 'p': 0.5})
+
+
+def gen_layers_pool_dropout(path):
+    cases = [lambda: case_avgpool('avgpool_k2s2', 2, 3, 7, 9, 2, 2, 21),
+             lambda: case_avgpool('avgpool_k3s2', 2, 4, 9, 11, 3, 2, 22),
+             lambda: case_avgpool('avgpool_k3s1', 2, 2, 6, 7, 3, 1, 23),
+             lambda: case_avgpool('avgpool_k3s3', 3, 1, 10, 8, 3, 3, 24),
+             lambda: case_global_avgpool('global_avgpool', 2, 5, 7, 6, 25),
+             lambda: case_global_avgpool('global_avgpool_row', 3, 16, 1, 5, 26),
+             lambda: case_dropout_eval(27)]
+    write_cases(path, cases)
 
 
 # ---------------------------------------------------------------- the seed's model
@@ -413,18 +469,26 @@ def gen_pytorch_model(path, train, test):
           f'smallest top-2 gap {gap:.3g})')
 
 
+OUTPUTS = ['layers', 'layers_pool_dropout', 'model_steps', 'pytorch_model']
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--out', default=os.path.join(here, '..', 'tests', 'fixtures'))
     ap.add_argument('--data-dir', default=DATA_DIR)
+    ap.add_argument('--only', choices=OUTPUTS, help='write this output alone')
     a = ap.parse_args()
     torch.set_num_threads(1)
     os.makedirs(a.out, exist_ok=True)
     train, test = load_split('train', a.data_dir), load_split('t10k', a.data_dir)
-    gen_layers(os.path.join(a.out, 'layers.safetensors'))
-    gen_model_steps(os.path.join(a.out, 'model_steps.safetensors'), train)
-    gen_pytorch_model(os.path.join(a.out, 'pytorch_model.safetensors'), train, test)
+    writers = {'layers': lambda path: gen_layers(path),
+               'layers_pool_dropout': lambda path: gen_layers_pool_dropout(path),
+               'model_steps': lambda path: gen_model_steps(path, train),
+               'pytorch_model': lambda path: gen_pytorch_model(path, train, test)}
+    for name in OUTPUTS:
+        if a.only in (None, name):
+            writers[name](os.path.join(a.out, name + '.safetensors'))
 
 
 if __name__ == '__main__':

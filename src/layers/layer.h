@@ -14,13 +14,13 @@
 #include "cnnc.h"
 #include "kernels/gemm.h" /* cn_bf16_pair */
 
-/* One sample's shape: channels, height, width (a flat vector of n features is [n,1,1]). */
+/* One sample's shape: channels, height, width; flat: a vector of c features (h = w = 1), as
+ * after flatten, linear or global_avgpool, which [C,H,W] layers refuse as PyTorch does. */
 typedef struct {
-    int c, h, w;
+    int c, h, w, flat;
 } cn_shape;
 
 static inline size_t cn_shape_size(cn_shape s) { return (size_t)s.c * s.h * s.w; }
-static inline int cn_shape_is_flat(cn_shape s) { return s.h == 1 && s.w == 1; }
 
 /* The settings of a layer, defaults resolved (cn_layer_spec with 0 meaning "the default"). */
 typedef struct {
@@ -99,6 +99,7 @@ enum {
     CN_WHOLE_BATCH = 4,   /* forward needs the whole batch at once (batch statistics) */
     CN_VIEW = 8,          /* y is x, reshaped: nothing runs, nothing is stored */
     CN_RANDOM = 16,       /* training draws random numbers (from the pass's key) */
+    CN_FINAL = 32,        /* the model's last layer, whose output the loss reads */
 };
 
 struct cn_layer_type {
@@ -120,10 +121,11 @@ struct cn_layer_type {
     /* Bytes per sample of what forward keeps for backward (aux). NULL: none. */
     size_t (*aux_bytes)(const cn_layer *l);
     /* Scratch of one pass: floats of col, words of packed (bf16 only). NULL: none. fused: the
-     * pass runs the fused backward with the next layer (see fuses). */
-    void (*scratch)(const cn_layer *l, int fused, int bf16, size_t *col, size_t *packed);
+     * next layer when backward runs fused with it (see fuses), else NULL. */
+    void (*scratch)(const cn_layer *l, const cn_layer *fused, int bf16, size_t *col,
+                    size_t *packed);
     /* Multiply-adds per sample (fused: as the fused backward computes them). NULL: none. */
-    void (*macs)(const cn_layer *l, int fused, cn_layer_macs *m);
+    void (*macs)(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m);
     void (*forward)(const cn_layer_pass *p);
     void (*backward)(const cn_layer_pass *p); /* NULL: nothing (a view) */
     /* 1 when backward_fused can stand for this layer's and next's backward passes together;
@@ -134,9 +136,10 @@ struct cn_layer_type {
      * layer's place), in replica order; counter += 1. NULL: none. */
     void (*update_running)(const cn_layer *l, float *running, int64_t *counter,
                            const float *const *reports, int R);
-    /* The layer's keys in the canonical model file (after the kind and name=): " out=10
-     * kernel=5", only what differs from the defaults; returns what snprintf returns. */
-    int (*describe)(const cn_layer *l, char *at, size_t cap);
+    /* Appends (cn_appendf) the layer's keys in the canonical model file, after the kind and
+     * name=: " out=10 kernel=5", optional keys only where they differ from the defaults. NULL:
+     * no keys. */
+    void (*describe)(const cn_layer *l, char *line, size_t cap);
 };
 
 /* The table of kind k (cn_layer_kind), or NULL for a value that is not one. */
@@ -144,8 +147,19 @@ const cn_layer_type *cn_layer_type_of(int kind);
 /* The table whose model file word is word, or NULL; *kind gets its cn_layer_kind. */
 const cn_layer_type *cn_layer_type_named(const char *word, int *kind);
 
-/* Helpers the layer files share. */
-int cn_layer_no_keys(const cn_layer *l, char *at, size_t cap);
+/* The layer types (one file each under src/layers/). */
+extern const cn_layer_type cn_conv2d_type, cn_maxpool2d_type, cn_relu_type,
+    cn_batchnorm2d_type, cn_flatten_type, cn_linear_type, cn_log_softmax_type,
+    cn_avgpool2d_type, cn_global_avgpool_type, cn_dropout_type, cn_batchnorm1d_type;
+
+/* Helpers the layer files share (types.c). Plan checks: -1 with the reason in err. */
+int cn_need_planes(const cn_layer *l, cn_error *err); /* a [C,H,W] input, not a flat one */
+int cn_need_flat(const cn_layer *l, cn_error *err);   /* a flat input */
+int cn_window_fits(const cn_layer *l, int kernel, int padding, cn_error *err);
+/* Appends to the NUL-terminated text in line[cap] what printf would write (cut at cap). */
+void cn_appendf(char *line, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Appends " key=V", V the shortest of %g and %.9g that reads back as v. */
+void cn_append_float(char *line, size_t cap, const char *key, float v);
 /* PyTorch's default for conv and linear: uniform in +-1/sqrt(fan_in), the weight, then the bias. */
 void cn_init_fan_in(float *params, size_t num_weight, size_t num_bias, size_t fan_in,
                     cn_rng *rng);

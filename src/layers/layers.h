@@ -22,9 +22,40 @@ void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B, i
 void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int B, int C,
                            int H, int W, int S);
 
+/* Average pooling (avgpool2d.c): in [C,H,W] per sample, window K, stride S, floor, no padding:
+ * out [C,OH,OW] with OH = (H - K) / S + 1 (likewise OW); each output is the window's sum / K*K. */
+typedef struct {
+    int C, H, W, K, S, OH, OW;
+} cn_avgpool_shape;
+
+static inline cn_avgpool_shape cn_avgpool_shape_of(int C, int H, int W, int K, int S)
+{
+    cn_avgpool_shape s = {C, H, W, K, S, (H - K) / S + 1, (W - K) / S + 1};
+    return s;
+}
+
+/* in [B,C,H,W] -> out [B,C,OH,OW]. */
+void cn_avgpool2d_forward(float *out, const float *in, int B, const cn_avgpool_shape *s);
+/* dout [B,C,OH,OW] -> din [B,C,H,W] = (overlapping windows add up; cells no window covers 0). */
+void cn_avgpool2d_backward(float *din, const float *dout, int B, const cn_avgpool_shape *s);
+
+/* Global average pooling (global_avgpool.c): in [P,HW] -> out [P], the mean of each of the P
+ * planes (P = batch * channels); backward din [P,HW] = dout[plane] / HW. */
+void cn_global_avgpool_forward(float *out, const float *in, size_t P, size_t HW);
+void cn_global_avgpool_backward(float *din, const float *dout, size_t P, size_t HW);
+
 /* ReLU over n values; backward uses the output: din = dout where out > 0, else 0. */
 void cn_relu_forward(float *out, const float *in, size_t n);
 void cn_relu_backward(float *din, const float *dout, const float *out, size_t n);
+
+/* Dropout (dropout.c). The draws of one layer in one training step: a number made from the
+ * step's (seed, epoch, step, replica) and the layer's index. */
+uint64_t cn_dropout_stream(uint64_t seed, int epoch, int step, int replica, int layer);
+/* in [B,N] -> out [B,N] = in * mask * 1/(1-p), where element i of the b-th row is zeroed with
+ * probability p by a hash of (stream, first + b, i) alone: forward (in = x) and backward
+ * (in = dout) alike, for any split of a batch into passes. p = 0 copies in exactly; 0 <= p < 1. */
+void cn_dropout_apply(float *out, const float *in, int B, size_t N, float p, uint64_t stream,
+                      int first);
 
 /* BatchNorm2d in training mode: statistics over B*HW values per channel, biased variance.
  * in [B,C,HW], gamma, beta [C] -> out [B,C,HW]; saves mean [C] and invstd [C] for backward and

@@ -1,8 +1,10 @@
-/* log_softmax.c — log-softmax over the last axis and the negative log-likelihood loss (mean
+/* log_softmax.c — the log_softmax layer type (the last layer of a classifier): log-softmax
+ * over the features and the negative log-likelihood loss (mean
  * over the batch), each with its backward, and the count of right answers. The maximum is subtracted first so large logits do
  * not overflow. No class weights, no ignore_index, no label smoothing. */
 #include <math.h>
 
+#include "layers/layer.h"
 #include "layers/layers.h"
 
 void cn_log_softmax_forward(float *out, const float *in, int B, int N)
@@ -57,3 +59,30 @@ int cn_count_correct(const float *logp, const uint8_t *labels, int B, int N)
     for (int b = 0; b < B; b++) correct += cn_argmax(logp + (size_t)b * N, N) == labels[b];
     return correct;
 }
+
+/* ---- the layer type ---- */
+
+static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
+{
+    (void)s;
+    if (cn_need_flat(l, err)) return -1;
+    l->out = l->in;
+    return 0;
+}
+
+static void forward(const cn_layer_pass *p) { cn_log_softmax_forward(p->y, p->x, p->n, p->l->in.c); }
+
+static void backward(const cn_layer_pass *p)
+{
+    if (p->dx) cn_log_softmax_backward(p->dx, p->dy, p->y, p->n, p->l->in.c);
+}
+
+const cn_layer_type cn_log_softmax_type = {
+    .kind = "log_softmax",
+    .flags = CN_KEEPS_OUTPUT | CN_FINAL,
+    .keys = "",
+    .required = "",
+    .plan = plan,
+    .forward = forward,
+    .backward = backward,
+};

@@ -1,10 +1,11 @@
-/* maxpool2d.c — max-pooling with window = stride = S (floor), remembering where each maximum
+/* maxpool2d.c — the maxpool2d layer type: max-pooling with window = stride = S (floor), remembering where each maximum
  * came from so backward routes the gradient there. Ties go to the first maximum in scan order,
  * as in PyTorch. The common 2x2 window is a vector kernel of the instruction set in use
  * (cn_maxpool2_plane, gemm.h). No padding, dilation or overlapping windows. */
 #include <string.h>
 
 #include "kernels/gemm.h"
+#include "layers/layer.h"
 #include "layers/layers.h"
 
 static void pool_plane(float *y, int32_t *where, const float *x, int W, int OH, int OW, int S)
@@ -49,3 +50,49 @@ void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax,
         for (int i = 0; i < OHW; i++) dx[where[i]] += dy[i];
     }
 }
+
+/* ---- the layer type: nn.MaxPool2d(K) (stride = K), the picks kept for backward ---- */
+
+static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
+{
+    cn_layer_args *a = &l->args;
+    a->kernel = s->kernel, a->stride = s->stride ? s->stride : s->kernel;
+    if (cn_need_planes(l, err) || cn_window_fits(l, a->kernel, 0, err)) return -1;
+    if (a->stride != a->kernel)
+        return cn_fail(err, "stride=%d with kernel=%d: not supported yet (stride = kernel only)",
+                       a->stride, a->kernel);
+    l->out = (cn_shape){l->in.c, l->in.h / a->kernel, l->in.w / a->kernel, 0};
+    return 0;
+}
+
+static size_t aux_bytes(const cn_layer *l) { return cn_shape_size(l->out) * sizeof(int32_t); }
+
+static void forward(const cn_layer_pass *p)
+{
+    const cn_layer *l = p->l;
+    cn_maxpool2d_forward(p->y, p->aux, p->x, p->n, l->in.c, l->in.h, l->in.w, l->args.kernel);
+}
+
+static void backward(const cn_layer_pass *p)
+{
+    const cn_layer *l = p->l;
+    if (p->dx)
+        cn_maxpool2d_backward(p->dx, p->dy, p->aux, p->n, l->in.c, l->in.h, l->in.w,
+                              l->args.kernel);
+}
+
+static void describe(const cn_layer *l, char *line, size_t cap)
+{
+    cn_appendf(line, cap, " kernel=%d", l->args.kernel);
+}
+
+const cn_layer_type cn_maxpool2d_type = {
+    .kind = "maxpool2d",
+    .keys = "kernel stride",
+    .required = "kernel",
+    .plan = plan,
+    .aux_bytes = aux_bytes,
+    .forward = forward,
+    .backward = backward,
+    .describe = describe,
+};

@@ -1,5 +1,6 @@
-/* relu.c — the rectifier, elementwise. Backward is gated on the output (> 0), which is what
+/* relu.c — the relu layer type: the rectifier, elementwise, on any shape. Backward is gated on the output (> 0), which is what
  * PyTorch does; the kink at 0 gets gradient 0. */
+#include "layers/layer.h"
 #include "layers/layers.h"
 
 void cn_relu_forward(float *restrict out, const float *restrict in, size_t n)
@@ -15,3 +16,30 @@ void cn_relu_backward(float *restrict din, const float *restrict dout, const flo
         din[i] = out[i] > 0.0f ? g : 0.0f;
     }
 }
+
+static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
+{
+    (void)s, (void)err;
+    l->out = l->in;
+    return 0;
+}
+
+static void forward(const cn_layer_pass *p)
+{
+    cn_relu_forward(p->y, p->x, (size_t)p->n * cn_shape_size(p->l->out));
+}
+
+static void backward(const cn_layer_pass *p)
+{
+    if (p->dx) cn_relu_backward(p->dx, p->dy, p->y, (size_t)p->n * cn_shape_size(p->l->out));
+}
+
+const cn_layer_type cn_relu_type = {
+    .kind = "relu",
+    .flags = CN_KEEPS_OUTPUT,
+    .keys = "",
+    .required = "",
+    .plan = plan,
+    .forward = forward,
+    .backward = backward,
+};

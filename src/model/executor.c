@@ -7,41 +7,41 @@
 
 #include "clock.h"
 #include "model/executor.h"
-#include "kernels/conv.h"
 #include "kernels/gemm.h"
-#include "layers/layers.h"
+#include "layers/layers.h" /* cn_nll_backward, CN_LINE_FLOATS */
 
 /* Transient floats per segment pass: small enough to stay in a core's L2 cache. */
 #define CN_CHUNK_FLOATS 32768
 
 /* ------------------------------------------------------------------ planning */
 
-static int kind_at(const cn_model *m, int i)
+static unsigned flags_of(const cn_model *m, int i)
 {
-    return i >= 0 && i < m->num_layers ? (int)m->layers[i].kind : -1;
+    return i >= 0 && i < m->num_layers ? m->layers[i].type->flags : 0;
 }
 
-/* The layer that reads layer i's output, looking through flatten views (num_layers if none). */
+/* The layer that reads layer i's output, looking through views (num_layers if none). */
 static int consumer_of(const cn_model *m, int i)
 {
     int c = i + 1;
-    while (c < m->num_layers && m->layers[c].kind == CN_FLATTEN) c++;
+    while (c < m->num_layers && (flags_of(m, c) & CN_VIEW)) c++;
     return c;
 }
 
-/* Output kept for the whole batch: a BatchNorm reads or writes it, backward reads it (relu and
- * log_softmax use their output, conv and linear their input), or it is the model's output. */
+/* Output kept for the whole batch: a whole-batch layer reads or writes it, backward reads it
+ * (the layer's own output, or the input of the layer reading it), or it is the model's output. */
 static int output_kept(const cn_model *m, int i)
 {
-    int k = kind_at(m, i), c = kind_at(m, consumer_of(m, i));
-    return k == CN_BATCHNORM2D || k == CN_RELU || k == CN_LOG_SOFTMAX || i == m->num_layers - 1 ||
-           c == CN_BATCHNORM2D || c == CN_CONV2D || c == CN_LINEAR;
+    unsigned own = flags_of(m, i), next = flags_of(m, consumer_of(m, i));
+    return (own & (CN_WHOLE_BATCH | CN_KEEPS_OUTPUT)) || i == m->num_layers - 1 ||
+           (next & (CN_WHOLE_BATCH | CN_KEEPS_INPUT));
 }
 
-/* Gradient kept for the whole batch: a BatchNorm writes or reads it, or the loss writes it. */
+/* Gradient kept for the whole batch: a whole-batch layer writes or reads it, or the loss
+ * writes it. */
 static int grad_kept(const cn_model *m, int i)
 {
-    return kind_at(m, i) == CN_BATCHNORM2D || kind_at(m, consumer_of(m, i)) == CN_BATCHNORM2D ||
+    return ((flags_of(m, i) | flags_of(m, consumer_of(m, i))) & CN_WHOLE_BATCH) ||
            i == m->num_layers - 1;
 }
 
@@ -49,9 +49,10 @@ static void plan_keeping(cn_plan *p)
 {
     const cn_model *m = p->m;
     for (int i = 0; i < m->num_layers; i++) {
-        int flat_view = m->layers[i].kind == CN_FLATTEN;
-        p->keep_out[i] = flat_view ? (i == 0 || p->keep_out[i - 1]) : output_kept(m, i);
-        p->keep_grad[i] = flat_view ? (i == 0 || p->keep_grad[i - 1]) : grad_kept(m, i);
+        int view = flags_of(m, i) & CN_VIEW;
+        p->keep_out[i] = view ? (i == 0 || p->keep_out[i - 1]) : output_kept(m, i);
+        p->keep_grad[i] = view ? (i == 0 || p->keep_grad[i - 1]) : grad_kept(m, i);
+        p->fused[i] = cn_model_fused_next(m, i) != NULL;
     }
 }
 
@@ -60,7 +61,7 @@ static int segment_chunk(const cn_plan *p, int first, int last)
 {
     size_t per_sample = 1;
     for (int i = first; i <= last; i++) {
-        size_t size = (size_t)cn_layer_out_size(&p->m->layers[i]);
+        size_t size = cn_layer_out_size(&p->m->layers[i]);
         per_sample += (p->keep_out[i] ? 0 : size) + (p->keep_grad[i] ? 0 : size);
     }
     size_t chunk = CN_CHUNK_FLOATS / per_sample;
@@ -73,9 +74,9 @@ static void segment_params(const cn_model *m, cn_segment *s)
     s->param_begin = s->param_end = 0;
     for (int i = s->first; i <= s->last; i++) {
         const cn_layer *l = &m->layers[i];
-        if (!cn_layer_has_params(l)) continue;
-        if (s->param_end == 0) s->param_begin = l->weight;
-        s->param_end = l->bias + (size_t)l->out_c;
+        if (!l->num_params) continue;
+        if (s->param_end == 0) s->param_begin = l->params;
+        s->param_end = l->params + l->num_params;
     }
 }
 
@@ -87,9 +88,9 @@ static void plan_segments(cn_plan *p)
     for (int i = 0; i < m->num_layers;) {
         cn_segment *s = &p->segments[p->num_segments++];
         s->first = i;
-        s->batch_op = m->layers[i].kind == CN_BATCHNORM2D;
+        s->batch_op = (flags_of(m, i) & CN_WHOLE_BATCH) != 0;
         if (!s->batch_op)
-            while (i + 1 < m->num_layers && m->layers[i + 1].kind != CN_BATCHNORM2D) i++;
+            while (i + 1 < m->num_layers && !(flags_of(m, i + 1) & CN_WHOLE_BATCH)) i++;
         s->last = i++;
         s->chunk = s->batch_op ? p->batch : segment_chunk(p, s->first, s->last);
         s->num_chunks = (p->batch + s->chunk - 1) / s->chunk;
@@ -101,61 +102,39 @@ static void plan_segments(cn_plan *p)
     }
 }
 
-static cn_conv_shape conv_shape(const cn_layer *l)
+/* The scratch of the layer that needs the most: patches (col) and bf16 operands (packed). */
+static void plan_scratch(cn_plan *p)
 {
-    return cn_conv_shape_of(l->in_c, l->in_h, l->in_w, l->out_c, l->kernel, 1, 0);
-}
-
-/* The patch scratch of the largest convolution, plus what im2row may write past its end (and,
- * before a max-pool, the picks' scratch). */
-static size_t col_floats(const cn_model *m)
-{
-    size_t most = 1;
+    const cn_model *m = p->m;
+    p->col_floats = p->packed_words = 1;
     for (int i = 0; i < m->num_layers; i++) {
         const cn_layer *l = &m->layers[i];
-        if (l->kind != CN_CONV2D) continue;
-        cn_conv_shape cs = conv_shape(l);
-        size_t n = cn_conv2d_col_floats(&cs);
-        if (cn_model_pool_after(m, i))
-            n = cn_conv2d_pool_col_floats(&cs, cn_model_pool_after(m, i));
-        most = n > most ? n : most;
+        size_t col = 0, packed = 0;
+        if (!l->type->scratch) continue;
+        l->type->scratch(l, cn_model_fused_next(m, i), p->bf16, &col, &packed);
+        p->col_floats = col > p->col_floats ? col : p->col_floats;
+        p->packed_words = packed > p->packed_words ? packed : p->packed_words;
     }
-    return most;
-}
-
-/* The packed bf16 operands of the largest convolution. */
-static size_t packed_words(const cn_model *m)
-{
-    size_t most = 1;
-    for (int i = 0; i < m->num_layers; i++) {
-        const cn_layer *l = &m->layers[i];
-        if (l->kind != CN_CONV2D) continue;
-        cn_conv_shape cs = conv_shape(l);
-        size_t n = cn_conv2d_packed_words(&cs);
-        most = n > most ? n : most;
-    }
-    return most;
+    if (!p->bf16) p->packed_words = 0;
 }
 
 int cn_plan_init(cn_plan *p, const cn_model *m, int batch, cn_precision precision)
 {
-    int bf16 = precision == CN_PRECISION_BF16;
-    *p = (cn_plan){.m = m, .batch = batch, .col_floats = col_floats(m), .bf16 = bf16,
-                   .packed_words = bf16 ? packed_words(m) : 0};
+    *p = (cn_plan){.m = m, .batch = batch, .bf16 = precision == CN_PRECISION_BF16};
     if (m->num_layers < 1 || batch < 1) return -1;
     size_t L = (size_t)m->num_layers;
     p->segments = calloc(L, sizeof *p->segments);
     p->keep_out = calloc(L, 1);
     p->keep_grad = calloc(L, 1);
+    p->fused = calloc(L, 1);
     p->rows = calloc(L, sizeof *p->rows);
-    if (!p->segments || !p->keep_out || !p->keep_grad || !p->rows) {
+    if (!p->segments || !p->keep_out || !p->keep_grad || !p->fused || !p->rows) {
         cn_plan_free(p);
         return -1;
     }
-    for (int i = 0; i < m->num_layers; i++)
-        if (m->layers[i].kind == CN_BATCHNORM2D) p->bn_channels += m->layers[i].out_c;
     plan_keeping(p);
     plan_segments(p);
+    plan_scratch(p);
     return 0;
 }
 
@@ -164,6 +143,7 @@ void cn_plan_free(cn_plan *p)
     free(p->segments);
     free(p->keep_out);
     free(p->keep_grad);
+    free(p->fused);
     free(p->rows);
     *p = (cn_plan){0};
 }
@@ -188,6 +168,8 @@ static float *take(float *base, size_t *at, size_t n)
 
 _Static_assert(sizeof(cn_bf16_pair) == sizeof(float), "packed pairs are carved as floats");
 
+static size_t floats_for_bytes(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
+
 /* Walks the buffers in one fixed order; with base NULL it only counts floats. Everything a
  * pass writes is in this one block, the workspace's own, so two threads running two workspaces
  * never write to the same cache line, timers and labels included. (Moving those into the block
@@ -199,26 +181,26 @@ static size_t carve(const cn_plan *p, cn_workspace *w, float *base)
 #define TAKE(n) take(base, &at, (n))
     w->layer_forward = (double *)TAKE(L * sizeof(double) / sizeof(float));
     w->layer_backward = (double *)TAKE(L * sizeof(double) / sizeof(float));
-    w->labels = (uint8_t *)TAKE(((size_t)p->batch + sizeof(float) - 1) / sizeof(float));
+    w->labels = (uint8_t *)TAKE(floats_for_bytes((size_t)p->batch));
     w->input = TAKE((size_t)p->batch * cn_model_input_size(m));
-    w->bn_mean = TAKE((size_t)p->bn_channels);
-    w->bn_invstd = TAKE((size_t)p->bn_channels);
-    w->bn_var = TAKE((size_t)p->bn_channels);
+    w->report = TAKE(m->num_report);
+    w->state = TAKE(m->num_state);
     w->col = TAKE(p->col_floats);
     w->packed = (cn_bf16_pair *)TAKE(p->packed_words);
     w->dparams = TAKE(m->num_params);
     w->partials = TAKE(p->partial_floats);
     for (int i = 0; i < m->num_layers; i++) {
         const cn_layer *l = &m->layers[i];
-        size_t size = (size_t)cn_layer_out_size(l);
-        if (l->kind == CN_FLATTEN) { /* a view of its input */
+        size_t size = cn_layer_out_size(l);
+        if (l->type->flags & CN_VIEW) { /* its input's buffers */
             w->out[i] = i > 0 ? w->out[i - 1] : w->input;
             w->grad[i] = i > 0 ? w->grad[i - 1] : NULL;
             continue;
         }
         w->out[i] = TAKE(layer_rows(p, i, p->keep_out[i]) * size);
         w->grad[i] = TAKE(layer_rows(p, i, p->keep_grad[i]) * size);
-        w->argmax[i] = l->kind == CN_MAXPOOL2D ? (int32_t *)TAKE((size_t)p->batch * size) : NULL;
+        size_t aux = l->type->aux_bytes ? l->type->aux_bytes(l) : 0;
+        w->aux[i] = aux ? TAKE(floats_for_bytes((size_t)p->batch * aux)) : NULL;
     }
 #undef TAKE
     return (at + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
@@ -230,8 +212,8 @@ int cn_workspace_init(cn_workspace *w, const cn_plan *p)
     *w = (cn_workspace){0};
     w->out = calloc(L, sizeof *w->out);
     w->grad = calloc(L, sizeof *w->grad);
-    w->argmax = calloc(L, sizeof *w->argmax);
-    if (w->out && w->grad && w->argmax) {
+    w->aux = calloc(L, sizeof *w->aux);
+    if (w->out && w->grad && w->aux) {
         size_t bytes = carve(p, w, NULL) * sizeof(float);
         if ((w->block = aligned_alloc(CN_LINE_FLOATS * sizeof(float), bytes)))
             memset(w->block, 0, bytes);
@@ -248,129 +230,62 @@ void cn_workspace_free(cn_workspace *w)
 {
     free(w->out);
     free(w->grad);
-    free(w->argmax);
+    free(w->aux);
     free(w->block);
     *w = (cn_workspace){0};
 }
 
 /* ------------------------------------------------------------------ running */
 
-/* Where layer i's tensors for samples first.. are: kept buffers are w's, indexed by sample;
+/* Layer i's pass over samples first..first+n-1: kept buffers are w's, indexed by sample;
  * transient ones are the scratch workspace's and restart at 0 for every pass. */
-typedef struct {
-    const float *x;
-    float *y, *dx, *dy;
-    int32_t *argmax;
-} layer_io;
-
-static layer_io io_at(const cn_plan *p, const cn_workspace *w, const cn_workspace *s, int i,
-                      int first)
+static cn_layer_pass pass_at(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i,
+                             int first, int n, int training)
 {
-    const cn_layer *l = &p->m->layers[i];
-    size_t in = (size_t)cn_layer_in_size(l), out = (size_t)cn_layer_out_size(l);
+    const cn_model *m = p->m;
+    const cn_layer *l = &m->layers[i];
+    size_t in = cn_layer_in_size(l), out = cn_layer_out_size(l);
     size_t at_out = p->keep_out[i] ? (size_t)first : 0;
     size_t at_grad = p->keep_grad[i] ? (size_t)first : 0;
-    layer_io io = {0};
+    cn_layer_pass q = {.l = l, .n = n, .first = first, .training = training, .bf16 = p->bf16,
+                       .params = m->params + l->params, .running = m->running + l->running,
+                       .report = w->report + l->report, .state = w->state + l->state,
+                       .col = s->col, .packed = s->packed, .key = &w->key};
     if (i == 0)
-        io.x = w->input + (size_t)first * in;
+        q.x = w->input + (size_t)first * in;
     else {
         int kept_in = p->keep_out[i - 1], kept_din = p->keep_grad[i - 1];
-        io.x = (kept_in ? w : s)->out[i - 1] + (kept_in ? (size_t)first : 0) * in;
+        q.x = (kept_in ? w : s)->out[i - 1] + (kept_in ? (size_t)first : 0) * in;
         if ((kept_din ? w : s)->grad[i - 1])
-            io.dx = (kept_din ? w : s)->grad[i - 1] + (kept_din ? (size_t)first : 0) * in;
+            q.dx = (kept_din ? w : s)->grad[i - 1] + (kept_din ? (size_t)first : 0) * in;
     }
-    io.y = (p->keep_out[i] ? w : s)->out[i] + at_out * out;
-    io.dy = (p->keep_grad[i] ? w : s)->grad[i] + at_grad * out;
-    io.argmax = w->argmax[i] ? w->argmax[i] + (size_t)first * out : NULL;
-    return io;
+    q.y = (p->keep_out[i] ? w : s)->out[i] + at_out * out;
+    q.dy = (p->keep_grad[i] ? w : s)->grad[i] + at_grad * out;
+    if (w->aux[i])
+        q.aux = (char *)w->aux[i] + (size_t)first * l->type->aux_bytes(l);
+    return q;
 }
 
 static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
                           int n, int training)
 {
-    const cn_model *m = p->m;
-    const cn_layer *l = &m->layers[i];
-    const float *prm = m->params;
-    layer_io io = io_at(p, w, s, i, first);
-    int HW = l->out_h * l->out_w, bc = l->bn_channels;
-    switch (l->kind) {
-    case CN_CONV2D: {
-        cn_conv_shape cs = conv_shape(l);
-        if (p->bf16)
-            cn_conv2d_forward_bf16(io.y, io.x, prm + l->weight, prm + l->bias, n, &cs, s->packed);
-        else
-            cn_conv2d_forward(io.y, io.x, prm + l->weight, prm + l->bias, n, &cs, s->col);
-        break;
-    }
-    case CN_MAXPOOL2D:
-        cn_maxpool2d_forward(io.y, io.argmax, io.x, n, l->in_c, l->in_h, l->in_w, l->kernel);
-        break;
-    case CN_RELU:
-        cn_relu_forward(io.y, io.x, (size_t)n * cn_layer_out_size(l));
-        break;
-    case CN_BATCHNORM2D:
-        if (training)
-            cn_batchnorm2d_forward_train(io.y, w->bn_mean + bc, w->bn_invstd + bc, w->bn_var + bc,
-                                         io.x, prm + l->weight, prm + l->bias, n, l->out_c, HW,
-                                         CN_BN_EPS);
-        else
-            cn_batchnorm2d_forward_eval(io.y, io.x, prm + l->weight, prm + l->bias,
-                                        m->stats + l->stats, m->stats + l->stats + l->out_c, n,
-                                        l->out_c, HW, CN_BN_EPS);
-        break;
-    case CN_FLATTEN:
-        break;
-    case CN_LINEAR:
-        cn_linear_forward(io.y, io.x, prm + l->weight, prm + l->bias, n, l->in_c, l->out_c);
-        break;
-    case CN_LOG_SOFTMAX:
-        cn_log_softmax_forward(io.y, io.x, n, l->out_c);
-        break;
-    }
+    cn_layer_pass q = pass_at(p, w, s, i, first, n, training);
+    q.l->type->forward(&q);
 }
 
-/* dp + l->weight - shift is where this pass adds the gradient of layer i's weight. */
+/* dp + l->params - shift is where this pass adds the gradient of layer i's parameters. */
 static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
                            int n, float *dp, size_t shift)
 {
-    const cn_model *m = p->m;
-    const cn_layer *l = &m->layers[i];
-    const float *prm = m->params;
-    layer_io io = io_at(p, w, s, i, first);
-    float *dw = dp + (l->weight - shift), *db = dp + (l->bias - shift);
-    int HW = l->out_h * l->out_w, bc = l->bn_channels;
-    switch (l->kind) {
-    case CN_CONV2D: {
-        cn_conv_shape cs = conv_shape(l);
-        if (cn_model_pool_after(m, i)) { /* gradients from the pool's picks */
-            layer_io pool = io_at(p, w, s, i + 1, first);
-            cn_conv2d_pool_backward(io.dx, dw, db, pool.dy, pool.argmax, io.x, prm + l->weight,
-                                    n, &cs, cn_model_pool_after(m, i), s->col);
-        } else if (p->bf16)
-            cn_conv2d_backward_bf16(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, &cs, s->col, s->packed);
-        else
-            cn_conv2d_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, &cs, s->col);
-        break;
-    }
-    case CN_LINEAR:
-        cn_linear_backward(io.dx, dw, db, io.dy, io.x, prm + l->weight, n, l->in_c, l->out_c);
-        break;
-    case CN_BATCHNORM2D:
-        cn_batchnorm2d_backward(io.dx, dw, db, io.dy, io.x, w->bn_mean + bc, w->bn_invstd + bc,
-                                prm + l->weight, n, l->out_c, HW);
-        break;
-    case CN_MAXPOOL2D:
-        if (io.dx && !cn_model_pool_after(m, i - 1)) /* else the convolution read the picks */
-            cn_maxpool2d_backward(io.dx, io.dy, io.argmax, n, l->in_c, l->in_h, l->in_w, l->kernel);
-        break;
-    case CN_RELU:
-        if (io.dx) cn_relu_backward(io.dx, io.dy, io.y, (size_t)n * cn_layer_out_size(l));
-        break;
-    case CN_LOG_SOFTMAX:
-        if (io.dx) cn_log_softmax_backward(io.dx, io.dy, io.y, n, l->out_c);
-        break;
-    case CN_FLATTEN:
-        break;
+    const cn_layer_type *type = p->m->layers[i].type;
+    if (i > 0 && p->fused[i - 1]) return; /* the layer before runs this one's backward */
+    cn_layer_pass q = pass_at(p, w, s, i, first, n, 1);
+    q.dparams = dp + (q.l->params - shift);
+    if (p->fused[i]) {
+        cn_layer_pass next = pass_at(p, w, s, i + 1, first, n, 1);
+        type->backward_fused(&q, &next);
+    } else if (type->backward) {
+        type->backward(&q);
     }
 }
 
@@ -414,7 +329,7 @@ void cn_backward_start(const cn_plan *p, cn_workspace *w)
     int last = m->num_layers - 1;
     memset(w->dparams, 0, m->num_params * sizeof *w->dparams);
     memset(w->partials, 0, p->partial_floats * sizeof *w->partials);
-    cn_nll_backward(w->grad[last], w->labels, p->batch, m->layers[last].out_c);
+    cn_nll_backward(w->grad[last], w->labels, p->batch, m->layers[last].out.c);
 }
 
 void cn_backward_chunk(const cn_plan *p, cn_workspace *w, cn_workspace *scratch, int seg,

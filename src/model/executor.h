@@ -3,7 +3,8 @@
  * whole batch at once, every other run of layers goes through the batch a few samples at a time,
  * so that intermediate results nobody needs later (a conv output feeding a max-pool, say) live
  * in small buffers that stay in cache. Only what backward needs is kept for the whole batch.
- * Nothing here knows about replicas, threads or optimisers (trainer.c does). */
+ * What each layer needs comes from its type's table (layer.h); nothing here asks which type a
+ * layer is. Nothing here knows about replicas, threads or optimisers (trainer.c does). */
 #ifndef CN_EXECUTOR_H
 #define CN_EXECUTOR_H
 
@@ -12,7 +13,7 @@
 
 typedef struct {
     int first, last; /* layers first..last */
-    int batch_op;    /* 1: one BatchNorm layer, run on the whole batch at once */
+    int batch_op;    /* 1: one whole-batch layer (BatchNorm), run on the whole batch at once */
     int chunk;       /* samples per pass through the segment */
     int num_chunks;  /* passes over the whole batch */
     size_t param_begin, param_end; /* the parameters its layers own */
@@ -26,26 +27,28 @@ typedef struct {
     cn_segment *segments;
     unsigned char *keep_out;  /* [L] 1: the layer's output is stored for the whole batch */
     unsigned char *keep_grad; /* [L] 1: so is the gradient of that output */
+    unsigned char *fused;     /* [L] 1: the layer's backward runs fused with the next one's */
     int *rows;                /* [L] samples its transient buffers hold (its segment's chunk) */
-    size_t col_floats;        /* im2col scratch */
+    size_t col_floats;        /* patch scratch */
     int bf16;                 /* 1: the convolutions' products in bf16 (CN_PRECISION_BF16) */
     size_t packed_words;      /* their packed operands, when bf16 */
     size_t partial_floats;    /* per-chunk gradients of the segments with several chunks */
-    int bn_channels;          /* all BatchNorm channels */
 } cn_plan;
 
 typedef struct {
     float *input;      /* [batch, input size] */
     uint8_t *labels;   /* [batch] */
-    float **out;       /* per layer: its output; flatten layers alias their input */
+    float **out;       /* per layer: its output; views alias their input */
     float **grad;      /* per layer: gradient of its output */
-    int32_t **argmax;  /* per layer: max-pool argmax [batch, out size], NULL for the others */
-    float *bn_mean, *bn_invstd, *bn_var; /* [bn_channels] batch statistics of the last pass */
-    float *col;        /* im2col scratch */
+    void **aux;        /* per layer: what forward keeps for backward [batch, aux bytes], or NULL */
+    float *report;     /* [m->num_report] batch statistics of the last training pass */
+    float *state;      /* [m->num_state] what else forward kept for backward */
+    float *col;        /* patch scratch */
     cn_bf16_pair *packed; /* [packed_words] bf16 operands of a convolution (bf16 plans) */
     float *dparams;    /* [num_params] gradient of the last backward pass */
     float *partials;   /* [partial_floats] each chunk's share of dparams, summed in chunk order */
     double *layer_forward, *layer_backward; /* per layer: seconds in training passes */
+    cn_step_key key;   /* the training step being run (the trainer sets it) */
     void *block;
 } cn_workspace;
 

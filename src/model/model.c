@@ -1,160 +1,133 @@
-/* model.c — building a sequential model from layer specs (shape checks, tensor planning),
- * PyTorch's default initialisation, and the state_dict view used for checkpoints. The seed's
- * Fashion-MNIST network is one such definition. Running the model lives in trainer.c. */
-#include <math.h>
+/* model.c — building a sequential model from layer specs: each layer's type plans its shape and
+ * names its tensors, and the model gives them their places in the parameter, running-statistic
+ * and counter buffers; PyTorch's default initialisation; the state_dict view used for
+ * checkpoints; flop counts and per-layer facts. The seed's Fashion-MNIST network is one such
+ * definition. Running the model lives in executor.c, the text format in model_file.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
 
-static const char *kind_name(cn_layer_kind kind)
+#define MAX_LAYERS 256
+#define MAX_ACTIVATIONS (1 << 24)    /* floats one sample's layer output may hold */
+#define MAX_PARAMS ((size_t)1 << 28) /* floats of all trainable parameters */
+#define NAME_MAX_LEN 39              /* "NAME.num_batches_tracked" fits a tensor name */
+
+static size_t tensor_size(const cn_tensor_plan *t)
 {
-    static const char *const names[] = {"conv2d", "maxpool2d", "relu", "batchnorm2d",
-                                        "flatten", "linear", "log_softmax"};
-    _Static_assert(sizeof names / sizeof names[0] == CN_LOG_SOFTMAX + 1, "one name per kind");
-    return (unsigned)kind <= CN_LOG_SOFTMAX ? names[kind] : "unknown";
+    size_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+    return n;
 }
 
-/* Sets l's output shape from its input shape; -1 with a message when the spec cannot apply. */
-static int plan_shape(cn_layer *l, const cn_layer_spec *s, int index, int last, cn_error *err)
+/* Gives l's tensors and batch statistics their places, advancing the model's totals. */
+static int place_tensors(cn_model *m, cn_layer *l, cn_error *err)
 {
-    const char *what = kind_name(s->kind);
-    l->out_c = l->in_c, l->out_h = l->in_h, l->out_w = l->in_w;
-    int flat = l->in_h == 1 && l->in_w == 1;
-    switch (s->kind) {
-    case CN_CONV2D:
-        if (s->kernel < 1 || s->kernel > l->in_h || s->kernel > l->in_w || s->out_channels < 1)
-            return cn_fail(err, "layer %d (%s): kernel %d and %d channels do not fit input %dx%d",
-                           index, what, s->kernel, s->out_channels, l->in_h, l->in_w);
-        l->out_c = s->out_channels, l->out_h = l->in_h - s->kernel + 1;
-        l->out_w = l->in_w - s->kernel + 1;
-        return 0;
-    case CN_MAXPOOL2D:
-        if (s->kernel < 1 || s->kernel > l->in_h || s->kernel > l->in_w)
-            return cn_fail(err, "layer %d (%s): window %d does not fit input %dx%d", index, what,
-                           s->kernel, l->in_h, l->in_w);
-        l->out_h = l->in_h / s->kernel, l->out_w = l->in_w / s->kernel;
-        return 0;
-    case CN_RELU: case CN_BATCHNORM2D:
-        return 0;
-    case CN_FLATTEN:
-        l->out_c = l->in_c * l->in_h * l->in_w, l->out_h = l->out_w = 1;
-        return 0;
-    case CN_LINEAR:
-        if (!flat || s->out_channels < 1)
-            return cn_fail(err, "layer %d (%s): needs a flattened input and out_channels >= 1",
-                           index, what);
-        l->out_c = s->out_channels;
-        return 0;
-    case CN_LOG_SOFTMAX:
-        if (!flat || !last)
-            return cn_fail(err, "layer %d (%s): must be the last layer, on a flat input", index,
-                           what);
-        return 0;
+    cn_tensor_plan t[CN_MAX_LAYER_TENSORS];
+    int n = l->type->tensors ? l->type->tensors(l, t) : 0;
+    l->params = m->num_params, l->running = m->num_running, l->counter = -1;
+    for (int k = 0; k < n; k++) {
+        if (t[k].home == CN_IN_PARAMS) l->num_params += tensor_size(&t[k]);
+        if (t[k].home == CN_IN_RUNNING) l->num_running += tensor_size(&t[k]);
+        if (t[k].home == CN_IN_COUNTER) l->counter = m->num_counters++;
     }
-    return cn_fail(err, "layer %d: unknown kind %d", index, (int)s->kind);
-}
-
-/* Gives l its places in the parameter and statistics buffers, advancing the running totals. */
-static void plan_tensors(cn_layer *l, cn_model *m, int *bn_channels)
-{
-    if (l->kind == CN_CONV2D || l->kind == CN_LINEAR) {
-        l->num_weight = (size_t)l->out_c * (l->kind == CN_CONV2D
-                            ? (size_t)l->in_c * l->kernel * l->kernel : (size_t)l->in_c);
-        l->weight = m->num_params;
-        l->bias = l->weight + l->num_weight;
-        m->num_params = l->bias + (size_t)l->out_c;
-    } else if (l->kind == CN_BATCHNORM2D) {
-        l->num_weight = (size_t)l->out_c;
-        l->weight = m->num_params;
-        l->bias = l->weight + l->num_weight;
-        m->num_params = l->bias + (size_t)l->out_c;
-        l->stats = m->num_stats;
-        m->num_stats += 2 * (size_t)l->out_c;
-        l->bn_index = m->num_bn++;
-        l->bn_channels = *bn_channels;
-        *bn_channels += l->out_c;
-    }
-}
-
-/* Two layers with tensors under one name would write two tensors of one name. */
-static int check_unique_name(const cn_model *m, int i, cn_error *err)
-{
-    const cn_layer *l = &m->layers[i];
-    if (!cn_layer_has_params(l)) return 0;
-    for (int k = 0; k < i; k++)
-        if (cn_layer_has_params(&m->layers[k]) && strcmp(m->layers[k].name, l->name) == 0)
-            return cn_fail(err, "layer %d (%s): name '%s' is already used by layer %d", i,
-                           kind_name(l->kind), l->name, k);
+    m->num_params += l->num_params, m->num_running += l->num_running;
+    if (m->num_params > MAX_PARAMS)
+        return cn_fail(err, "the model would have more than %zu parameters", MAX_PARAMS);
+    if (l->type->batch_state) l->type->batch_state(l, &l->num_report, &l->num_state);
+    l->report = m->num_report, l->state = m->num_state;
+    m->num_report += l->num_report, m->num_state += l->num_state;
     return 0;
 }
 
-static int plan_layer(cn_model *m, int i, const cn_layer_spec *s, int *bn_channels, cn_error *err)
+/* The layer's name: its spec's, else kind and index ("relu2"); layers with tensors need one,
+ * unique among them. */
+static int name_layer(cn_model *m, cn_layer *l, const char *name, cn_error *err)
+{
+    int has_tensors = l->type->tensors != NULL;
+    if (has_tensors && (!name || !name[0])) return cn_fail(err, "needs a name for its tensors");
+    if (name && strlen(name) > NAME_MAX_LEN) return cn_fail(err, "name '%s' is too long", name);
+    if (name && name[0])
+        snprintf(l->name, sizeof l->name, "%s", name);
+    else
+        snprintf(l->name, sizeof l->name, "%s%d", l->type->kind, l->index);
+    for (int k = 0; has_tensors && k < l->index; k++)
+        if (m->layers[k].type->tensors && strcmp(m->layers[k].name, l->name) == 0)
+            return cn_fail(err, "name '%s' is already used by layer %d", l->name, k);
+    return 0;
+}
+
+static int plan_layer(cn_model *m, int i, const cn_layer_spec *s, cn_error *err)
 {
     cn_layer *l = &m->layers[i];
-    const cn_layer *prev = i > 0 ? &m->layers[i - 1] : NULL;
-    l->kind = s->kind;
-    l->kernel = s->kernel;
-    l->in_c = prev ? prev->out_c : m->in_c;
-    l->in_h = prev ? prev->out_h : m->in_h;
-    l->in_w = prev ? prev->out_w : m->in_w;
-    if (plan_shape(l, s, i, i == m->num_layers - 1, err)) return -1;
-    if (cn_layer_has_params(l) && (!s->name || !s->name[0]))
-        return cn_fail(err, "layer %d (%s): needs a name for its tensors", i, kind_name(s->kind));
-    if (s->name && strlen(s->name) >= sizeof l->name - 24)
-        return cn_fail(err, "layer %d (%s): name '%s' is too long", i, kind_name(s->kind),
-                       s->name);
-    if (s->name && s->name[0])
-        snprintf(l->name, sizeof l->name, "%s", s->name);
-    else
-        snprintf(l->name, sizeof l->name, "%s%d", kind_name(s->kind), i);
-    if (check_unique_name(m, i, err)) return -1;
-    plan_tensors(l, m, bn_channels);
-    return 0;
+    l->index = i;
+    l->type = cn_layer_type_of((int)s->kind);
+    if (!l->type) return cn_fail(err, "unknown kind %d", (int)s->kind);
+    l->in = i > 0 ? m->layers[i - 1].out : (cn_shape){m->in_c, m->in_h, m->in_w, 0};
+    if (l->type->plan(l, s, err) || name_layer(m, l, s->name, err)) return -1;
+    if (cn_layer_out_size(l) > MAX_ACTIVATIONS)
+        return cn_fail(err, "its output %dx%dx%d is more than %d values", l->out.c, l->out.h,
+                       l->out.w, MAX_ACTIVATIONS);
+    if ((l->type->flags & CN_FINAL) && i != m->num_layers - 1)
+        return cn_fail(err, "must be the last layer");
+    return place_tensors(m, l, err);
 }
 
-cn_model *cn_model_create(int channels, int height, int width, const cn_layer_spec *layers,
-                          int num_layers, cn_error *err)
+static int allocate(cn_model *m)
 {
-    if (channels < 1 || height < 1 || width < 1 || num_layers < 1 || num_layers > 256) {
+    m->params = calloc(m->num_params ? m->num_params : 1, sizeof *m->params);
+    m->running = calloc(m->num_running ? m->num_running : 1, sizeof *m->running);
+    m->counters = calloc(m->num_counters ? (size_t)m->num_counters : 1, sizeof *m->counters);
+    m->mean = malloc((size_t)m->in_c * sizeof *m->mean);
+    m->std = malloc((size_t)m->in_c * sizeof *m->std);
+    if (!m->params || !m->running || !m->counters || !m->mean || !m->std) return -1;
+    for (int c = 0; c < m->in_c; c++) m->mean[c] = CN_PIXEL_MEAN, m->std[c] = CN_PIXEL_STD;
+    return (m->text = cn_model_describe(m)) ? 0 : -1;
+}
+
+static cn_model *failed_build(cn_model *m, int *failed, int layer, cn_error *err,
+                              const char *msg)
+{
+    cn_model_free(m);
+    *failed = layer;
+    if (msg) cn_fail(err, "%s", msg);
+    return NULL;
+}
+
+cn_model *cn_model_build(int channels, int height, int width, const cn_layer_spec *layers,
+                         int num_layers, int *failed, cn_error *err)
+{
+    *failed = -1;
+    if (channels < 1 || height < 1 || width < 1 || num_layers < 1 || num_layers > MAX_LAYERS ||
+        (double)channels * height * width > MAX_ACTIVATIONS) {
         cn_fail(err, "model: bad input shape %dx%dx%d or layer count %d", channels, height,
                 width, num_layers);
         return NULL;
     }
     cn_model *m = calloc(1, sizeof *m);
-    if (!m || !(m->layers = calloc((size_t)num_layers, sizeof *m->layers))) {
-        free(m);
-        cn_fail(err, "model: out of memory");
-        return NULL;
-    }
+    if (!m || !(m->layers = calloc((size_t)num_layers, sizeof *m->layers)))
+        return failed_build(m, failed, -1, err, "model: out of memory");
     m->in_c = channels, m->in_h = height, m->in_w = width, m->num_layers = num_layers;
-    int bn_channels = 0;
     for (int i = 0; i < num_layers; i++)
-        if (plan_layer(m, i, &layers[i], &bn_channels, err)) {
-            cn_model_free(m);
-            return NULL;
-        }
-    if (layers[num_layers - 1].kind != CN_LOG_SOFTMAX) {
-        cn_model_free(m);
-        cn_fail(err, "model: the last layer must be log_softmax");
-        return NULL;
-    }
-    m->params = calloc(m->num_params ? m->num_params : 1, sizeof *m->params);
-    m->stats = calloc(m->num_stats ? m->num_stats : 1, sizeof *m->stats);
-    m->batches_tracked = calloc(m->num_bn ? (size_t)m->num_bn : 1, sizeof *m->batches_tracked);
-    m->mean = malloc((size_t)channels * sizeof *m->mean);
-    m->std = malloc((size_t)channels * sizeof *m->std);
-    if (!m->params || !m->stats || !m->batches_tracked || !m->mean || !m->std) {
-        cn_model_free(m);
-        cn_fail(err, "model: out of memory");
-        return NULL;
-    }
-    for (int c = 0; c < channels; c++) m->mean[c] = CN_PIXEL_MEAN, m->std[c] = CN_PIXEL_STD;
-    if (!(m->text = cn_model_describe(m))) {
-        cn_model_free(m);
-        cn_fail(err, "model: out of memory");
-        return NULL;
+        if (plan_layer(m, i, &layers[i], err)) return failed_build(m, failed, i, err, NULL);
+    if (!(m->layers[num_layers - 1].type->flags & CN_FINAL))
+        return failed_build(m, failed, -1, err, "model: the last layer must be log_softmax");
+    if (allocate(m)) return failed_build(m, failed, -1, err, "model: out of memory");
+    return m;
+}
+
+cn_model *cn_model_create(int channels, int height, int width, const cn_layer_spec *layers,
+                          int num_layers, cn_error *err)
+{
+    int failed;
+    cn_error why = {{0}};
+    cn_model *m = cn_model_build(channels, height, width, layers, num_layers, &failed, &why);
+    if (!m && failed >= 0) {
+        const cn_layer_type *type = cn_layer_type_of((int)layers[failed].kind);
+        cn_fail(err, "layer %d (%s): %s", failed, type ? type->kind : "unknown", why.msg);
+    } else if (!m) {
+        cn_fail(err, "%s", why.msg);
     }
     return m;
 }
@@ -162,11 +135,19 @@ cn_model *cn_model_create(int channels, int height, int width, const cn_layer_sp
 cn_model *cn_model_fashion_mnist(cn_error *err)
 {
     static const cn_layer_spec seed_net[] = {
-        {CN_CONV2D, "conv1", 10, 5}, {CN_MAXPOOL2D, NULL, 0, 2}, {CN_RELU, NULL, 0, 0},
-        {CN_BATCHNORM2D, "bn1", 0, 0}, {CN_CONV2D, "conv2", 20, 5}, {CN_MAXPOOL2D, NULL, 0, 2},
-        {CN_RELU, NULL, 0, 0}, {CN_BATCHNORM2D, "bn2", 0, 0}, {CN_FLATTEN, NULL, 0, 0},
-        {CN_LINEAR, "fc1", 50, 0}, {CN_RELU, NULL, 0, 0}, {CN_LINEAR, "fc2", 10, 0},
-        {CN_LOG_SOFTMAX, NULL, 0, 0},
+        {.kind = CN_CONV2D, .name = "conv1", .out_channels = 10, .kernel = 5},
+        {.kind = CN_MAXPOOL2D, .kernel = 2},
+        {.kind = CN_RELU},
+        {.kind = CN_BATCHNORM2D, .name = "bn1"},
+        {.kind = CN_CONV2D, .name = "conv2", .out_channels = 20, .kernel = 5},
+        {.kind = CN_MAXPOOL2D, .kernel = 2},
+        {.kind = CN_RELU},
+        {.kind = CN_BATCHNORM2D, .name = "bn2"},
+        {.kind = CN_FLATTEN},
+        {.kind = CN_LINEAR, .name = "fc1", .out_channels = 50},
+        {.kind = CN_RELU},
+        {.kind = CN_LINEAR, .name = "fc2", .out_channels = 10},
+        {.kind = CN_LOG_SOFTMAX},
     };
     return cn_model_create(1, 28, 28, seed_net, (int)(sizeof seed_net / sizeof seed_net[0]), err);
 }
@@ -176,36 +157,22 @@ void cn_model_free(cn_model *m)
     if (!m) return;
     free(m->layers);
     free(m->params);
-    free(m->stats);
-    free(m->batches_tracked);
+    free(m->running);
+    free(m->counters);
     free(m->mean);
     free(m->std);
     free(m->text);
     free(m);
 }
 
-static void fill_uniform(float *x, size_t n, float bound, cn_rng *rng)
-{
-    for (size_t i = 0; i < n; i++) x[i] = bound * (2.0f * cn_rng_uniform(rng) - 1.0f);
-}
-
 void cn_model_init(cn_model *m, uint64_t seed)
 {
     cn_rng rng;
     cn_rng_seed(&rng, seed);
+    memset(m->counters, 0, (size_t)m->num_counters * sizeof *m->counters);
     for (int i = 0; i < m->num_layers; i++) {
-        cn_layer *l = &m->layers[i];
-        if (l->kind == CN_CONV2D || l->kind == CN_LINEAR) {
-            float bound = 1.0f / sqrtf((float)(l->num_weight / (size_t)l->out_c));
-            fill_uniform(m->params + l->weight, l->num_weight, bound, &rng);
-            fill_uniform(m->params + l->bias, (size_t)l->out_c, bound, &rng);
-        } else if (l->kind == CN_BATCHNORM2D) {
-            for (int c = 0; c < l->out_c; c++) {
-                m->params[l->weight + c] = 1.0f, m->params[l->bias + c] = 0.0f;
-                m->stats[l->stats + c] = 0.0f, m->stats[l->stats + l->out_c + c] = 1.0f;
-            }
-            m->batches_tracked[l->bn_index] = 0;
-        }
+        const cn_layer *l = &m->layers[i];
+        if (l->type->init) l->type->init(l, m->params + l->params, m->running + l->running, &rng);
     }
 }
 
@@ -216,7 +183,7 @@ void cn_model_input_shape(const cn_model *m, int *channels, int *height, int *wi
 {
     *channels = m->in_c, *height = m->in_h, *width = m->in_w;
 }
-int cn_model_num_outputs(const cn_model *m) { return m->layers[m->num_layers - 1].out_c; }
+int cn_model_num_outputs(const cn_model *m) { return m->layers[m->num_layers - 1].out.c; }
 int cn_model_num_layers(const cn_model *m) { return m->num_layers; }
 
 int cn_model_normalization(const cn_model *m, float *mean, float *std, int max)
@@ -232,78 +199,71 @@ const char *cn_model_layer_name(const cn_model *m, int i)
     return i >= 0 && i < m->num_layers ? m->layers[i].name : "";
 }
 
-/* Multiply-adds of one sample through layer l: forward, and backward (parameter gradients, plus
- * input gradients unless l is the first layer). Only conv and linear count; the rest is
- * elementwise and small beside them. */
-static void layer_macs(const cn_layer *l, int first, double *forward, double *backward)
+/* Flops (2 per multiply-add) of one sample through layer i: forward, and backward (parameter
+ * gradients, plus input gradients unless i is the first layer). fused: count the fused
+ * backward as it computes. */
+static void layer_flops(const cn_model *m, int i, int fused, double *forward, double *backward)
 {
-    double macs = 0;
-    if (l->kind == CN_CONV2D || l->kind == CN_LINEAR)
-        macs = (double)l->num_weight * l->out_h * l->out_w;
-    *forward = macs;
-    *backward = first ? macs : 2 * macs;
+    const cn_layer *l = &m->layers[i];
+    cn_layer_macs macs = {0, 0, 0};
+    if (l->type->macs) l->type->macs(l, fused ? cn_model_fused_next(m, i) : NULL, &macs);
+    *forward = 2 * macs.forward;
+    *backward = 2 * (macs.params_grad + (i > 0 ? macs.input_grad : 0));
+}
+
+static void model_flops(const cn_model *m, int fused, double *forward, double *backward)
+{
+    *forward = *backward = 0;
+    for (int i = 0; i < m->num_layers; i++) {
+        double f, b;
+        layer_flops(m, i, fused, &f, &b);
+        *forward += f, *backward += b;
+    }
 }
 
 void cn_model_flops(const cn_model *m, double *forward, double *backward)
 {
-    *forward = *backward = 0;
-    for (int i = 0; i < m->num_layers; i++) {
-        double f, b;
-        layer_macs(&m->layers[i], i == 0, &f, &b);
-        *forward += 2 * f;
-        *backward += 2 * b;
-    }
+    model_flops(m, 0, forward, backward);
 }
 
 void cn_model_flops_computed(const cn_model *m, double *forward, double *backward)
 {
-    *forward = *backward = 0;
-    for (int i = 0; i < m->num_layers; i++) {
-        double f, b;
-        layer_macs(&m->layers[i], i == 0, &f, &b);
-        int S = cn_model_pool_after(m, i) ? cn_model_pool_after(m, i) : 1;
-        *forward += 2 * f;
-        *backward += 2 * b / ((double)S * S);
-    }
+    model_flops(m, 1, forward, backward);
 }
 
-/* Appends one tensor description when there is room; always counts it. */
-static void add_ref(cn_tensor_ref *out, int max, int *n, const cn_layer *l, const char *suffix,
-                    cn_dtype dtype, void *data, int ndim, const int64_t *shape)
+int cn_model_layer_info(const cn_model *m, int i, cn_layer_info *info)
 {
-    if (*n < max) {
-        cn_tensor_ref *r = &out[*n];
-        snprintf(r->name, sizeof r->name, "%.39s.%s", l->name, suffix); /* names <= 39 chars */
-        r->dtype = dtype, r->data = data, r->ndim = ndim;
-        for (int d = 0; d < 4; d++) r->shape[d] = d < ndim ? shape[d] : 0;
-    }
-    (*n)++;
+    if (i < 0 || i >= m->num_layers) return -1;
+    const cn_layer *l = &m->layers[i];
+    *info = (cn_layer_info){.kind = l->type->kind, .name = l->name, .channels = l->out.c,
+                            .height = l->out.h, .width = l->out.w, .flat = l->out.flat,
+                            .params = l->num_params};
+    layer_flops(m, i, 0, &info->forward_flops, &info->backward_flops);
+    return 0;
 }
 
+/* Appends layer l's tensors to out[0..max) where there is room; counts them all in *n. */
 static void layer_refs(cn_model *m, const cn_layer *l, cn_tensor_ref *out, int max, int *n)
 {
-    int64_t c = l->out_c, k = l->kernel;
-    if (l->kind == CN_CONV2D) {
-        int64_t shape[4] = {c, l->in_c, k, k};
-        add_ref(out, max, n, l, "weight", CN_F32, m->params + l->weight, 4, shape);
-    } else if (l->kind == CN_LINEAR) {
-        int64_t shape[2] = {c, l->in_c};
-        add_ref(out, max, n, l, "weight", CN_F32, m->params + l->weight, 2, shape);
-    } else {
-        add_ref(out, max, n, l, "weight", CN_F32, m->params + l->weight, 1, &c);
+    cn_tensor_plan t[CN_MAX_LAYER_TENSORS];
+    int count = l->type->tensors ? l->type->tensors(l, t) : 0;
+    float *param = m->params + l->params, *running = m->running + l->running;
+    for (int k = 0; k < count; k++, (*n)++) {
+        void *data = t[k].home == CN_IN_COUNTER ? (void *)&m->counters[l->counter] : NULL;
+        if (t[k].home == CN_IN_PARAMS) data = param, param += tensor_size(&t[k]);
+        if (t[k].home == CN_IN_RUNNING) data = running, running += tensor_size(&t[k]);
+        if (*n >= max) continue;
+        cn_tensor_ref *r = &out[*n];
+        snprintf(r->name, sizeof r->name, "%.39s.%s", l->name, t[k].suffix);
+        r->dtype = t[k].home == CN_IN_COUNTER ? CN_I64 : CN_F32;
+        r->data = data, r->ndim = t[k].ndim;
+        for (int d = 0; d < 4; d++) r->shape[d] = d < t[k].ndim ? t[k].shape[d] : 0;
     }
-    add_ref(out, max, n, l, "bias", CN_F32, m->params + l->bias, 1, &c);
-    if (l->kind != CN_BATCHNORM2D) return;
-    add_ref(out, max, n, l, "running_mean", CN_F32, m->stats + l->stats, 1, &c);
-    add_ref(out, max, n, l, "running_var", CN_F32, m->stats + l->stats + l->out_c, 1, &c);
-    add_ref(out, max, n, l, "num_batches_tracked", CN_I64, &m->batches_tracked[l->bn_index], 0,
-            NULL);
 }
 
 int cn_model_tensors(cn_model *m, cn_tensor_ref *out, int max)
 {
     int n = 0;
-    for (int i = 0; i < m->num_layers; i++)
-        if (cn_layer_has_params(&m->layers[i])) layer_refs(m, &m->layers[i], out, max, &n);
+    for (int i = 0; i < m->num_layers; i++) layer_refs(m, &m->layers[i], out, max, &n);
     return n;
 }

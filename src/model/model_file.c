@@ -29,40 +29,17 @@ typedef struct {
     value_type type;
 } key_def;
 
-typedef struct {
-    const char *kind;
-    int layer_kind;          /* cn_layer_kind, or -1: recognised but not supported yet */
-    const key_def *keys;     /* NULL-terminated */
-    const char *required[3]; /* keys that must be given */
-} kind_def;
-
-static const key_def input_keys[] = {{"channels", V_INT}, {"height", V_INT}, {"width", V_INT},
-                                     {"mean", V_LIST},    {"std", V_LIST},   {NULL, V_INT}};
-static const key_def conv_keys[] = {{"name", V_NAME},   {"out", V_INT},     {"kernel", V_INT},
-                                    {"stride", V_INT},  {"padding", V_INT}, {"bias", V_BOOL},
-                                    {NULL, V_INT}};
-static const key_def pool_keys[] = {{"kernel", V_INT}, {"stride", V_INT}, {NULL, V_INT}};
-static const key_def bn_keys[] = {{"name", V_NAME}, {"momentum", V_FLOAT}, {"eps", V_FLOAT},
-                                  {NULL, V_INT}};
-static const key_def dropout_keys[] = {{"p", V_FLOAT}, {NULL, V_INT}};
-static const key_def linear_keys[] = {{"name", V_NAME}, {"out", V_INT}, {"bias", V_BOOL},
-                                      {NULL, V_INT}};
-static const key_def no_keys[] = {{NULL, V_INT}};
-
-static const kind_def kinds[] = {
-    {"input", -2, input_keys, {"channels", "height", "width"}},
-    {"conv2d", CN_CONV2D, conv_keys, {"out", "kernel", NULL}},
-    {"maxpool2d", CN_MAXPOOL2D, pool_keys, {"kernel", NULL, NULL}},
-    {"avgpool2d", -1, pool_keys, {"kernel", NULL, NULL}},
-    {"global_avgpool", -1, no_keys, {NULL, NULL, NULL}},
-    {"batchnorm2d", CN_BATCHNORM2D, bn_keys, {NULL, NULL, NULL}},
-    {"batchnorm1d", -1, bn_keys, {NULL, NULL, NULL}},
-    {"relu", CN_RELU, no_keys, {NULL, NULL, NULL}},
-    {"dropout", -1, dropout_keys, {"p", NULL, NULL}},
-    {"flatten", CN_FLATTEN, no_keys, {NULL, NULL, NULL}},
-    {"linear", CN_LINEAR, linear_keys, {"out", NULL, NULL}},
-    {"log_softmax", CN_LOG_SOFTMAX, no_keys, {NULL, NULL, NULL}},
+/* Every key of the format; which ones a layer takes is its type's (cn_layer_type.keys). */
+static const key_def all_keys[] = {
+    {"channels", V_INT}, {"height", V_INT},  {"width", V_INT},   {"mean", V_LIST},
+    {"std", V_LIST},     {"name", V_NAME},   {"out", V_INT},     {"kernel", V_INT},
+    {"stride", V_INT},   {"padding", V_INT}, {"bias", V_BOOL},   {"p", V_FLOAT},
+    {"momentum", V_FLOAT}, {"eps", V_FLOAT},
 };
+
+/* The input line, described as a layer type's keys are. */
+static const char input_keys[] = "channels height width mean std";
+static const char input_required[] = "channels height width";
 
 /* One line's words, split in place: words[0] is the kind, the rest "key=value". */
 typedef struct {
@@ -75,13 +52,11 @@ typedef struct {
     const char *source;
     int line;
     int have_input, ended;
-    int c0, h0, w0;          /* the input */
-    int c, h, w, flat;       /* the current layer's output */
+    int c, h, w;             /* the input */
     float mean, std;
     int num_layers;
     cn_layer_spec specs[MAX_LAYERS];
     char names[MAX_LAYERS][NAME_MAX_LEN + 1];
-    size_t params;
     cn_error *err;
 } parser;
 
@@ -96,11 +71,15 @@ static int refuse(parser *p, const char *fmt, ...)
     return cn_fail(p->err, "%s:%d: %s", p->source, p->line, reason);
 }
 
-static const kind_def *find_kind(const char *word)
+/* 1 when word (len bytes) is one of the space-separated words of list. */
+static int listed(const char *list, const char *word, size_t len)
 {
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (strcmp(kinds[i].kind, word) == 0) return &kinds[i];
-    return NULL;
+    for (const char *at = list; *at;) {
+        size_t n = strcspn(at, " ");
+        if (n == len && strncmp(at, word, len) == 0) return 1;
+        at += n + (at[n] == ' ');
+    }
+    return 0;
 }
 
 /* The value of key in the line's words, or NULL when absent. */
@@ -165,34 +144,41 @@ static const char *type_words(value_type type)
     return words[type];
 }
 
-static const key_def *find_key(const kind_def *k, const char *word, size_t len)
+static const key_def *find_key(const char *word, size_t len)
 {
-    for (const key_def *d = k->keys; d->key; d++)
-        if (strlen(d->key) == len && strncmp(d->key, word, len) == 0) return d;
+    for (size_t i = 0; i < sizeof all_keys / sizeof all_keys[0]; i++)
+        if (strlen(all_keys[i].key) == len && strncmp(all_keys[i].key, word, len) == 0)
+            return &all_keys[i];
     return NULL;
 }
 
-/* Every word is a known key of the kind, given once, with a well-formed value; the required
- * keys are there. */
-static int check_keys(parser *p, const kind_def *k, const line_words *lw)
+/* Every word is a key the kind takes (keys), given once, with a well-formed value; the
+ * required keys are there. */
+static int check_keys(parser *p, const char *kind, const char *keys, const char *required,
+                      const line_words *lw)
 {
     for (int i = 1; i < lw->n; i++) {
         const char *eq = strchr(lw->words[i], '=');
-        if (!eq) return refuse(p, "%s: '%s' is not key=value", k->kind, lw->words[i]);
+        if (!eq) return refuse(p, "%s: '%s' is not key=value", kind, lw->words[i]);
         size_t len = (size_t)(eq - lw->words[i]);
-        const key_def *d = find_key(k, lw->words[i], len);
-        if (!d) return refuse(p, "%s: unknown key '%.*s'", k->kind, (int)len, lw->words[i]);
+        const key_def *d = find_key(lw->words[i], len);
+        if (!d || !listed(keys, lw->words[i], len))
+            return refuse(p, "%s: unknown key '%.*s'", kind, (int)len, lw->words[i]);
         for (int j = 1; j < i; j++)
             if (strncmp(lw->words[j], lw->words[i], len + 1) == 0)
-                return refuse(p, "%s: key '%s' given twice", k->kind, d->key);
-        if (!eq[1]) return refuse(p, "%s: '%s' has no value", k->kind, d->key);
+                return refuse(p, "%s: key '%s' given twice", kind, d->key);
+        if (!eq[1]) return refuse(p, "%s: '%s' has no value", kind, d->key);
         if (!valid_value(eq + 1, d->type))
-            return refuse(p, "%s: %s=%.40s: expected %s", k->kind, d->key, eq + 1,
+            return refuse(p, "%s: %s=%.40s: expected %s", kind, d->key, eq + 1,
                           type_words(d->type));
     }
-    for (int r = 0; r < 3 && k->required[r]; r++)
-        if (!value_of(lw, k->required[r]))
-            return refuse(p, "%s: missing %s=", k->kind, k->required[r]);
+    for (const char *at = required; *at;) {
+        size_t n = strcspn(at, " ");
+        char key[16];
+        snprintf(key, sizeof key, "%.*s", (int)n, at);
+        if (!value_of(lw, key)) return refuse(p, "%s: missing %s=", kind, key);
+        at += n + (at[n] == ' ');
+    }
     return 0;
 }
 
@@ -213,11 +199,12 @@ static double float_of(const line_words *lw, const char *key, double fallback)
     return x;
 }
 
-static int size_in_range(parser *p, const kind_def *k, const line_words *lw, const char *key)
+static int size_in_range(parser *p, const char *kind, const line_words *lw, const char *key,
+                         long least)
 {
-    long n = int_of(lw, key, 1);
-    if (n < 1 || n > MAX_SIZE)
-        return refuse(p, "%s: %s=%ld: must be 1 to %d", k->kind, key, n, MAX_SIZE);
+    long n = int_of(lw, key, least);
+    if (n < least || n > MAX_SIZE)
+        return refuse(p, "%s: %s=%ld: must be %ld to %d", kind, key, n, least, MAX_SIZE);
     return 0;
 }
 
@@ -243,98 +230,44 @@ static int read_normalization(parser *p, const line_words *lw, const char *key, 
     return 0;
 }
 
-static int read_input(parser *p, const kind_def *k, const line_words *lw)
+static int read_input(parser *p, const line_words *lw)
 {
     if (p->have_input) return refuse(p, "input: a second input line");
-    if (size_in_range(p, k, lw, "channels") || size_in_range(p, k, lw, "height") ||
-        size_in_range(p, k, lw, "width"))
+    if (size_in_range(p, "input", lw, "channels", 1) ||
+        size_in_range(p, "input", lw, "height", 1) || size_in_range(p, "input", lw, "width", 1))
         return -1;
     p->c = (int)int_of(lw, "channels", 1), p->h = (int)int_of(lw, "height", 1);
     p->w = (int)int_of(lw, "width", 1);
     if ((double)p->c * p->h * p->w > MAX_ACTIVATIONS)
         return refuse(p, "input: %dx%dx%d is more than %d values", p->c, p->h, p->w,
                       MAX_ACTIVATIONS);
-    p->c0 = p->c, p->h0 = p->h, p->w0 = p->w, p->have_input = 1;
+    p->have_input = 1;
     return read_normalization(p, lw, "mean", CN_PIXEL_MEAN, &p->mean) ||
            read_normalization(p, lw, "std", CN_PIXEL_STD, &p->std);
 }
 
-/* Value ranges of the layer keys, and the values today's layers cannot compute. */
-static int check_layer_values(parser *p, const kind_def *k, const line_words *lw)
+/* The ranges of the layer keys the format itself fixes; the layer's type checks the rest. */
+static int check_layer_values(parser *p, const char *kind, const line_words *lw)
 {
     for (const char *const *key = (const char *const[]){"out", "kernel", "stride", NULL}; *key;
          key++)
-        if (value_of(lw, *key) && size_in_range(p, k, lw, *key)) return -1;
+        if (value_of(lw, *key) && size_in_range(p, kind, lw, *key, 1)) return -1;
+    if (value_of(lw, "padding") && size_in_range(p, kind, lw, "padding", 0)) return -1;
     double x = float_of(lw, "p", 0);
-    if (x < 0 || x >= 1) return refuse(p, "%s: p=%g: must be at least 0 and below 1", k->kind, x);
-    if (k->layer_kind == -1)
-        return refuse(p, "%s: not supported yet (the layers today: conv2d, maxpool2d, relu, "
-                         "batchnorm2d, flatten, linear, log_softmax)", k->kind);
-    if (int_of(lw, "bias", 1) != 1)
-        return refuse(p, "%s: bias=0: not supported yet (always with a bias)", k->kind);
-    if (k->layer_kind == CN_CONV2D && int_of(lw, "stride", 1) != 1)
-        return refuse(p, "conv2d: stride=%ld: not supported yet (stride 1 only)",
-                      int_of(lw, "stride", 1));
-    if (int_of(lw, "padding", 0) != 0)
-        return refuse(p, "conv2d: padding=%ld: not supported yet (padding 0 only)",
-                      int_of(lw, "padding", 0));
-    long kernel = int_of(lw, "kernel", 1);
-    if (k->layer_kind == CN_MAXPOOL2D && int_of(lw, "stride", kernel) != kernel)
-        return refuse(p, "maxpool2d: stride=%ld with kernel=%ld: not supported yet (stride = "
-                         "kernel only)", int_of(lw, "stride", kernel), kernel);
-    if ((float)float_of(lw, "momentum", CN_BN_MOMENTUM) != CN_BN_MOMENTUM ||
-        (float)float_of(lw, "eps", CN_BN_EPS) != CN_BN_EPS)
-        return refuse(p, "%s: momentum=%g eps=%g: not supported yet (momentum=0.1 eps=1e-5 "
-                         "only)", k->kind, float_of(lw, "momentum", CN_BN_MOMENTUM),
-                      float_of(lw, "eps", CN_BN_EPS));
-    return 0;
-}
-
-/* The layer's output shape and parameters from the current shape, as PyTorch would see it. */
-static int plan_shape(parser *p, const kind_def *k, const line_words *lw)
-{
-    long out = int_of(lw, "out", 1), kernel = int_of(lw, "kernel", 1);
-    int kind = k->layer_kind;
-    if (p->flat && (kind == CN_CONV2D || kind == CN_MAXPOOL2D || kind == CN_BATCHNORM2D))
-        return refuse(p, "%s: needs a [C,H,W] input, not the flat %d features of flatten or "
-                         "linear", k->kind, p->c);
-    if (!p->flat && (kind == CN_LINEAR || kind == CN_LOG_SOFTMAX))
-        return refuse(p, "%s: needs a flat input, not %dx%dx%d: put flatten before it",
-                      k->kind, p->c, p->h, p->w);
-    if ((kind == CN_CONV2D || kind == CN_MAXPOOL2D) && (kernel > p->h || kernel > p->w))
-        return refuse(p, "%s: kernel=%ld does not fit its input %dx%dx%d", k->kind, kernel, p->c,
-                      p->h, p->w);
-    double params = 0;
-    if (kind == CN_CONV2D) {
-        params = (double)out * p->c * kernel * kernel + out;
-        p->c = (int)out, p->h -= (int)kernel - 1, p->w -= (int)kernel - 1;
-    } else if (kind == CN_MAXPOOL2D) {
-        p->h /= (int)kernel, p->w /= (int)kernel;
-    } else if (kind == CN_BATCHNORM2D) {
-        params = 2.0 * p->c;
-    } else if (kind == CN_FLATTEN) {
-        p->c *= p->h * p->w, p->h = p->w = 1, p->flat = 1;
-    } else if (kind == CN_LINEAR) {
-        params = (double)out * p->c + out;
-        p->c = (int)out;
-    }
-    if ((double)p->c * p->h * p->w > MAX_ACTIVATIONS)
-        return refuse(p, "%s: its output %dx%dx%d is more than %d values", k->kind, p->c, p->h,
-                      p->w, MAX_ACTIVATIONS);
-    if (params + (double)p->params > (double)MAX_PARAMS)
-        return refuse(p, "%s: the model would have more than %zu parameters", k->kind,
-                      MAX_PARAMS);
-    p->params += (size_t)params;
+    if (x < 0 || x >= 1) return refuse(p, "%s: p=%g: must be at least 0 and below 1", kind, x);
+    for (const char *const *key = (const char *const[]){"momentum", "eps", NULL}; *key; key++)
+        if (value_of(lw, *key) && !(float_of(lw, *key, 1) > 0))
+            return refuse(p, "%s: %s=%g: must be above 0", kind, *key, float_of(lw, *key, 1));
     return 0;
 }
 
 /* The layer's module name: name=, or its position after input as in torch.nn.Sequential. */
-static int name_layer(parser *p, const line_words *lw, int *lines)
+static int name_layer(parser *p, const cn_layer_type *type, const line_words *lw, int *lines)
 {
     int i = p->num_layers;
     cn_layer_spec *s = &p->specs[i];
     s->name = NULL;
-    if (s->kind != CN_CONV2D && s->kind != CN_LINEAR && s->kind != CN_BATCHNORM2D) return 0;
+    if (!type->tensors) return 0;
     const char *given = value_of(lw, "name");
     snprintf(p->names[i], sizeof p->names[i], "%s", given ? given : "");
     if (!given) snprintf(p->names[i], sizeof p->names[i], "%d", i);
@@ -346,20 +279,30 @@ static int name_layer(parser *p, const line_words *lw, int *lines)
     return 0;
 }
 
-static int read_layer(parser *p, const kind_def *k, const line_words *lw, int *lines)
+static int read_layer(parser *p, const cn_layer_type *type, int kind, const line_words *lw,
+                      int *lines)
 {
-    if (!p->have_input) return refuse(p, "%s before input: the first line must be input", k->kind);
-    if (p->ended) return refuse(p, "%s after log_softmax: log_softmax must be the last line",
-                                k->kind);
+    if (!p->have_input)
+        return refuse(p, "%s before input: the first line must be input", type->kind);
+    if (p->ended) {
+        const char *last = cn_layer_type_of((int)p->specs[p->num_layers - 1].kind)->kind;
+        return refuse(p, "%s after %s: %s must be the last line", type->kind, last, last);
+    }
     if (p->num_layers == MAX_LAYERS) return refuse(p, "more than %d layers", MAX_LAYERS);
-    if (check_layer_values(p, k, lw) || plan_shape(p, k, lw)) return -1;
+    if (check_layer_values(p, type->kind, lw)) return -1;
     cn_layer_spec *s = &p->specs[p->num_layers];
-    s->kind = (cn_layer_kind)k->layer_kind;
-    s->out_channels = (int)int_of(lw, "out", 0);
-    s->kernel = (int)int_of(lw, "kernel", 0);
-    if (name_layer(p, lw, lines)) return -1;
+    *s = (cn_layer_spec){.kind = (cn_layer_kind)kind,
+                         .out_channels = (int)int_of(lw, "out", 0),
+                         .kernel = (int)int_of(lw, "kernel", 0),
+                         .stride = (int)int_of(lw, "stride", 0),
+                         .padding = (int)int_of(lw, "padding", 0),
+                         .no_bias = int_of(lw, "bias", 1) == 0,
+                         .p = (float)float_of(lw, "p", 0),
+                         .momentum = (float)float_of(lw, "momentum", 0),
+                         .eps = (float)float_of(lw, "eps", 0)};
+    if (name_layer(p, type, lw, lines)) return -1;
     lines[p->num_layers++] = p->line;
-    p->ended = s->kind == CN_LOG_SOFTMAX;
+    p->ended = (type->flags & CN_FINAL) != 0;
     return 0;
 }
 
@@ -382,10 +325,13 @@ static int read_line(parser *p, char *line, int *lines)
     line_words lw;
     if (split_line(p, line, &lw)) return -1;
     if (lw.n == 0) return 0;
-    const kind_def *k = find_kind(lw.words[0]);
-    if (!k) return refuse(p, "unknown layer kind '%.40s'", lw.words[0]);
-    if (check_keys(p, k, &lw)) return -1;
-    return k->layer_kind == -2 ? read_input(p, k, &lw) : read_layer(p, k, &lw, lines);
+    if (strcmp(lw.words[0], "input") == 0)
+        return check_keys(p, "input", input_keys, input_required, &lw) || read_input(p, &lw);
+    int kind;
+    const cn_layer_type *type = cn_layer_type_named(lw.words[0], &kind);
+    if (!type) return refuse(p, "unknown layer kind '%.40s'", lw.words[0]);
+    if (check_keys(p, type->kind, type->keys, type->required, &lw)) return -1;
+    return read_layer(p, type, kind, &lw, lines);
 }
 
 static int read_lines(parser *p, char *copy, size_t len, int *lines)
@@ -401,19 +347,25 @@ static int read_lines(parser *p, char *copy, size_t len, int *lines)
         at = end + 1;
     }
     if (!p->have_input) return refuse(p, "no input line: a model starts with input");
-    if (!p->ended) return refuse(p, "the model must end with log_softmax");
     return 0;
 }
 
-static cn_model *build(parser *p)
+/* The model; a layer that does not fit is refused at its line, with its kind. */
+static cn_model *build(parser *p, const int *lines)
 {
-    cn_error why;
-    cn_model *m = cn_model_create(p->c0, p->h0, p->w0, p->specs, p->num_layers, &why);
-    if (!m) {
+    cn_error why = {{0}};
+    int failed = -1;
+    cn_model *m = p->num_layers ? cn_model_build(p->c, p->h, p->w, p->specs, p->num_layers,
+                                                 &failed, &why) : NULL;
+    if (!m && failed < 0 && !p->ended) { /* every layer fits: the model is not finished */
+        refuse(p, "the model must end with log_softmax");
+    } else if (!m && failed >= 0) {
+        p->line = lines[failed];
+        refuse(p, "%s: %s", cn_layer_type_of((int)p->specs[failed].kind)->kind, why.msg);
+    } else if (!m) {
         cn_fail(p->err, "%s: %s", p->source, why.msg);
-        return NULL;
     }
-    for (int c = 0; c < m->in_c; c++) m->mean[c] = p->mean, m->std[c] = p->std;
+    for (int c = 0; m && c < m->in_c; c++) m->mean[c] = p->mean, m->std[c] = p->std;
     return m;
 }
 
@@ -428,7 +380,7 @@ cn_model *cn_model_from_text(const char *text, size_t len, const char *source, c
     } else {
         p->source = source, p->err = err;
         memcpy(copy, text, len), copy[len] = '\0';
-        if (read_lines(p, copy, len, lines) == 0) m = build(p);
+        if (read_lines(p, copy, len, lines) == 0) m = build(p, lines);
     }
     free(copy), free(lines), free(p);
     return m;
@@ -448,42 +400,28 @@ cn_model *cn_model_from_file(const char *path, cn_error *err)
     return m;
 }
 
-/* The shortest of %g and %.9g that reads back as v. */
-static int put_float(char *at, size_t cap, float v)
+/* One layer's line: kind, name= for a layer with tensors, then its type's keys. */
+static void put_layer(char *line, size_t cap, const cn_layer *l)
 {
-    int n = snprintf(at, cap, "%g", (double)v);
-    if (strtof(at, NULL) != v) n = snprintf(at, cap, "%.9g", (double)v);
-    return n;
-}
-
-static int put_layer(char *at, size_t cap, const cn_layer *l)
-{
-    switch (l->kind) {
-    case CN_CONV2D:
-        return snprintf(at, cap, "conv2d name=%s out=%d kernel=%d\n", l->name, l->out_c,
-                        l->kernel);
-    case CN_MAXPOOL2D: return snprintf(at, cap, "maxpool2d kernel=%d\n", l->kernel);
-    case CN_RELU: return snprintf(at, cap, "relu\n");
-    case CN_BATCHNORM2D: return snprintf(at, cap, "batchnorm2d name=%s\n", l->name);
-    case CN_FLATTEN: return snprintf(at, cap, "flatten\n");
-    case CN_LINEAR: return snprintf(at, cap, "linear name=%s out=%d\n", l->name, l->out_c);
-    case CN_LOG_SOFTMAX: return snprintf(at, cap, "log_softmax\n");
-    }
-    return 0;
+    snprintf(line, cap, "%s", l->type->kind);
+    if (l->type->tensors) cn_appendf(line, cap, " name=%s", l->name);
+    if (l->type->describe) l->type->describe(l, line, cap);
+    cn_appendf(line, cap, "\n");
 }
 
 char *cn_model_describe(const cn_model *m)
 {
-    size_t cap = 256 + (size_t)m->num_layers * 128;
+    size_t cap = 256 + (size_t)m->num_layers * 160;
     char *text = malloc(cap);
     if (!text) return NULL;
-    size_t n = (size_t)snprintf(text, cap, "input channels=%d height=%d width=%d mean=", m->in_c,
-                                m->in_h, m->in_w);
-    n += (size_t)put_float(text + n, cap - n, m->mean[0]);
-    n += (size_t)snprintf(text + n, cap - n, " std=");
-    n += (size_t)put_float(text + n, cap - n, m->std[0]);
-    n += (size_t)snprintf(text + n, cap - n, "\n");
-    for (int i = 0; i < m->num_layers; i++)
-        n += (size_t)put_layer(text + n, cap - n, &m->layers[i]);
+    snprintf(text, cap, "input channels=%d height=%d width=%d", m->in_c, m->in_h, m->in_w);
+    cn_append_float(text, cap, "mean", m->mean[0]);
+    cn_append_float(text, cap, "std", m->std[0]);
+    cn_appendf(text, cap, "\n");
+    for (int i = 0; i < m->num_layers; i++) {
+        char line[160];
+        put_layer(line, sizeof line, &m->layers[i]);
+        cn_appendf(text, cap, "%s", line);
+    }
     return text;
 }

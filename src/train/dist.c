@@ -56,11 +56,11 @@ int cn_comm_agree(const cn_comm *c, int failed, cn_error *err)
 /* ------------------------------------------------------------------ replica exchange */
 
 int cn_exchange_init(cn_exchange *x, const cn_comm *comm, int replicas, size_t num_params,
-                     int bn_channels)
+                     size_t num_report)
 {
     *x = (cn_exchange){.comm = comm, .local = replicas / comm->size, .num_params = num_params,
-                       .bn_channels = bn_channels};
-    x->record = num_params + 2 * (size_t)bn_channels + 2;
+                       .num_report = num_report};
+    x->record = num_params + num_report + 2;
     x->blocks = calloc((size_t)replicas * x->record, sizeof *x->blocks);
     x->flags = calloc((size_t)comm->size, 1);
     return x->blocks && x->flags ? 0 : -1;
@@ -80,13 +80,11 @@ static float *record_of(const cn_exchange *x, int replica)
 }
 
 void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss, int correct,
-                     const float *bn_mean, const float *bn_var)
+                     const float *report)
 {
     float *rec = record_of(x, x->comm->rank * x->local + i);
-    size_t bn = (size_t)x->bn_channels;
     memcpy(rec, dparams, x->num_params * sizeof *rec);
-    memcpy(rec + x->num_params, bn_mean, bn * sizeof *rec);
-    memcpy(rec + x->num_params + bn, bn_var, bn * sizeof *rec);
+    memcpy(rec + x->num_params, report, x->num_report * sizeof *rec);
     rec[x->record - 2] = loss;
     rec[x->record - 1] = (float)correct;
 }
@@ -114,9 +112,8 @@ int cn_exchange_run(cn_exchange *x, cn_error *err)
 cn_replica_result cn_exchange_result(const cn_exchange *x, int replica)
 {
     const float *rec = record_of(x, replica);
-    size_t bn = (size_t)x->bn_channels;
     return (cn_replica_result){rec, rec + x->record - 2, rec + x->record - 1,
-                               rec + x->num_params, rec + x->num_params + bn};
+                               rec + x->num_params};
 }
 
 /* ------------------------------------------------------------------ shares of an array */

@@ -19,26 +19,26 @@ typedef struct {
     const float *dparams;          /* [num_params] */
     const float *loss;             /* one value */
     const float *correct;          /* one value: right answers of the batch (exact below 2^24) */
-    const float *bn_mean, *bn_var; /* [bn_channels] */
+    const float *report;           /* [num_report] the layers' batch statistics */
 } cn_replica_result;
 
 typedef struct {
     const cn_comm *comm;
     int local;          /* replicas per rank */
     size_t num_params;
-    int bn_channels;
-    size_t record;      /* floats per replica: dparams, bn_mean, bn_var, loss, correct */
+    size_t num_report;
+    size_t record;      /* floats per replica: dparams, report, loss, correct */
     float *blocks;      /* [size][local][record]: rank p's block holds replicas p*local... */
     unsigned char *flags; /* [size] one byte per rank: cn_exchange_wait, cn_exchange_any */
 } cn_exchange;
 
 /* For a distributed comm and replicas a multiple of its size; -1 when out of memory. */
 int cn_exchange_init(cn_exchange *x, const cn_comm *comm, int replicas, size_t num_params,
-                     int bn_channels);
+                     size_t num_report);
 void cn_exchange_free(cn_exchange *x);
 /* Copies this rank's local replica i's results into its block; distinct i may run at once. */
 void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss, int correct,
-                     const float *bn_mean, const float *bn_var);
+                     const float *report);
 /* Returns when every rank has reached it (a one-byte allgather): what comes after it measures
  * the exchange alone, without the wait for the slowest rank. */
 int cn_exchange_wait(cn_exchange *x, cn_error *err);

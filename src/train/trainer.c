@@ -35,10 +35,12 @@ struct cn_trainer {
     double (*part_seconds)[3]; /* [local] thread-seconds of data, forward, backward this step */
     cn_exchange exchange;      /* every replica's results, from this and the other processes */
     cn_replica_result *result; /* [R] where replica r's results of the step are read from */
+    const float **reports; /* [R] one layer's part of each replica's report (running stats) */
     float *grad;         /* [num_params] averaged gradient, then the candidate momentum */
     float *momentum;     /* [num_params] */
     float *next_params;  /* [num_params] candidate weights, kept only when all are finite */
     uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
+    int epoch, step;     /* the step being run: what its random draws (dropout) depend on */
 };
 
 /* ------------------------------------------------------------------ set-up */
@@ -85,8 +87,9 @@ static int plan_results(cn_trainer *t)
     int R = t->cfg.num_replicas;
     const cn_comm *c = cn_comm_is_distributed(t->comm) ? t->comm : &solo;
     t->result = calloc((size_t)R, sizeof *t->result);
-    if (!t->result) return -1;
-    if (cn_exchange_init(&t->exchange, c, R, t->m->num_params, t->plan.bn_channels)) return -1;
+    t->reports = calloc((size_t)R, sizeof *t->reports);
+    if (!t->result || !t->reports) return -1;
+    if (cn_exchange_init(&t->exchange, c, R, t->m->num_params, t->m->num_report)) return -1;
     for (int r = 0; r < R; r++) t->result[r] = cn_exchange_result(&t->exchange, r);
     return 0;
 }
@@ -217,6 +220,7 @@ void cn_trainer_free(cn_trainer *t)
     free(t->next_params);
     free(t->batch_index);
     free(t->result);
+    free(t->reports);
     cn_exchange_free(&t->exchange);
     free(t);
 }
@@ -236,6 +240,7 @@ static void load_batch(const step_job *job, int i, cn_workspace *w)
     int r = t->first_replica + i, B = t->cfg.batch_size, size = cn_model_input_size(t->m);
     float value[256]; /* built once a batch: it costs as much as normalising a sample */
     cn_pixel_values(value);
+    w->key = (cn_step_key){t->cfg.seed, t->epoch, t->step, r};
     for (int k = 0; k < B; k++) {
         size_t at = (size_t)r * B + k;
         size_t sample = job->index ? job->index[at] : at;
@@ -264,12 +269,12 @@ static void replica_pass(void *ctx, int i, int thread)
     load_batch(job, i, w);
     double loaded = cn_seconds();
     cn_forward(&t->plan, w, B, 1);
-    int classes = t->m->layers[last].out_c;
+    int classes = t->m->layers[last].out.c;
     float loss = cn_nll_loss(w->out[last], w->labels, B, classes);
     int correct = cn_count_correct(w->out[last], w->labels, B, classes);
     double forwarded = cn_seconds();
     cn_backward(&t->plan, w);
-    cn_exchange_put(&t->exchange, i, w->dparams, loss, correct, w->bn_mean, w->bn_var);
+    cn_exchange_put(&t->exchange, i, w->dparams, loss, correct, w->report);
     part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = cn_seconds() - forwarded;
 }
 
@@ -314,7 +319,7 @@ static void replica_split_pass(const step_job *job, int i, cn_phase_times *tm)
     load_batch(job, i, j.w);
     double loaded = cn_seconds();
     for (j.seg = 0; j.seg < p->num_segments; j.seg++) run_chunks(t, &j, forward_chunk_task);
-    int classes = t->m->layers[last].out_c;
+    int classes = t->m->layers[last].out.c;
     float loss = cn_nll_loss(j.w->out[last], j.w->labels, B, classes);
     int correct = cn_count_correct(j.w->out[last], j.w->labels, B, classes);
     double forwarded = cn_seconds();
@@ -323,7 +328,7 @@ static void replica_split_pass(const step_job *job, int i, cn_phase_times *tm)
         run_chunks(t, &j, backward_chunk_task);
         cn_backward_segment_done(p, j.w, j.seg);
     }
-    cn_exchange_put(&t->exchange, i, j.w->dparams, loss, correct, j.w->bn_mean, j.w->bn_var);
+    cn_exchange_put(&t->exchange, i, j.w->dparams, loss, correct, j.w->report);
     tm->data += loaded - start;
     tm->forward += forwarded - loaded;
     tm->backward += cn_seconds() - forwarded;
@@ -392,27 +397,17 @@ static void commit_slice(void *ctx, int task, int thread)
     memcpy(t->m->params + begin, t->next_params + begin, (end - begin) * sizeof(float));
 }
 
-/* running = mean over replicas r of ((1 - m) * running + m * batch_r), summed in order. */
+/* Each layer with running statistics combines every replica's report, in replica order. */
 static void update_running_stats(cn_trainer *t)
 {
     cn_model *m = t->m;
     int R = t->cfg.num_replicas;
-    const float mom = CN_BN_MOMENTUM;
     for (int i = 0; i < m->num_layers; i++) {
         const cn_layer *l = &m->layers[i];
-        if (l->kind != CN_BATCHNORM2D) continue;
-        float *mean = m->stats + l->stats, *var = mean + l->out_c;
-        for (int c = 0; c < l->out_c; c++) {
-            float sum_mean = 0.0f, sum_var = 0.0f;
-            for (int r = 0; r < R; r++) {
-                const cn_replica_result *res = &t->result[r];
-                sum_mean += (1.0f - mom) * mean[c] + mom * res->bn_mean[l->bn_channels + c];
-                sum_var += (1.0f - mom) * var[c] + mom * res->bn_var[l->bn_channels + c];
-            }
-            mean[c] = sum_mean / (float)R;
-            var[c] = sum_var / (float)R;
-        }
-        m->batches_tracked[l->bn_index] += 1;
+        if (!l->type->update_running) continue;
+        for (int r = 0; r < R; r++) t->reports[r] = t->result[r].report + l->report;
+        l->type->update_running(l, m->running + l->running, &m->counters[l->counter],
+                                t->reports, R);
     }
 }
 
@@ -489,7 +484,10 @@ int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels,
     step_job job = {t, images, labels, NULL};
     int correct;
     if (ready_to_train(t, err)) return -1;
-    return train_step(t, &job, loss, &correct, times, err);
+    t->epoch = 0; /* steps outside epochs draw as epoch 0, counting from the first */
+    int rc = train_step(t, &job, loss, &correct, times, err);
+    t->step += rc == 0;
+    return rc;
 }
 
 int cn_trainer_layer_times(const cn_trainer *t, double *forward, double *backward, int max)
@@ -576,6 +574,7 @@ int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_positi
     cn_step_report report = {pos->epoch, 0, steps, 0, 0, t->cfg.num_replicas * t->cfg.batch_size};
     while (pos->step < steps) {
         fill_batch_index(t, perm, pos->step);
+        t->epoch = pos->epoch, t->step = pos->step;
         rc = train_step(t, &job, &report.loss, &report.correct, times, err);
         if (rc != 0) break;
         pos->loss_sum += report.loss;
@@ -622,7 +621,7 @@ static void eval_chunk(void *ctx, int task, int thread)
     cn_workspace *w = &t->ws[thread];
     int B = t->cfg.batch_size, first = chunk * B, size = cn_model_input_size(t->m);
     int count = job->n - first < B ? job->n - first : B, last = t->m->num_layers - 1;
-    int classes = t->m->layers[last].out_c;
+    int classes = t->m->layers[last].out.c;
     cn_normalize(w->input, job->ds->pixels + (size_t)first * size, (size_t)count * size);
     cn_forward(&t->plan, w, count, 0);
     double loss = 0;

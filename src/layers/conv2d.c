@@ -1,0 +1,146 @@
+/* conv2d.c — the conv2d layer type: nn.Conv2d(C, out, kernel, stride, padding, bias) on [C,H,W]
+ * inputs. Its tensors are weight [out,C,K,K] and bias [out] (PyTorch's names and order); the
+ * products are the kernels of src/kernels/conv.c, fp32 or bf16. When the planner fuses it with
+ * a max-pool right after it (window = stride, see fuses), backward takes the gradients from the
+ * pool's picks and the pool's own backward is not run. No dilation or groups. */
+#include <stdio.h>
+
+#include "kernels/conv.h"
+#include "layers/layer.h"
+
+static cn_conv_shape shape_of(const cn_layer *l)
+{
+    const cn_layer_args *a = &l->args;
+    return cn_conv_shape_of(l->in.c, l->in.h, l->in.w, a->out, a->kernel, a->stride, a->padding);
+}
+
+static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
+{
+    cn_layer_args *a = &l->args;
+    a->out = s->out_channels, a->kernel = s->kernel, a->stride = s->stride ? s->stride : 1;
+    a->padding = s->padding, a->bias = !s->no_bias;
+    if (cn_need_planes(l, err)) return -1;
+    if (a->out < 1 || a->stride < 1 || a->padding < 0)
+        return cn_fail(err, "out=%d stride=%d padding=%d: out and stride must be at least 1, "
+                       "padding at least 0", a->out, a->stride, a->padding);
+    if (cn_window_fits(l, a->kernel, a->padding, err)) return -1;
+    cn_conv_shape cs = shape_of(l);
+    l->out = (cn_shape){a->out, cs.OH, cs.OW, 0};
+    return 0;
+}
+
+static int tensors(const cn_layer *l, cn_tensor_plan *t)
+{
+    int64_t o = l->args.out, k = l->args.kernel;
+    t[0] = (cn_tensor_plan){"weight", CN_IN_PARAMS, 4, {o, l->in.c, k, k}};
+    t[1] = (cn_tensor_plan){"bias", CN_IN_PARAMS, 1, {o}};
+    return l->args.bias ? 2 : 1;
+}
+
+static size_t num_weight(const cn_layer *l)
+{
+    return (size_t)l->args.out * l->in.c * l->args.kernel * l->args.kernel;
+}
+
+static void init(const cn_layer *l, float *params, float *running, cn_rng *rng)
+{
+    (void)running;
+    size_t fan_in = (size_t)l->in.c * l->args.kernel * l->args.kernel;
+    cn_init_fan_in(params, num_weight(l), l->args.bias ? (size_t)l->args.out : 0, fan_in, rng);
+}
+
+static const float *bias_of(const cn_layer *l, const float *params)
+{
+    return l->args.bias ? params + num_weight(l) : NULL;
+}
+
+static float *dbias_of(const cn_layer *l, float *dparams)
+{
+    return l->args.bias ? dparams + num_weight(l) : NULL;
+}
+
+/* The window of the max-pool after l when backward can take its gradients from its picks. */
+static int fused_window(const cn_layer *l, const cn_layer *next)
+{
+    cn_conv_shape cs = shape_of(l);
+    int S = next->args.kernel;
+    int pool = next->type == &cn_maxpool2d_type && next->args.stride == S;
+    return pool && cn_conv2d_pool_fusable(&cs, S) ? S : 0;
+}
+
+static int fuses(const cn_layer *l, const cn_layer *next) { return fused_window(l, next) > 0; }
+
+static void scratch(const cn_layer *l, const cn_layer *fused, int bf16, size_t *col,
+                    size_t *packed)
+{
+    cn_conv_shape cs = shape_of(l);
+    *col = cn_conv2d_col_floats(&cs);
+    if (fused) {
+        size_t picks = cn_conv2d_pool_col_floats(&cs, fused_window(l, fused));
+        *col = picks > *col ? picks : *col;
+    }
+    *packed = bf16 ? cn_conv2d_packed_words(&cs) : 0;
+}
+
+static void macs(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m)
+{
+    double dense = (double)num_weight(l) * l->out.h * l->out.w;
+    int S = fused ? fused_window(l, fused) : 1;
+    double share = 1.0 / ((double)S * S);
+    *m = (cn_layer_macs){dense, dense * share, dense * share};
+}
+
+static void forward(const cn_layer_pass *p)
+{
+    cn_conv_shape cs = shape_of(p->l);
+    const float *bias = bias_of(p->l, p->params);
+    if (p->bf16)
+        cn_conv2d_forward_bf16(p->y, p->x, p->params, bias, p->n, &cs, p->packed);
+    else
+        cn_conv2d_forward(p->y, p->x, p->params, bias, p->n, &cs, p->col);
+}
+
+static void backward(const cn_layer_pass *p)
+{
+    cn_conv_shape cs = shape_of(p->l);
+    float *db = dbias_of(p->l, p->dparams);
+    if (p->bf16)
+        cn_conv2d_backward_bf16(p->dx, p->dparams, db, p->dy, p->x, p->params, p->n, &cs, p->col,
+                                p->packed);
+    else
+        cn_conv2d_backward(p->dx, p->dparams, db, p->dy, p->x, p->params, p->n, &cs, p->col);
+}
+
+/* next is the max-pool's pass: its output gradient and its picks (aux). */
+static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
+{
+    cn_conv_shape cs = shape_of(p->l);
+    cn_conv2d_pool_backward(p->dx, p->dparams, dbias_of(p->l, p->dparams), next->dy, next->aux,
+                            p->x, p->params, p->n, &cs, fused_window(p->l, next->l), p->col);
+}
+
+static void describe(const cn_layer *l, char *line, size_t cap)
+{
+    const cn_layer_args *a = &l->args;
+    cn_appendf(line, cap, " out=%d kernel=%d", a->out, a->kernel);
+    if (a->stride != 1) cn_appendf(line, cap, " stride=%d", a->stride);
+    if (a->padding) cn_appendf(line, cap, " padding=%d", a->padding);
+    if (!a->bias) cn_appendf(line, cap, " bias=0");
+}
+
+const cn_layer_type cn_conv2d_type = {
+    .kind = "conv2d",
+    .flags = CN_KEEPS_INPUT,
+    .keys = "name out kernel stride padding bias",
+    .required = "out kernel",
+    .plan = plan,
+    .tensors = tensors,
+    .init = init,
+    .scratch = scratch,
+    .macs = macs,
+    .forward = forward,
+    .backward = backward,
+    .fuses = fuses,
+    .backward_fused = backward_fused,
+    .describe = describe,
+};
