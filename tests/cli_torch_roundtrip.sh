@@ -1,10 +1,11 @@
 #!/bin/sh
-# cli_torch_roundtrip.sh — cnnc and PyTorch read each other's models of every model file in
-# $models: (a) a model trained by `cnnc train --save` scores in PyTorch (tools/cnnc_torch.py,
-# the network rebuilt from the file's metadata) what `cnnc eval` scores; (b) the same model file
-# trained in PyTorch and written as a model-only safetensors file, with the model text in its
-# metadata and without it, scores in `cnnc eval` what it scored in PyTorch. Both on the whole
-# test set. Needs Debian's python3-torch and python3-numpy (`make test` installs them; without
+# cli_torch_roundtrip.sh — cnnc and PyTorch read each other's models, for every model file in
+# $models (paths in the project folder): (a) a model trained by `cnnc train --save` scores in
+# PyTorch (tools/cnnc_torch.py, the network rebuilt from the file's metadata) what `cnnc eval`
+# scores; (b) the same model file trained in PyTorch and written as a model-only safetensors
+# file, with the model text in its metadata and without it (then `cnnc eval --model`, or for
+# the seed's network nothing, while eval takes no --model), scores in `cnnc eval` what it scored
+# in PyTorch. Both on the whole test set. Needs Debian's python3-torch and python3-numpy (`make test` installs them; without
 # them this fails) and Fashion-MNIST (skipped without it).
 #
 # Equal scores means the same number of correct answers, up to the near ties: a test image whose
@@ -15,7 +16,7 @@
 # Usage: sh tests/cli_torch_roundtrip.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
-models="fashion_mnist lenet5"
+models="models/fashion_mnist.model models/lenet5.model tests/fixtures/new_layers.model"
 python=/usr/bin/python3
 tool="$root/tools/cnnc_torch.py"
 recipe="--train-samples 6000 --batch-size 32 --learning-rate 0.05 --momentum 0.9"
@@ -53,8 +54,9 @@ agree() {
   fi
 }
 
-for name in $models; do
-  model=$root/models/$name.model
+for file in $models; do
+  model=$root/$file
+  name=$(basename "$file" .model)
   # (a) trained in cnnc, scored in both
   # shellcheck disable=SC2086
   run train --model "$model" $recipe --num-cores 1 --num-epochs 1 --test-samples 1000 \
