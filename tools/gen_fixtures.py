@@ -19,20 +19,19 @@ Run with Debian's interpreter (python3-torch 1.13):  /usr/bin/python3 tools/gen_
 Deterministic: fixed seeds, one thread. Uses Fashion-MNIST from
 /usr/share/datasets/fashion-mnist when present (random pixels otherwise; pytorch_model needs it).
 
-Deliberately not here: any use of the safetensors package (a small writer is inlined so the
-script needs nothing beyond torch and numpy), any dtype other than F32/I64 (cnnc reads only
-those), and any C-side logic: the tests decide what to compare and how tightly.
+Deliberately not here: any use of the safetensors package (the writer is tools/cnnc_torch.py's,
+so the script needs nothing beyond torch and numpy), any dtype other than F32/I64 (cnnc reads
+only those), and any C-side logic: the tests decide what to compare and how tightly.
 """
 import argparse
-import gzip
-import json
 import os
-import struct
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import cnnc_torch  # tools/, beside this script
 
 DATA_DIR = '/usr/share/datasets/fashion-mnist'
 MEAN, STD = 0.1307, 0.3081
@@ -41,32 +40,10 @@ MEAN, STD = 0.1307, 0.3081
 # ---------------------------------------------------------------- safetensors writer
 
 def write_safetensors(path, tensors, meta):
-    """tensors: list of (name, array); arrays become F32 or I64, little-endian, in list order."""
-    header, blobs, offset = {}, [], 0
-    header['__metadata__'] = dict({'format': 'pt'}, **{k: str(v) for k, v in meta.items()})
-    for name, arr in tensors:
-        arr = np.asarray(arr)
-        if arr.dtype == np.float32:
-            dtype, data = 'F32', arr.astype('<f4').tobytes()
-        elif arr.dtype == np.int64:
-            dtype, data = 'I64', arr.astype('<i8').tobytes()
-        else:
-            raise ValueError(f'{name}: dtype {arr.dtype} not supported (F32/I64 only)')
-        assert name not in header, name
-        header[name] = {'dtype': dtype, 'shape': list(arr.shape),
-                        'data_offsets': [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(',', ':')).encode()
-    text += b' ' * (-len(text) % 8)
-    tmp = path + '.tmp'
-    with open(tmp, 'wb') as f:
-        f.write(struct.pack('<Q', len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
-    print(f'{path}: {len(tensors)} tensors, {8 + len(text) + offset} bytes')
+    """tensors: list of (name, array); arrays become F32 or I64, little-endian, in list order
+    (tools/cnnc_torch.py's writer)."""
+    size = cnnc_torch.write_safetensors(path, tensors, meta)
+    print(f'{path}: {len(tensors)} tensors, {size} bytes')
 
 
 def f32(t):
@@ -81,20 +58,13 @@ def i64(t):
 
 # ---------------------------------------------------------------- data
 
-def read_idx(path):
-    b = gzip.open(path).read()
-    nd = b[3]
-    dims = struct.unpack('>' + 'I' * nd, b[4:4 + 4 * nd])
-    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
-
-
 def load_split(split, data_dir):
     """Raw uint8 images [N,28,28] and int64 labels [N], or None when the files are absent."""
     img = os.path.join(data_dir, f'{split}-images-idx3-ubyte.gz')
     lab = os.path.join(data_dir, f'{split}-labels-idx1-ubyte.gz')
     if not (os.path.exists(img) and os.path.exists(lab)):
         return None
-    return read_idx(img), read_idx(lab).astype(np.int64)
+    return cnnc_torch.read_idx(img), cnnc_torch.read_idx(lab).astype(np.int64)
 
 
 def normalize(pixels):
