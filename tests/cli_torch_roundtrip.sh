@@ -3,10 +3,10 @@
 # $models (paths in the project folder): (a) a model trained by `cnnc train --save` scores in
 # PyTorch (tools/cnnc_torch.py, the network rebuilt from the file's metadata) what `cnnc eval`
 # scores; (b) the same model file trained in PyTorch and written as a model-only safetensors
-# file, with the model text in its metadata and without it (then `cnnc eval --model`, or for
-# the seed's network nothing, while eval takes no --model), scores in `cnnc eval` what it scored
-# in PyTorch. Both on the whole test set. Needs Debian's python3-torch and python3-numpy (`make test` installs them; without
-# them this fails) and Fashion-MNIST (skipped without it).
+# file, with the model text in its metadata and without it (then `cnnc eval --model`), scores
+# in `cnnc eval` what it scored in PyTorch. Both on the whole test set. Needs Debian's
+# python3-torch and python3-numpy (`make test` installs them; without them this fails) and
+# Fashion-MNIST (skipped without it).
 #
 # Equal scores means the same number of correct answers, up to the near ties: a test image whose
 # two largest log-probabilities are closer than 1e-4 in PyTorch (cnnc_torch.py counts them as
@@ -16,7 +16,8 @@
 # Usage: sh tests/cli_torch_roundtrip.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
-models="models/fashion_mnist.model models/lenet5.model tests/fixtures/new_layers.model"
+models="models/fashion_mnist.model models/lenet5.model tests/fixtures/new_layers.model
+  tests/fixtures/padded.model"
 python=/usr/bin/python3
 tool="$root/tools/cnnc_torch.py"
 recipe="--train-samples 6000 --batch-size 32 --learning-rate 0.05 --momentum 0.9"
@@ -28,7 +29,6 @@ make_tmp
 tools/deps.sh test installs them): $(tail -n 1 "$tmp/err")"
   finish
 }
-"$cnnc" eval --help | grep -q -e '--model' && eval_takes_model=1 || eval_takes_model=0
 
 # cnnc_correct OUT: the correct answers of a `cnnc eval` output, the sum of its per-class counts.
 cnnc_correct() {
@@ -76,15 +76,9 @@ for file in $models; do
   [ "$status" -eq 0 ] || fail "$name: cnnc eval of PyTorch's file: $(cat "$tmp/err")"
   agree "$name trained in PyTorch" "$tmp/out" "$tmp/$name.torch.train"
 
-  # a file without "model" is the seed's network to cnnc, any other network takes --model
-  if [ "$eval_takes_model" -eq 1 ]; then
-    with_model="--model $model"
-  elif [ "$name" = fashion_mnist ]; then
-    with_model=""
-  else
-    echo "$name without the model text: not scored (cnnc eval takes no --model)"
-    continue
-  fi
+  # a file without "model" takes --model (the seed's network without it)
+  with_model="--model $model"
+  [ "$name" = fashion_mnist ] && with_model=""
   # shellcheck disable=SC2086
   "$python" "$tool" train --model "$model" $recipe --epochs 1 --no-model-metadata \
     --save "$tmp/$name.bare.st" >"$tmp/$name.bare.train" 2>"$tmp/err" ||

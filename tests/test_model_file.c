@@ -6,6 +6,8 @@
 
 #include "testutil.h"
 
+#include "model/model.h" /* cn_model_normalize */
+
 #define SEED_FILE "models/fashion_mnist.model"
 #define INPUT "input channels=1 height=28 width=28 mean=0.1307 std=0.3081\n"
 
@@ -147,6 +149,32 @@ static void test_other_shapes_and_layout(void **state)
     cn_model_free(m);
 }
 
+/* mean= and std= per channel: recorded in the model's text, read back the same, and what each
+ * channel's pixels become. */
+static void test_per_channel_normalization(void **state)
+{
+    (void)state;
+    cn_model *m = from_text("input channels=3 height=4 width=4 mean=0.4914,0.4822,0.4465 "
+                            "std=0.247,0.2435,0.2616\nflatten\nlinear out=2\nlog_softmax\n");
+    float mean[3], std[3];
+    assert_int_equal(cn_model_normalization(m, mean, std, 3), 3);
+    assert_true(mean[1] == 0.4822f && std[2] == 0.2616f);
+    const char *text = cn_model_text(m);
+    assert_non_null(strstr(text, "mean=0.4914,0.4822,0.4465 std=0.247,0.2435,0.2616\n"));
+    cn_model *again = from_text(text);
+    assert_string_equal(cn_model_text(again), text);
+    uint8_t pixels[2 * 3 * 16];
+    float out[2 * 3 * 16];
+    for (int i = 0; i < 2 * 3 * 16; i++) pixels[i] = (uint8_t)(i * 37);
+    cn_model_normalize(m, out, pixels, 2);
+    for (int i = 0; i < 2 * 3 * 16; i++) {
+        int c = i / 16 % 3;
+        assert_true(out[i] == ((float)pixels[i] / 255.0f - mean[c]) / std[c]);
+    }
+    cn_model_free(again);
+    cn_model_free(m);
+}
+
 typedef struct {
     const char *text;
     const char *message; /* the whole message */
@@ -178,10 +206,9 @@ static const refusal refusals[] = {
      "test.model:1: input: mean=0.1307,x: expected numbers separated by commas"},
     {"input channels=1 height=28 width=28\n",
      "test.model:1: input: no mean=: computing it from the training set is not supported yet; "
-     "give mean=0.1307 std=0.3081"},
-    {"input channels=1 height=28 width=28 mean=0.5 std=0.3081\n",
-     "test.model:1: input: mean=0.5: not supported yet: pixels are normalised with mean=0.1307 "
-     "std=0.3081 only"},
+     "give mean= and std= (Fashion-MNIST: mean=0.1307 std=0.3081)"},
+    {"input channels=2 height=28 width=28 mean=0.5 std=0.3,0\n",
+     "test.model:1: input: std=0.3,0: every value must be above 0"},
     {"input channels=2 height=28 width=28 mean=0.1307,0.1307,0.1307 std=0.3081\n",
      "test.model:1: input: mean= has 3 values for 2 channels (give 1 or 2)"},
     {INPUT "maxpool2d kernel=2 stride=1\n",
@@ -286,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_lenet5_file),
         cmocka_unit_test(test_text_round_trip),
         cmocka_unit_test(test_other_shapes_and_layout),
+        cmocka_unit_test(test_per_channel_normalization),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_refused_bytes_and_sizes),
         cmocka_unit_test(test_file_refusals),

@@ -150,8 +150,8 @@ def layer_module(kind, v, shape, where):
         return bn(shape[0], eps=v.get('eps', 1e-5), momentum=v.get('momentum', 0.1)), shape
     if kind == 'linear':
         return nn.Linear(shape[0], v['out'], bias=bool(v.get('bias', 1))), (v['out'],)
-    if kind == 'global_avgpool':
-        return nn.AdaptiveAvgPool2d(1), (shape[0], 1, 1)
+    if kind == 'global_avgpool':  # gives flat features, as cnnc's does (Keras' meaning)
+        return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten()), (shape[0],)
     if kind == 'flatten':
         return nn.Flatten(), (int(np.prod(shape)),)
     if kind == 'dropout':

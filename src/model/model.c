@@ -81,9 +81,40 @@ static int allocate(cn_model *m)
     m->counters = calloc(m->num_counters ? (size_t)m->num_counters : 1, sizeof *m->counters);
     m->mean = malloc((size_t)m->in_c * sizeof *m->mean);
     m->std = malloc((size_t)m->in_c * sizeof *m->std);
-    if (!m->params || !m->running || !m->counters || !m->mean || !m->std) return -1;
-    for (int c = 0; c < m->in_c; c++) m->mean[c] = CN_PIXEL_MEAN, m->std[c] = CN_PIXEL_STD;
-    return (m->text = cn_model_describe(m)) ? 0 : -1;
+    m->pixel_values = malloc((size_t)m->in_c * 256 * sizeof *m->pixel_values);
+    float *mean = malloc((size_t)m->in_c * sizeof *mean);
+    float *std = malloc((size_t)m->in_c * sizeof *std);
+    int ok = m->params && m->running && m->counters && m->mean && m->std && m->pixel_values &&
+             mean && std;
+    for (int c = 0; ok && c < m->in_c; c++) mean[c] = CN_PIXEL_MEAN, std[c] = CN_PIXEL_STD;
+    ok = ok && cn_model_set_normalization(m, mean, std) == 0;
+    free(mean);
+    free(std);
+    return ok ? 0 : -1;
+}
+
+int cn_model_set_normalization(cn_model *m, const float *mean, const float *std)
+{
+    for (int c = 0; c < m->in_c; c++) m->mean[c] = mean[c], m->std[c] = std[c];
+    char *text = cn_model_describe(m);
+    if (!text) return -1;
+    free(m->text);
+    m->text = text;
+    for (int c = 0; c < m->in_c; c++)
+        for (int p = 0; p < 256; p++) /* the seed's bits: cn_pixel_values */
+            m->pixel_values[c * 256 + p] = ((float)p / 255.0f - mean[c]) / std[c];
+    return 0;
+}
+
+void cn_model_normalize(const cn_model *m, float *out, const uint8_t *pixels, size_t samples)
+{
+    size_t plane = (size_t)m->in_h * m->in_w;
+    for (size_t s = 0; s < samples; s++)
+        for (int c = 0; c < m->in_c; c++) {
+            const float *value = m->pixel_values + c * 256;
+            size_t at = (s * m->in_c + c) * plane;
+            for (size_t j = 0; j < plane; j++) out[at + j] = value[pixels[at + j]];
+        }
 }
 
 static cn_model *failed_build(cn_model *m, int *failed, int layer, cn_error *err,
@@ -161,6 +192,7 @@ void cn_model_free(cn_model *m)
     free(m->counters);
     free(m->mean);
     free(m->std);
+    free(m->pixel_values);
     free(m->text);
     free(m);
 }

@@ -9,8 +9,8 @@
 #include "cnnc.h"
 #include "layers/layer.h"
 
-/* The normalisation of the pixels (x/255 - mean) / std, as the seed does it; the only one the
- * data pipeline computes today (cn_pixel_values). */
+/* The seed's normalisation of the pixels (x/255 - mean) / std (cn_pixel_values), a model's
+ * until its model file gives its own. */
 #define CN_PIXEL_MEAN 0.1307f
 #define CN_PIXEL_STD 0.3081f
 
@@ -27,6 +27,7 @@ struct cn_model {
     size_t num_report;        /* floats of batch statistics a replica reports each step */
     size_t num_state;         /* floats forward keeps for backward besides them */
     float *mean, *std;        /* [in_c] each: the input's normalisation */
+    float *pixel_values;      /* [in_c][256]: what pixel value p of channel c becomes */
     char *text;               /* the model as a model file (cn_model_text) */
 };
 
@@ -35,8 +36,16 @@ struct cn_model {
 cn_model *cn_model_build(int channels, int height, int width, const cn_layer_spec *layers,
                          int num_layers, int *failed, cn_error *err);
 
-/* The model as a model file in its canonical form (every layer with tensors named, one value
- * for mean and std: all channels share them today); malloc'd, or NULL when out of memory. */
+/* Sets the input's normalisation, channel c's values (x/255 - mean[c]) / std[c], and the model
+ * text that records it; -1 when out of memory (the model keeps its old one). */
+int cn_model_set_normalization(cn_model *m, const float *mean, const float *std);
+
+/* out [samples, input size] = the pixels [samples, input size] normalised channel by channel. */
+void cn_model_normalize(const cn_model *m, float *out, const uint8_t *pixels, size_t samples);
+
+/* The model as a model file in its canonical form (every layer with tensors named; mean and std
+ * once when every channel has the same, else once per channel); malloc'd, or NULL when out of
+ * memory. */
 char *cn_model_describe(const cn_model *m);
 
 static inline size_t cn_layer_in_size(const cn_layer *l) { return cn_shape_size(l->in); }

@@ -54,7 +54,7 @@ typedef struct {
     int line;
     int have_input, ended;
     int c, h, w;             /* the input */
-    float mean, std;
+    float *mean, *std;       /* [c] */
     int num_layers;
     cn_layer_spec specs[MAX_LAYERS];
     char names[MAX_LAYERS][NAME_MAX_LEN + 1];
@@ -209,25 +209,26 @@ static int size_in_range(parser *p, const char *kind, const line_words *lw, cons
     return 0;
 }
 
-/* The mean or std list of the input line: one value, or one per channel, each the value the
- * pixels are normalised with today (cn_normalize). */
-static int read_normalization(parser *p, const line_words *lw, const char *key, float only,
-                              float *out)
+/* The mean or std list of the input line into out[0..channels): one value for every channel,
+ * or one per channel; a std must be above 0. */
+static int read_normalization(parser *p, const line_words *lw, const char *key, float *out)
 {
     const char *v = value_of(lw, key);
     if (!v)
         return refuse(p, "input: no %s=: computing it from the training set is not supported "
-                         "yet; give mean=0.1307 std=0.3081", key);
+                         "yet; give mean= and std= (Fashion-MNIST: mean=0.1307 std=0.3081)", key);
     int count = 1;
     for (const char *c = v; *c; c++) count += *c == ',';
     if (count != 1 && count != p->c)
         return refuse(p, "input: %s= has %d values for %d channels (give 1 or %d)", key, count,
                       p->c, p->c);
-    for (const char *c = v; c; c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL)
-        if ((float)strtod(c, NULL) != only)
-            return refuse(p, "input: %s=%.40s: not supported yet: pixels are normalised with "
-                             "mean=0.1307 std=0.3081 only", key, v);
-    *out = only;
+    const char *at = v;
+    for (int c = 0; c < p->c; c++) {
+        out[c] = (float)strtod(at, NULL);
+        if (strcmp(key, "std") == 0 && !(out[c] > 0.0f && isfinite(out[c])))
+            return refuse(p, "input: std=%.40s: every value must be above 0", v);
+        if (count > 1 && c + 1 < p->c) at = strchr(at, ',') + 1;
+    }
     return 0;
 }
 
@@ -243,8 +244,10 @@ static int read_input(parser *p, const line_words *lw)
         return refuse(p, "input: %dx%dx%d is more than %d values", p->c, p->h, p->w,
                       MAX_ACTIVATIONS);
     p->have_input = 1;
-    return read_normalization(p, lw, "mean", CN_PIXEL_MEAN, &p->mean) ||
-           read_normalization(p, lw, "std", CN_PIXEL_STD, &p->std);
+    p->mean = calloc((size_t)p->c, sizeof *p->mean);
+    p->std = calloc((size_t)p->c, sizeof *p->std);
+    if (!p->mean || !p->std) return refuse(p, "input: out of memory for %d channels", p->c);
+    return read_normalization(p, lw, "mean", p->mean) || read_normalization(p, lw, "std", p->std);
 }
 
 /* The ranges of the layer keys the format itself fixes; the layer's type checks the rest. */
@@ -366,7 +369,11 @@ static cn_model *build(parser *p, const int *lines)
     } else if (!m) {
         cn_fail(p->err, "%s: %s", p->source, why.msg);
     }
-    for (int c = 0; m && c < m->in_c; c++) m->mean[c] = p->mean, m->std[c] = p->std;
+    if (m && cn_model_set_normalization(m, p->mean, p->std) != 0) {
+        cn_model_free(m);
+        cn_fail(p->err, "%s: out of memory", p->source);
+        return NULL;
+    }
     return m;
 }
 
@@ -383,6 +390,7 @@ cn_model *cn_model_from_text(const char *text, size_t len, const char *source, c
         memcpy(copy, text, len), copy[len] = '\0';
         if (read_lines(p, copy, len, lines) == 0) m = build(p, lines);
     }
+    if (p) free(p->mean), free(p->std);
     free(copy), free(lines), free(p);
     return m;
 }
@@ -410,14 +418,27 @@ static void put_layer(char *line, size_t cap, const cn_layer *l)
     cn_appendf(line, cap, "\n");
 }
 
+/* " key=V" when the n values are all V, else " key=V1,V2,..". */
+static void append_list(char *text, size_t cap, const char *key, const float *v, int n)
+{
+    int same = 1;
+    for (int c = 1; c < n; c++) same &= v[c] == v[0];
+    cn_append_float(text, cap, key, v[0]);
+    for (int c = 1; !same && c < n; c++) {
+        char one[40] = "";
+        cn_append_float(one, sizeof one, "", v[c]);
+        cn_appendf(text, cap, ",%s", one + 2); /* " =V" without " =" */
+    }
+}
+
 char *cn_model_describe(const cn_model *m)
 {
-    size_t cap = 256 + (size_t)m->num_layers * 160;
+    size_t cap = 256 + (size_t)m->num_layers * 160 + (size_t)m->in_c * 40;
     char *text = malloc(cap);
     if (!text) return NULL;
     snprintf(text, cap, "input channels=%d height=%d width=%d", m->in_c, m->in_h, m->in_w);
-    cn_append_float(text, cap, "mean", m->mean[0]);
-    cn_append_float(text, cap, "std", m->std[0]);
+    append_list(text, cap, "mean", m->mean, m->in_c);
+    append_list(text, cap, "std", m->std, m->in_c);
     cn_appendf(text, cap, "\n");
     for (int i = 0; i < m->num_layers; i++) {
         char line[160];

@@ -25,7 +25,7 @@ int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs
     int last = m->num_layers - 1;
     for (int first = 0; first < n; first += batch) {
         int count = n - first < batch ? n - first : batch;
-        cn_normalize(w.input, images + (size_t)first * size, (size_t)count * size);
+        cn_model_normalize(m, w.input, images + (size_t)first * size, (size_t)count);
         cn_forward(&plan, &w, count, 0);
         memcpy(log_probs + (size_t)first * classes, w.out[last],
                (size_t)count * classes * sizeof *log_probs);

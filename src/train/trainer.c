@@ -238,8 +238,6 @@ static void load_batch(const step_job *job, int i, cn_workspace *w)
 {
     cn_trainer *t = job->t;
     int r = t->first_replica + i, B = t->cfg.batch_size, size = cn_model_input_size(t->m);
-    float value[256]; /* built once a batch: it costs as much as normalising a sample */
-    cn_pixel_values(value);
     w->key = (cn_step_key){t->cfg.seed, t->epoch, t->step, r};
     for (int k = 0; k < B; k++) {
         size_t at = (size_t)r * B + k;
@@ -249,8 +247,7 @@ static void load_batch(const step_job *job, int i, cn_workspace *w)
             const uint8_t *next = job->images + (job->index ? job->index[at + 1] : at + 1) * size;
             for (int j = 0; j < size; j += 64) __builtin_prefetch(next + j);
         }
-        float *x = w->input + (size_t)k * size;
-        for (int j = 0; j < size; j++) x[j] = value[pixels[j]];
+        cn_model_normalize(t->m, w->input + (size_t)k * size, pixels, 1);
         w->labels[k] = job->labels[sample];
     }
 }
@@ -622,7 +619,7 @@ static void eval_chunk(void *ctx, int task, int thread)
     int B = t->cfg.batch_size, first = chunk * B, size = cn_model_input_size(t->m);
     int count = job->n - first < B ? job->n - first : B, last = t->m->num_layers - 1;
     int classes = t->m->layers[last].out.c;
-    cn_normalize(w->input, job->ds->pixels + (size_t)first * size, (size_t)count * size);
+    cn_model_normalize(t->m, w->input, job->ds->pixels + (size_t)first * size, (size_t)count);
     cn_forward(&t->plan, w, count, 0);
     double loss = 0;
     int correct = 0;
