@@ -6,7 +6,9 @@
 # minute to the next, so the two alternate for several rounds and the report gives the median
 # of the per-round ratios (and the ratio of each side's best round); every round's figures go to
 # build/bench.json with cnnc's per-layer breakdown and GFLOP/s against the measured peak. The
-# claim is the ratio.
+# claim is the ratio. Then the same for models/cifar10.model (3 x 32 x 32 inputs, 32-64
+# channels of 3 x 3 convolutions with padding) on generated samples (CIFAR_SAMPLES of them, one
+# warm-up epoch and one timed), training only: the speed on shapes that are not the seed's.
 # Usage: bench/run.sh BUILD_DIR [THREADS] [EPOCHS] [ROUNDS] [PRECISION]   (cnnc's --precision:
 # fp32, the default, or bf16; PyTorch always runs fp32)
 set -eu
@@ -18,6 +20,8 @@ precision=${5:-fp32}
 data=/usr/share/datasets/fashion-mnist
 reference=${PYTORCH_REFERENCE:-$(dirname "$0")/pytorch_reference.py}
 out="$build/bench.json"
+cifar=$(dirname "$0")/../models/cifar10.model
+cifar_samples=${CIFAR_SAMPLES:-8192}
 have_torch=0
 if [ -f "$reference" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then have_torch=1; fi
 
@@ -35,8 +39,24 @@ while [ "$round" -le "$rounds" ]; do
   fi
   round=$((round + 1))
 done
+round=1
+while [ "$round" -le "$rounds" ]; do
+  echo "== cifar10.model, round $round of $rounds"
+  "$build/bench" --threads "$threads" --epochs 1 --model "$cifar" --random-data "$cifar_samples" \
+    --precision "$precision" --json "$build/bench-cifar-cnnc-$round.json" \
+    > "$build/bench-cifar-cnnc-$round.txt"
+  sed -n 2p "$build/bench-cifar-cnnc-$round.txt"
+  if [ "$have_torch" -eq 1 ]; then
+    /usr/bin/python3 "$reference" --model "$cifar" --random-data 3,32,32 --epochs 2 \
+      --train-samples "$cifar_samples" --test-samples 1024 --replicas 8 --threads "$threads" \
+      > "$build/bench-cifar-torch-$round.txt"
+    echo "  PyTorch: $(tail -n 1 "$build/bench-cifar-torch-$round.txt")"
+  fi
+  round=$((round + 1))
+done
 echo "== cnnc, last round"
 cat "$build/bench-cnnc-$rounds.txt"
+cat "$build/bench-cifar-cnnc-$rounds.txt"
 [ "$have_torch" -eq 1 ] ||
   echo "PyTorch reference skipped: needs $reference and Debian's python3-torch"
 
@@ -45,17 +65,25 @@ import json, statistics, sys, time
 build, rounds, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 have_torch, out = sys.argv[4] == "1", sys.argv[5]
 cnnc = [json.load(open(f"{build}/bench-cnnc-{r}.json")) for r in range(1, rounds + 1)]
+cifar = [json.load(open(f"{build}/bench-cifar-cnnc-{r}.json")) for r in range(1, rounds + 1)]
 date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-result = {"date": date, "rounds": rounds, "cnnc": cnnc}
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+            if l.startswith("model name")), "unknown")
+result = {"date": date, "cpu": cpu, "rounds": rounds, "cnnc": cnnc, "cifar10_cnnc": cifar}
+
+
+def epoch_rate(path):
+    """PyTorch's training samples/s over its epochs after the warm-up one."""
+    lines = open(path).read().splitlines()
+    timed = [dict(p.split("=", 1) for p in l.split()[2:])
+             for l in [l for l in lines if l.startswith("epoch ")][1:]]
+    return statistics.mean(float(e["samples_per_s"]) for e in timed)
 if have_torch:
     torch = []
     for r in range(1, rounds + 1):
-        lines = open(f"{build}/bench-torch-{r}.txt").read().splitlines()
-        epoch_lines = [l for l in lines if l.startswith("epoch ")][1:]  # the warm-up left out
-        timed = [dict(p.split("=", 1) for p in l.split()[2:]) for l in epoch_lines]
-        last = dict(p.split("=", 1) for p in lines[-1].split())
-        rate = statistics.mean(float(e["samples_per_s"]) for e in timed)
-        torch.append({"train_samples_per_second": rate,
+        path = f"{build}/bench-torch-{r}.txt"
+        last = dict(p.split("=", 1) for p in open(path).read().splitlines()[-1].split())
+        torch.append({"train_samples_per_second": epoch_rate(path),
                       "eval_images_per_second": (epochs + 1) * 10000 / float(last["eval_s"])})
     result["pytorch"] = torch
     for key, what in (("train_samples_per_second", "training"),
@@ -68,6 +96,16 @@ if have_torch:
               "(%.0f vs %.0f)" % (what, statistics.median(ratios), rounds,
               " ".join("%.2f" % x for x in ratios), best, max(c[key] for c in cnnc),
               max(t[key] for t in torch)))
+    cifar_torch = [epoch_rate(f"{build}/bench-cifar-torch-{r}.txt") for r in range(1, rounds + 1)]
+    result["cifar10_pytorch_train_samples_per_second"] = cifar_torch
+    ratios = [c["train_samples_per_second"] / t for c, t in zip(cifar, cifar_torch)]
+    result["cifar10_training_ratio_median"] = statistics.median(ratios)
+    print("cifar10.model training: cnnc / PyTorch median %.2fx over %d rounds (%s; cnnc %s, "
+          "PyTorch %s samples/s)" % (statistics.median(ratios), rounds,
+          " ".join("%.2f" % x for x in ratios),
+          " ".join("%.0f" % c["train_samples_per_second"] for c in cifar),
+          " ".join("%.0f" % t for t in cifar_torch)))
+print("CPU:", cpu)
 json.dump(result, open(out, "w"), indent=1)
 print("figures written to", out)
 PY

@@ -138,7 +138,8 @@ static int plan_args(cn_layer *l, const cn_layer_spec *s, cn_error *err)
 {
     l->args.momentum = s->momentum != 0.0f ? s->momentum : 0.1f;
     l->args.eps = s->eps != 0.0f ? s->eps : 1e-5f;
-    if (!(l->args.momentum > 0.0f && l->args.momentum <= 1.0f) || !(l->args.eps > 0.0f))
+    if (!(l->args.momentum > 0.0f && l->args.momentum <= 1.0f) ||
+        !(l->args.eps > 0.0f && isfinite(l->args.eps)))
         return cn_fail(err, "momentum=%g eps=%g: momentum must be in (0, 1], eps above 0",
                        (double)l->args.momentum, (double)l->args.eps);
     l->out = l->in;

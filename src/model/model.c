@@ -106,15 +106,18 @@ int cn_model_set_normalization(cn_model *m, const float *mean, const float *std)
     return 0;
 }
 
+static void normalize_plane(float *restrict out, const uint8_t *restrict pixels,
+                            const float *restrict value, size_t n)
+{
+    for (size_t j = 0; j < n; j++) out[j] = value[pixels[j]];
+}
+
 void cn_model_normalize(const cn_model *m, float *out, const uint8_t *pixels, size_t samples)
 {
     size_t plane = (size_t)m->in_h * m->in_w;
-    for (size_t s = 0; s < samples; s++)
-        for (int c = 0; c < m->in_c; c++) {
-            const float *value = m->pixel_values + c * 256;
-            size_t at = (s * m->in_c + c) * plane;
-            for (size_t j = 0; j < plane; j++) out[at + j] = value[pixels[at + j]];
-        }
+    for (size_t at = 0, s = 0; s < samples; s++)
+        for (int c = 0; c < m->in_c; c++, at += plane)
+            normalize_plane(out + at, pixels + at, m->pixel_values + c * 256, plane);
 }
 
 static cn_model *failed_build(cn_model *m, int *failed, int layer, cn_error *err,

@@ -225,7 +225,9 @@ static int read_normalization(parser *p, const line_words *lw, const char *key, 
     const char *at = v;
     for (int c = 0; c < p->c; c++) {
         out[c] = (float)strtod(at, NULL);
-        if (strcmp(key, "std") == 0 && !(out[c] > 0.0f && isfinite(out[c])))
+        if (!isfinite(out[c]))
+            return refuse(p, "input: %s=%.40s: a value out of single precision's range", key, v);
+        if (strcmp(key, "std") == 0 && !(out[c] > 0.0f))
             return refuse(p, "input: std=%.40s: every value must be above 0", v);
         if (count > 1 && c + 1 < p->c) at = strchr(at, ',') + 1;
     }
@@ -259,9 +261,12 @@ static int check_layer_values(parser *p, const char *kind, const line_words *lw)
     if (value_of(lw, "padding") && size_in_range(p, kind, lw, "padding", 0)) return -1;
     double x = float_of(lw, "p", 0);
     if (x < 0 || x >= 1) return refuse(p, "%s: p=%g: must be at least 0 and below 1", kind, x);
-    for (const char *const *key = (const char *const[]){"momentum", "eps", NULL}; *key; key++)
-        if (value_of(lw, *key) && !(float_of(lw, *key, 1) > 0))
-            return refuse(p, "%s: %s=%g: must be above 0", kind, *key, float_of(lw, *key, 1));
+    for (const char *const *key = (const char *const[]){"momentum", "eps", NULL}; *key; key++) {
+        float v = (float)float_of(lw, *key, 1); /* as the layer will hold it */
+        if (value_of(lw, *key) && !(v > 0 && isfinite(v)))
+            return refuse(p, "%s: %s=%g: must be above 0 (and finite in single precision)",
+                          kind, *key, float_of(lw, *key, 1));
+    }
     return 0;
 }
 
