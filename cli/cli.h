@@ -173,6 +173,8 @@ int cli_checkpoint_file(const char *flag, const char *path, char **file);
  * frees *model (cn_model_free) and *file (free) in every case. */
 int cli_load_model(const char *command, const char *path, const char *model_path,
                    cn_model **model, char **file);
+/* Class c's name: the model's (a checkpoint's "classes"), else Fashion-MNIST's. */
+const char *cli_class_name(const cn_model *m, int c);
 /* CLI_OK when model_path is NULL or names the network model is; else CLI_USAGE after the
  * message naming command and the checkpoint file (CLI_FAILURE when model_path cannot be read). */
 int cli_same_model(const char *command, const char *model_path, const cn_model *model,

@@ -484,13 +484,22 @@ int cli_load_model(const char *command, const char *path, const char *model_path
                        named ? "" : ": ", err.msg, model_path ? model_path : "the seed's network");
 }
 
-/* Keeps *model when it reads the Fashion-MNIST images into their classes; else frees it. */
+const char *cli_class_name(const cn_model *m, int c)
+{
+    const char *name = cn_model_class_name(m, c);
+    return name ? name : c >= 0 && c < CN_NUM_CLASSES ? cn_class_names[c] : "?";
+}
+
+/* Keeps *model when it reads the Fashion-MNIST images into their classes (and names them so);
+ * else frees it. */
 static int check_model_fits(const char *flag, const char *path, cn_model **model)
 {
     int c, h, w, classes = cn_model_num_outputs(*model);
     cn_model_input_shape(*model, &c, &h, &w);
+    cn_error err = {{0}};
     if (c == 1 && h == MODEL_IMAGE_SIDE && w == MODEL_IMAGE_SIDE && classes == CN_NUM_CLASSES)
-        return CLI_OK;
+        return cn_model_set_class_names(*model, cn_class_names, &err) == 0
+                   ? CLI_OK : cli_library_error(&err, NULL);
     cn_model_free(*model);
     *model = NULL;
     return cli_failure("%s%s%s: the model reads %dx%dx%d inputs and gives %d classes, but the "

@@ -7,18 +7,19 @@
 #include "cli.h"
 #include "eval_report.h"
 
-static void print_class_accuracy(const int64_t *counts)
+static void print_class_accuracy(const int64_t *counts, const char *const *names)
 {
     printf("Per-class accuracy:\n");
     for (int a = 0; a < CN_NUM_CLASSES; a++) {
         int64_t total = 0, right = counts[a * CN_NUM_CLASSES + a];
         for (int p = 0; p < CN_NUM_CLASSES; p++) total += counts[a * CN_NUM_CLASSES + p];
         if (total == 0) {
-            printf("  %-12s      -  (0 images)\n", cn_class_names[a]);
+            cli_print_line("  %-12s      -  (0 images)", names[a]);
             continue;
         }
-        printf("  %-12s %6.2f%%  (%lld/%lld)\n", cn_class_names[a], 100.0 * (double)right /
-               (double)total, (long long)right, (long long)total);
+        cli_print_line("  %-12s %6.2f%%  (%lld/%lld)", names[a],
+                       100.0 * (double)right / (double)total, (long long)right,
+                       (long long)total);
     }
 }
 
@@ -29,27 +30,28 @@ static const char *base_name(const char *path)
 }
 
 static int draw_confusion(const char *path, const int64_t *counts, const char *checkpoint,
-                          int images, double accuracy)
+                          int images, double accuracy, const char *const *names)
 {
     char title[256];
     snprintf(title, sizeof title, "Confusion matrix: %s, %d test images, accuracy %.2f%%",
              base_name(checkpoint), images, accuracy);
     cn_error err = {{0}};
-    if (cn_confusion_picture(path, counts, CN_NUM_CLASSES, cn_class_names, title, &err) != 0)
+    if (cn_confusion_picture(path, counts, CN_NUM_CLASSES, names, title, &err) != 0)
         return cli_library_error(&err, path);
     cli_print_line("Saved confusion matrix to %s", path);
     return CLI_OK;
 }
 
 int report_classes(const cn_dataset *test, const uint8_t *predictions, double accuracy,
-                   const char *checkpoint, const char *confusion_path)
+                   const char *checkpoint, const char *confusion_path,
+                   const char *const *names)
 {
     int64_t counts[CN_NUM_CLASSES * CN_NUM_CLASSES];
     cn_error err = {{0}};
     if (cn_confusion_count(counts, CN_NUM_CLASSES, test->labels, predictions, test->count,
                            &err) != 0)
         return cli_library_error(&err, NULL);
-    print_class_accuracy(counts);
+    print_class_accuracy(counts, names);
     if (!confusion_path) return CLI_OK;
-    return draw_confusion(confusion_path, counts, checkpoint, test->count, accuracy);
+    return draw_confusion(confusion_path, counts, checkpoint, test->count, accuracy, names);
 }

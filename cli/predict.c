@@ -259,7 +259,8 @@ static int best_class(const float *logp)
 }
 
 /* "NAME: CLASS (P%)", then what was done to the image: " [resized from WxH, inverted]". */
-static void print_prediction(const predict_input *item, const float *logp)
+static void print_prediction(const cn_model *model, const predict_input *item,
+                             const float *logp)
 {
     int best = best_class(logp);
     char note[64] = "";
@@ -268,10 +269,10 @@ static void print_prediction(const predict_input *item, const float *logp)
         at = (size_t)snprintf(note, sizeof note, "resized from %dx%d", item->cols, item->rows);
     if (item->inverted)
         snprintf(note + at, sizeof note - at, "%sinverted", at ? ", " : "");
-    cli_print_line("%s: %s (%.2f%%)%s%s%s", item->name, cn_class_names[best],
+    cli_print_line("%s: %s (%.2f%%)%s%s%s", item->name, cli_class_name(model, best),
                    100 * exp((double)logp[best]), *note ? " [" : "", note, *note ? "]" : "");
     for (int c = 0; c < CN_NUM_CLASSES; c++)
-        printf("  %-12s %.6f\n", cn_class_names[c], exp((double)logp[c]));
+        cli_print_line("  %-12s %.6f", cli_class_name(model, c), exp((double)logp[c]));
 }
 
 /* checkpoint names the model in a message about its outputs. */
@@ -284,7 +285,7 @@ static int predict_all(cn_model *model, const predict_inputs *in, const char *ch
     int rc = cn_model_predict(model, in->pixels, in->n, logp, &err);
     if (rc == 0)
         for (int i = 0; i < in->n; i++)
-            print_prediction(&in->items[i], logp + (size_t)i * CN_NUM_CLASSES);
+            print_prediction(model, &in->items[i], logp + (size_t)i * CN_NUM_CLASSES);
     free(logp);
     return rc == 0 ? CLI_OK : cli_library_error(&err, checkpoint);
 }

@@ -198,8 +198,18 @@ CN_API cn_model *cn_model_from_file(const char *path, cn_error *err);
  * in __metadata__ under "model". */
 CN_API const char *cn_model_text(const cn_model *m);
 /* The input's normalisation (x/255 - mean[c]) / std[c] into mean[0..max) and std[0..max);
- * returns the number of channels. Today every model normalises as the seed: 0.1307, 0.3081. */
+ * returns the number of channels: the model file's mean= and std=, the seed's 0.1307 and 0.3081
+ * for a model built from specs. */
 CN_API int cn_model_normalization(const cn_model *m, float *mean, float *std, int max);
+/* The names of the model's classes, names[0 .. cn_model_num_outputs), copied: checkpoints and
+ * saved models record them (__metadata__ "classes", one name per line), cn_model_load and
+ * cn_train_checkpoint_restore take them back, and the command prints them. -1 with the reason
+ * for an empty name, one over 63 bytes or one holding a control character (a newline, say); the
+ * model then keeps its names. A new model has none. */
+CN_API int cn_model_set_class_names(cn_model *m, const char *const *names, cn_error *err);
+/* Class c's name, or NULL when the model has no names or c is out of range. */
+CN_API const char *cn_model_class_name(const cn_model *m, int c);
+
 /* Frees the model and its buffers; m may be NULL. Free trainers built on it first. */
 CN_API void cn_model_free(cn_model *m);
 
@@ -501,8 +511,10 @@ CN_API const char *cn_safetensors_meta(const cn_safetensors *f, const char *key)
 /* The model's state_dict as safetensors, written atomically (as cn_safetensors_write) / back.
  * Load checks the whole file first: every expected name there with its dtype and shape, finite
  * values, no negative running variance, nothing else (optimizer.* tensors are allowed and
- * ignored); a refused file leaves the model unchanged. Errors name path: unreadable or corrupt
- * file, a missing, extra or misshapen tensor, a value out of range. */
+ * ignored); a refused file leaves the model unchanged. Both carry the model's class names
+ * (__metadata__ "classes", when it has them; load takes them back). Errors name path:
+ * unreadable or corrupt file, a missing, extra or misshapen tensor, a value out of range, class
+ * names that do not fit the model. */
 CN_API int cn_model_save(cn_model *m, const char *path, cn_error *err);
 CN_API int cn_model_load(cn_model *m, const char *path, cn_error *err);
 
@@ -555,8 +567,8 @@ CN_API int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn
 CN_API int cn_train_checkpoint_state(const cn_safetensors *f, const char *path, cn_train_state *s,
                                      cn_error *err);
 /* Copies the model and the momentum buffers out of an open training checkpoint after checking
- * every tensor against m (names, dtypes, shapes, finite values, no stray optimizer.* tensor);
- * on failure neither m nor momentum changes. */
+ * every tensor against m (names, dtypes, shapes, finite values, no stray optimizer.* tensor),
+ * and the class names it records; on failure neither m nor momentum changes. */
 CN_API int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_safetensors *f,
                                        const char *path, cn_error *err);
 

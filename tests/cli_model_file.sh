@@ -42,6 +42,21 @@ have_data "the training runs" || finish
 cmp -s "$tmp/default.st" "$tmp/file.st" ||
   fail "--model models/fashion_mnist.model saved other bytes than the default run"
 
+# set_classes IN OUT NAMES: a copy of the safetensors file IN whose __metadata__ "classes" is
+# NAMES (one per line).
+set_classes() {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+header["__metadata__"]["classes"] = sys.argv[3]
+text = json.dumps(header, separators=(",", ":")).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+PY
+}
+
 # LeNet-5 learns: 2 epochs on 4096 images, scored on 1000.
 run train --model "$root/models/lenet5.model" --train-samples 4096 --test-samples 1000 \
   --num-epochs 2 --num-cores 1 --batch-size 32 --learning-rate 0.05 --momentum 0.9 \
@@ -61,6 +76,24 @@ run eval --checkpoint "$tmp/lenet.st"
 grep -q '^Accuracy=[0-9.]*%$' "$tmp/out" || fail "eval of lenet5: $(cat "$tmp/err")"
 run predict --checkpoint "$tmp/ck" "$root/tests/fixtures/predict/t10k-0.png"
 [ "$status" -eq 0 ] || fail "predict with lenet5: $(cat "$tmp/err")"
+# The class names travel with the model: --save and checkpoints record them, eval and predict
+# print a file's own, and names that do not fit the model are refused.
+grep -q '"classes":"T-shirt/top\\nTrouser\\n' "$tmp/lenet.st" ||
+  fail "--save did not record the class names in __metadata__"
+digits="zero one two three four five six seven eight nine"
+set_classes "$tmp/lenet.st" "$tmp/digits.st" "$(printf '%s\n' $digits | head -c -1)"
+run eval --checkpoint "$tmp/digits.st" --test-samples 100
+grep -q '^  seven ' "$tmp/out" || fail "eval does not print the file's class names: $(cat "$tmp/out")"
+run predict --checkpoint "$tmp/digits.st" "$root/tests/fixtures/predict/t10k-0.png"
+grep -q '^  nine ' "$tmp/out" || fail "predict does not print the file's class names"
+set_classes "$tmp/lenet.st" "$tmp/nine.st" "$(printf '%s\n' $digits | head -n 9 | head -c -1)"
+expect 1 'nine.st: __metadata__ "classes" names 9 classes, the model has 10' \
+  eval --checkpoint "$tmp/nine.st"
+set_classes "$tmp/lenet.st" "$tmp/tab.st" "$(printf 'a\tb\n%s' "$(printf '%s\n' $digits | \
+  head -n 9 | head -c -1)")"
+expect 1 'tab.st: __metadata__ "classes": class 0: a name may not hold control characters' \
+  eval --checkpoint "$tmp/tab.st"
+
 # --model names the network of a file that records none; for one that records its own it must
 # be that network.
 run eval --checkpoint "$tmp/lenet.st" --model "$root/models/lenet5.model" --test-samples 100

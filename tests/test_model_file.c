@@ -6,7 +6,7 @@
 
 #include "testutil.h"
 
-#include "model/model.h" /* cn_model_normalize */
+#include "model/model.h" /* cn_model_normalize, cn_model_set_classes_text */
 
 #define SEED_FILE "models/fashion_mnist.model"
 #define INPUT "input channels=1 height=28 width=28 mean=0.1307 std=0.3081\n"
@@ -175,6 +175,28 @@ static void test_per_channel_normalization(void **state)
     cn_model_free(m);
 }
 
+/* Class names: none at first, set and read back, refused when a name does not do. */
+static void test_class_names(void **state)
+{
+    (void)state;
+    cn_model *m = from_text("input channels=1 height=2 width=2 mean=0 std=1\nflatten\n"
+                            "linear out=3\nlog_softmax\n");
+    cn_error err = {{0}};
+    assert_null(cn_model_class_name(m, 0));
+    const char *abc[] = {"cat", "dog", "bird"}, *bad[] = {"cat", "", "bird"};
+    assert_int_equal(cn_model_set_class_names(m, abc, &err), 0);
+    assert_string_equal(cn_model_class_name(m, 2), "bird");
+    assert_null(cn_model_class_name(m, 3));
+    assert_int_equal(cn_model_set_class_names(m, bad, &err), -1);
+    assert_string_equal(err.msg, "class 1: a name must have 1 to 63 bytes");
+    assert_string_equal(cn_model_class_name(m, 1), "dog"); /* kept */
+    assert_int_equal(cn_model_set_classes_text(m, "a\nb\nc", "f", &err), 0);
+    assert_string_equal(cn_model_class_name(m, 1), "b");
+    assert_int_equal(cn_model_set_classes_text(m, "a\nb", "f", &err), -1);
+    assert_string_equal(err.msg, "f: __metadata__ \"classes\" names 2 classes, the model has 3");
+    cn_model_free(m);
+}
+
 typedef struct {
     const char *text;
     const char *message; /* the whole message */
@@ -322,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_text_round_trip),
         cmocka_unit_test(test_other_shapes_and_layout),
         cmocka_unit_test(test_per_channel_normalization),
+        cmocka_unit_test(test_class_names),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_refused_bytes_and_sizes),
         cmocka_unit_test(test_file_refusals),

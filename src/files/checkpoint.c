@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "files/checkpoint.h"
 #include "error.h"
+#include "files/checkpoint.h"
+#include "model/model.h" /* the class names' text */
 
 static const char *dtype_name(cn_dtype dtype)
 {
@@ -62,11 +63,12 @@ cn_tensor_ref *cn_state_refs(cn_model *m, int *count, const char *path, cn_error
 
 int cn_model_save(cn_model *m, const char *path, cn_error *err)
 {
-    const char *const meta[] = {"cnnc_version", CN_VERSION, "model", cn_model_text(m)};
+    const char *const meta[] = {"cnnc_version", CN_VERSION, "model", cn_model_text(m),
+                                "classes", cn_model_classes_text(m)};
     int n = 0;
     cn_tensor_ref *refs = cn_state_refs(m, &n, path, err);
     if (!refs) return -1;
-    int rc = cn_safetensors_write(path, refs, n, meta, 2, err);
+    int rc = cn_safetensors_write(path, refs, n, meta, cn_model_classes_text(m) ? 3 : 2, err);
     free(refs);
     return rc;
 }
@@ -164,6 +166,8 @@ int cn_model_load(cn_model *m, const char *path, cn_error *err)
     int n = 0;
     cn_tensor_ref *refs = cn_state_refs(m, &n, path, err);
     int rc = refs ? cn_check_model_tensors(f, refs, n, path, err) : -1;
+    const char *classes = cn_safetensors_meta(f, "classes");
+    if (rc == 0 && classes) rc = cn_model_set_classes_text(m, classes, path, err);
     if (rc == 0) cn_copy_tensors(f, refs, n);
     else cn_keep_one_line(err);
     free(refs);

@@ -197,6 +197,9 @@ void cn_model_free(cn_model *m)
     free(m->std);
     free(m->pixel_values);
     free(m->text);
+    free(m->classes);
+    if (m->class_names) free((void *)m->class_names[0]);
+    free(m->class_names);
     free(m);
 }
 
@@ -228,6 +231,76 @@ int cn_model_normalization(const cn_model *m, float *mean, float *std, int max)
 }
 
 const char *cn_model_text(const cn_model *m) { return m->text; }
+
+#define CLASS_NAME_MAX 63
+
+static int check_class_name(const char *name, int c, cn_error *err)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > CLASS_NAME_MAX)
+        return cn_fail(err, "class %d: a name must have 1 to %d bytes", c, CLASS_NAME_MAX);
+    for (const char *at = name; *at; at++)
+        if ((unsigned char)*at < 0x20 || *at == 0x7f)
+            return cn_fail(err, "class %d: a name may not hold control characters", c);
+    return 0;
+}
+
+int cn_model_set_class_names(cn_model *m, const char *const *names, cn_error *err)
+{
+    int n = cn_model_num_outputs(m);
+    size_t bytes = 0;
+    for (int c = 0; c < n; c++) {
+        if (check_class_name(names[c], c, err)) return -1;
+        bytes += strlen(names[c]) + 1;
+    }
+    char *text = malloc(bytes), *copy = malloc(bytes); /* "a\nb", and "a\0b" for the index */
+    const char **index = malloc((size_t)n * sizeof *index);
+    if (!text || !copy || !index) {
+        free(text), free(copy), free(index);
+        return cn_fail(err, "out of memory for %d class names", n);
+    }
+    for (size_t c = 0, at = 0; c < (size_t)n; c++) {
+        size_t len = strlen(names[c]);
+        memcpy(text + at, names[c], len), memcpy(copy + at, names[c], len);
+        text[at + len] = c + 1 < (size_t)n ? '\n' : '\0';
+        copy[at + len] = '\0';
+        index[c] = copy + at;
+        at += len + 1;
+    }
+    free(m->classes);
+    if (m->class_names) free((void *)m->class_names[0]);
+    free(m->class_names);
+    m->classes = text, m->class_names = index;
+    return 0;
+}
+
+const char *cn_model_class_name(const cn_model *m, int c)
+{
+    return m->class_names && c >= 0 && c < cn_model_num_outputs(m) ? m->class_names[c] : NULL;
+}
+
+int cn_model_set_classes_text(cn_model *m, const char *text, const char *source, cn_error *err)
+{
+    int n = cn_model_num_outputs(m), lines = 1;
+    for (const char *at = text; *at; at++) lines += *at == '\n';
+    if (lines != n)
+        return cn_fail(err, "%s: __metadata__ \"classes\" names %d classes, the model has %d",
+                       source, lines, n);
+    char *copy = strdup(text);
+    const char **names = malloc((size_t)n * sizeof *names);
+    int rc = copy && names ? 0 : cn_fail(err, "%s: out of memory", source);
+    for (int c = 0; rc == 0 && c < n; c++) {
+        names[c] = c ? names[c - 1] + strlen(names[c - 1]) + 1 : copy;
+        char *end = strchr((char *)names[c], '\n');
+        if (end) *end = '\0';
+    }
+    cn_error why = {{0}};
+    if (rc == 0 && cn_model_set_class_names(m, names, &why) != 0)
+        rc = cn_fail(err, "%s: __metadata__ \"classes\": %s", source, why.msg);
+    free(copy);
+    free(names);
+    return rc;
+}
 
 const char *cn_model_layer_name(const cn_model *m, int i)
 {

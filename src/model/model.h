@@ -29,6 +29,8 @@ struct cn_model {
     float *mean, *std;        /* [in_c] each: the input's normalisation */
     float *pixel_values;      /* [in_c][256]: what pixel value p of channel c becomes */
     char *text;               /* the model as a model file (cn_model_text) */
+    char *classes;            /* the class names, one per line, or NULL (cn_model_set_class_names) */
+    const char **class_names; /* [classes] into a copy of them, or NULL */
 };
 
 /* Builds the model as cn_model_create does; on failure *failed is the index of the layer that
@@ -42,6 +44,12 @@ int cn_model_set_normalization(cn_model *m, const float *mean, const float *std)
 
 /* out [samples, input size] = the pixels [samples, input size] normalised channel by channel. */
 void cn_model_normalize(const cn_model *m, float *out, const uint8_t *pixels, size_t samples);
+
+/* The class names as "__metadata__" records them (one per line), or NULL when there are none. */
+static inline const char *cn_model_classes_text(const cn_model *m) { return m->classes; }
+/* Adopts the names of text (one per line, as cn_model_classes_text gives them); -1 with the
+ * reason, naming source, when they are not one valid name per class. */
+int cn_model_set_classes_text(cn_model *m, const char *text, const char *source, cn_error *err);
 
 /* The model as a model file in its canonical form (every layer with tensors named; mean and std
  * once when every channel has the same, else once per channel); malloc'd, or NULL when out of

@@ -13,8 +13,9 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "files/checkpoint.h"
 #include "error.h"
+#include "files/checkpoint.h"
+#include "model/model.h" /* the class names' text */
 
 #define KIND_KEY "cnnc_checkpoint"
 #define KIND_VALUE "training v1"
@@ -177,8 +178,8 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     }
 }
 
-/* The file: the tensors, the state's metadata, the model's text ("model") and then the caller's
- * extra pairs. */
+/* The file: the tensors, the state's metadata, the model's text ("model"), its class names
+ * ("classes", when it has them) and then the caller's extra pairs. */
 static int write_file(const cn_model *m, const cn_tensor_ref *refs, int n,
                       const cn_train_state *s, const char *const *extra, int num_extra,
                       const char *path, cn_error *err)
@@ -187,11 +188,14 @@ static int write_file(const cn_model *m, const cn_tensor_ref *refs, int n,
         return cn_fail(err, "%s: not saved: %d extra metadata pairs (at most %d)", path,
                        num_extra, CN_TRAIN_EXTRA_MAX);
     char text[NUM_META][VALUE_CAP];
-    const char *meta[2 * (NUM_META + 1 + CN_TRAIN_EXTRA_MAX)];
+    const char *meta[2 * (NUM_META + 2 + CN_TRAIN_EXTRA_MAX)];
     format_meta(s, text, meta);
-    meta[2 * NUM_META] = "model", meta[2 * NUM_META + 1] = cn_model_text(m);
-    for (int i = 0; i < 2 * num_extra; i++) meta[2 * NUM_META + 2 + i] = extra[i];
-    return cn_safetensors_write(path, refs, n, meta, NUM_META + 1 + num_extra, err);
+    int k = NUM_META;
+    meta[2 * k] = "model", meta[2 * k + 1] = cn_model_text(m), k++;
+    if (cn_model_classes_text(m))
+        meta[2 * k] = "classes", meta[2 * k + 1] = cn_model_classes_text(m), k++;
+    for (int i = 0; i < 2 * num_extra; i++) meta[2 * k + i] = extra[i];
+    return cn_safetensors_write(path, refs, n, meta, k + num_extra, err);
 }
 
 int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_state *s,
@@ -428,6 +432,8 @@ int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_safetenso
     if (!refs) return -1;
     int rc = cn_check_model_tensors(f, refs, n_model, path, err);
     if (rc == 0) rc = check_momentum(f, refs + n_model, n - n_model, path, err);
+    const char *classes = cn_safetensors_meta(f, "classes");
+    if (rc == 0 && classes) rc = cn_model_set_classes_text(m, classes, path, err);
     if (rc == 0) cn_copy_tensors(f, refs, n);
     else cn_keep_one_line(err);
     free(refs);
