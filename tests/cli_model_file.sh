@@ -83,7 +83,8 @@ grep -q '"classes":"T-shirt/top\\nTrouser\\n' "$tmp/lenet.st" ||
 digits="zero one two three four five six seven eight nine"
 set_classes "$tmp/lenet.st" "$tmp/digits.st" "$(printf '%s\n' $digits | head -c -1)"
 run eval --checkpoint "$tmp/digits.st" --test-samples 100
-grep -q '^  seven ' "$tmp/out" || fail "eval does not print the file's class names: $(cat "$tmp/out")"
+grep -q '^  seven ' "$tmp/out" ||
+  fail "eval does not print the file's class names: $(cat "$tmp/out")"
 run predict --checkpoint "$tmp/digits.st" "$root/tests/fixtures/predict/t10k-0.png"
 grep -q '^  nine ' "$tmp/out" || fail "predict does not print the file's class names"
 set_classes "$tmp/lenet.st" "$tmp/nine.st" "$(printf '%s\n' $digits | head -n 9 | head -c -1)"
@@ -104,7 +105,8 @@ expect 2 "--model $root/models/fashion_mnist.model is not the network of the che
   predict --checkpoint "$tmp/lenet.st" --model "$root/models/fashion_mnist.model" \
   "$root/tests/fixtures/predict/t10k-0.png"
 expect 1 "pytorch_model.safetensors: tensor 0.weight is missing, but the file records no \
-network and was read as $root/models/lenet5.model; give --model" eval --checkpoint "$root/tests/fixtures/pytorch_model.safetensors" \
+network and was read as $root/models/lenet5.model; give --model" \
+  eval --checkpoint "$root/tests/fixtures/pytorch_model.safetensors" \
   --model "$root/models/lenet5.model"
 expect 2 "--model $root/models/fashion_mnist.model is not the network of the checkpoint" \
   train --resume "$tmp/ck" --model "$root/models/fashion_mnist.model" --num-epochs 3

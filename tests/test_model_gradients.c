@@ -5,8 +5,8 @@
  * conv -> max-pool backward, dropout with its mask fixed by the step's key, both BatchNorms in
  * training mode, linear layers with and without bias). Points where the loss is not smooth (a
  * relu or a max-pool changes its choice within the step, or sits right at a kink) are found by
- * comparing differences of two step sizes, and skipped; most points must be checked. It does not compare with
- * PyTorch (test_layers*.c and test_model_steps.c do). */
+ * comparing differences of two step sizes, and skipped; most points must be checked. It does
+ * not compare with PyTorch (test_layers*.c and test_model_steps.c do). */
 #include "testutil.h"
 
 #include "model/executor.h"

@@ -29,7 +29,7 @@ struct cn_model {
     float *mean, *std;        /* [in_c] each: the input's normalisation */
     float *pixel_values;      /* [in_c][256]: what pixel value p of channel c becomes */
     char *text;               /* the model as a model file (cn_model_text) */
-    char *classes;            /* the class names, one per line, or NULL (cn_model_set_class_names) */
+    char *classes;            /* the class names, one per line, or NULL */
     const char **class_names; /* [classes] into a copy of them, or NULL */
 };
 
