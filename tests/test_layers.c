@@ -280,7 +280,8 @@ static pool_case pool_shape(int B, int C, int H, int W, int S)
 
 static void pool_forward(pool_case *c)
 {
-    cn_maxpool2d_forward(c->y, c->argmax, c->x, c->B, c->C, c->H, c->W, c->S);
+    cn_pool_shape s = cn_pool_shape_of(c->C, c->H, c->W, c->S, c->S);
+    cn_maxpool2d_forward(c->y, c->argmax, c->x, c->B, &s);
 }
 
 static void pool_vs_pytorch(const char *p)
@@ -297,7 +298,8 @@ static void pool_vs_pytorch(const char *p)
             fail_msg("%s argmax[%zu]: got %d, PyTorch %lld", p, i, (int)c.argmax[i],
                      (long long)want[i]);
     float *dx = nans(c.nx);
-    cn_maxpool2d_backward(dx, c.r, c.argmax, c.B, c.C, c.H, c.W, c.S);
+    cn_pool_shape s = cn_pool_shape_of(c.C, c.H, c.W, c.S, c.S);
+    cn_maxpool2d_backward(dx, c.r, c.argmax, c.B, &s);
     expect_exact("maxpool dx", dx, fx_f32(p, "dx", c.nx), c.nx);
 }
 
@@ -346,7 +348,8 @@ static void test_pool_fd(void **state)
     c.r = random_values(&rng, c.ny, 1.0f);
     pool_forward(&c);
     float *dx = nans(c.nx);
-    cn_maxpool2d_backward(dx, c.r, c.argmax, c.B, c.C, c.H, c.W, c.S);
+    cn_pool_shape s = cn_pool_shape_of(c.C, c.H, c.W, c.S, c.S);
+    cn_maxpool2d_backward(dx, c.r, c.argmax, c.B, &s);
     tu_fd_check("maxpool x", pool_loss, &c, c.x, dx, c.nx, pool_near_tie);
 }
 
@@ -383,7 +386,8 @@ static void test_pool_ties_match_scan_order(void **state)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         int H = sizes[s][0], W = sizes[s][1], OH = H / 2, OW = W / 2;
         for (int i = 0; i < C * H * W; i++) x[i] = (float)cn_rng_below(&rng, 3);
-        cn_maxpool2d_forward(y, where, x, 1, C, H, W, 2);
+        cn_pool_shape ps = cn_pool_shape_of(C, H, W, 2, 2);
+        cn_maxpool2d_forward(y, where, x, 1, &ps);
         for (int c = 0; c < C; c++) {
             reference_pool(want_y, want_where, x + c * H * W, W, 2, OH, OW);
             assert_memory_equal(y + c * OH * OW, want_y, (size_t)OH * OW * sizeof *y);
@@ -497,8 +501,9 @@ static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn
     memcpy(dw_first, dw, nw * sizeof *dw), memcpy(db_first, db, (size_t)OC * sizeof *db);
     memcpy(dw_no_bias, dw, nw * sizeof *dw);
     cn_conv2d_forward(y, x, w, b, B, &s, col);
-    cn_maxpool2d_forward(pooled, where, y, B, OC, OH, OW, S);
-    cn_maxpool2d_backward(dy, dpool, where, B, OC, OH, OW, S);
+    cn_pool_shape ps = cn_pool_shape_of(OC, OH, OW, S, S);
+    cn_maxpool2d_forward(pooled, where, y, B, &ps);
+    cn_maxpool2d_backward(dy, dpool, where, B, &ps);
     cn_conv2d_backward(want_dx, want_dw, want_db, dy, x, w, B, &s, col);
     cn_conv2d_pool_backward(dx, dw, db, dpool, where, x, w, B, &s, S, col);
     cn_conv2d_pool_backward(NULL, dw_first, db_first, dpool, where, x, w, B, &s, S, col);

@@ -85,6 +85,24 @@ static float *fx_f32(const char *prefix, const char *field, size_t n)
     return p;
 }
 
+/* The int64 tensor prefix.field as int32 picks (max-pool argmax); it must hold n values. */
+static int32_t *fx_picks(const char *prefix, const char *field, size_t n)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s.%s", prefix, field);
+    const cn_tensor_ref *t = cn_safetensors_get(fixture, name);
+    if (!t) fail_msg("fixture tensor %s missing: rerun tools/gen_fixtures.py", name);
+    assert_int_equal(t->dtype, CN_I64);
+    assert_int_equal(tu_ref_bytes(t), n * sizeof(int64_t));
+    int32_t *p = (int32_t *)zeros(n);
+    for (size_t i = 0; i < n; i++) {
+        int64_t v;
+        memcpy(&v, (const char *)t->data + i * sizeof v, sizeof v);
+        p[i] = (int32_t)v;
+    }
+    return p;
+}
+
 static int fx_int(const char *prefix, const char *key)
 {
     char name[96];
@@ -175,6 +193,43 @@ static void test_global_avgpool_pytorch(void **state)
     cn_layer_spec s = {.kind = CN_GLOBAL_AVGPOOL};
     pool_vs_pytorch(&cn_global_avgpool_type, "global_avgpool", s, (cn_shape){5, 1, 1, 1});
     pool_vs_pytorch(&cn_global_avgpool_type, "global_avgpool_row", s, (cn_shape){16, 1, 1, 1});
+}
+
+/* nn.MaxPool2d(K, S) with a stride other than its window, through maxpool2d's table: the same
+ * values and picks as PyTorch (ties included: the inputs take four levels), and backward adds
+ * up where overlapping windows pick the same input. */
+static void maxpool_vs_pytorch(const char *p)
+{
+    int B = fx_int(p, "B"), H = fx_int(p, "H"), W = fx_int(p, "W");
+    int K = fx_int(p, "K"), S = fx_int(p, "S");
+    cn_shape in = {fx_int(p, "C"), H, W, 0};
+    cn_layer l = planned(&cn_maxpool2d_type, in,
+                         (cn_layer_spec){.kind = CN_MAXPOOL2D, .kernel = K, .stride = S}, 0);
+    cn_shape want = {in.c, (H - K) / S + 1, (W - K) / S + 1, 0};
+    assert_memory_equal(&l.out, &want, sizeof want);
+    size_t nx = B * cn_shape_size(in), ny = B * cn_shape_size(l.out);
+    float *y = nans(ny), *dx = nans(nx), *dy = fx_f32(p, "dy", ny);
+    int32_t *picks = (int32_t *)zeros(l.type->aux_bytes(&l) * B / sizeof(float));
+    cn_layer_pass fw = {.l = &l, .n = B, .x = fx_f32(p, "x", nx), .y = y, .aux = picks};
+    l.type->forward(&fw);
+    assert_memory_equal(y, fx_f32(p, "y", ny), ny * sizeof *y);
+    assert_memory_equal(picks, fx_picks(p, "argmax", ny), ny * sizeof *picks);
+    cn_layer_pass bw = {.l = &l, .n = B, .dy = dy, .dx = dx, .aux = picks, .training = 1};
+    l.type->backward(&bw);
+    tu_expect_close(p, dx, fx_f32(p, "dx", nx), nx, PT_ATOL, PT_RTOL);
+    char line[64] = "";
+    l.type->describe(&l, line, sizeof line);
+    char want_line[64];
+    snprintf(want_line, sizeof want_line, " kernel=%d stride=%d", K, S);
+    assert_string_equal(line, want_line);
+}
+
+static void test_maxpool_strided_pytorch(void **state)
+{
+    (void)state;
+    maxpool_vs_pytorch("maxpool_k3s2"); /* overlapping windows */
+    maxpool_vs_pytorch("maxpool_k2s1");
+    maxpool_vs_pytorch("maxpool_k2s3"); /* gaps between windows */
 }
 
 /* Evaluation is the identity, forward and backward, whatever p. */
@@ -535,6 +590,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_avgpool_pytorch),
         T(test_global_avgpool_pytorch),
+        T(test_maxpool_strided_pytorch),
         T(test_dropout_eval_pytorch),
         T(test_pools_fd),
         T(test_dropout_fd),

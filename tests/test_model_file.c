@@ -233,8 +233,6 @@ static const refusal refusals[] = {
      "test.model:1: input: std=0.3,0: every value must be above 0"},
     {"input channels=2 height=28 width=28 mean=0.1307,0.1307,0.1307 std=0.3081\n",
      "test.model:1: input: mean= has 3 values for 2 channels (give 1 or 2)"},
-    {INPUT "maxpool2d kernel=2 stride=1\n",
-     "test.model:2: maxpool2d: stride=1 with kernel=2: not supported yet (stride = kernel only)"},
     {INPUT "batchnorm2d momentum=0\n",
      "test.model:2: batchnorm2d: momentum=0: must be above 0 (and finite in single precision)"},
     {INPUT "batchnorm2d eps=-1\n",

@@ -148,13 +148,15 @@ static const char seed_like[] =
     "linear out=3\n"
     "log_softmax\n";
 
-/* Padding wider than half the kernel, a 1x1 convolution, two channels. */
+/* Padding wider than half the kernel, overlapping max-pool windows, a 1x1 convolution, two
+ * channels. */
 static const char wide_padding[] =
     "input channels=2 height=5 width=7 mean=0.1307 std=0.3081\n"
     "conv2d out=3 kernel=3 padding=2\n"            /* 3x7x9 */
     "relu\n"
+    "maxpool2d kernel=2 stride=1\n"               /* 3x6x8, overlapping windows */
     "conv2d out=2 kernel=1\n"
-    "avgpool2d kernel=3 stride=2\n"               /* 2x3x4 */
+    "avgpool2d kernel=3 stride=2\n"               /* 2x2x3 */
     "flatten\n"
     "linear out=3\n"
     "log_softmax\n";

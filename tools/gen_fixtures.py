@@ -292,6 +292,19 @@ def case_avgpool(prefix, B, C, H, W, K, S, seed):
     return named(prefix, out), prefixed(prefix, meta)
 
 
+def case_maxpool(prefix, B, C, H, W, K, S, seed):
+    """nn.MaxPool2d(K, S) with windows that overlap (S < K) or leave gaps (S > K); values from
+    a few levels so that ties occur, and PyTorch's argmax (index in the input plane)."""
+    torch.manual_seed(seed)
+    x = leaf(torch.randint(0, 4, (B, C, H, W)).float())
+    y, argmax = F.max_pool2d(x, K, S, return_indices=True)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    out = [('x', x), ('y', y), ('argmax', argmax.long()), ('dy', dy), ('dx', x.grad)]
+    meta = {'B': B, 'C': C, 'H': H, 'W': W, 'K': K, 'S': S}
+    return named(prefix, out), prefixed(prefix, meta)
+
+
 def case_global_avgpool(prefix, B, C, H, W, seed):
     """nn.AdaptiveAvgPool2d(1) then nn.Flatten(): y is [B, C]."""
     torch.manual_seed(seed)
@@ -322,7 +335,10 @@ def gen_layers_pool_dropout(path):
              lambda: case_avgpool('avgpool_k3s3', 3, 1, 10, 8, 3, 3, 24),
              lambda: case_global_avgpool('global_avgpool', 2, 5, 7, 6, 25),
              lambda: case_global_avgpool('global_avgpool_row', 3, 16, 1, 5, 26),
-             lambda: case_dropout_eval(27)]
+             lambda: case_dropout_eval(27),
+             lambda: case_maxpool('maxpool_k3s2', 2, 3, 9, 11, 3, 2, 28),
+             lambda: case_maxpool('maxpool_k2s1', 2, 2, 6, 7, 2, 1, 29),
+             lambda: case_maxpool('maxpool_k2s3', 1, 3, 8, 10, 2, 3, 30)]
     write_cases(path, cases)
 
 

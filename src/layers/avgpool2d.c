@@ -10,7 +10,7 @@
 #include "layers/layer.h"
 #include "layers/layers.h"
 
-static void pool_plane(float *y, const float *x, const cn_avgpool_shape *s)
+static void pool_plane(float *y, const float *x, const cn_pool_shape *s)
 {
     float count = (float)(s->K * s->K);
     for (int oy = 0; oy < s->OH; oy++)
@@ -23,14 +23,14 @@ static void pool_plane(float *y, const float *x, const cn_avgpool_shape *s)
         }
 }
 
-void cn_avgpool2d_forward(float *out, const float *in, int B, const cn_avgpool_shape *s)
+void cn_avgpool2d_forward(float *out, const float *in, int B, const cn_pool_shape *s)
 {
     size_t in_plane = (size_t)s->H * s->W, out_plane = (size_t)s->OH * s->OW;
     for (size_t plane = 0; plane < (size_t)B * s->C; plane++)
         pool_plane(out + plane * out_plane, in + plane * in_plane, s);
 }
 
-static void spread_plane(float *dx, const float *dy, const cn_avgpool_shape *s)
+static void spread_plane(float *dx, const float *dy, const cn_pool_shape *s)
 {
     float count = (float)(s->K * s->K);
     for (int oy = 0; oy < s->OH; oy++)
@@ -42,7 +42,7 @@ static void spread_plane(float *dx, const float *dy, const cn_avgpool_shape *s)
         }
 }
 
-void cn_avgpool2d_backward(float *din, const float *dout, int B, const cn_avgpool_shape *s)
+void cn_avgpool2d_backward(float *din, const float *dout, int B, const cn_pool_shape *s)
 {
     size_t in_plane = (size_t)s->H * s->W, out_plane = (size_t)s->OH * s->OW;
     memset(din, 0, (size_t)B * s->C * in_plane * sizeof *din);
@@ -61,26 +61,26 @@ static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
     if (cn_window_fits(l, K, 0, err)) return -1;
     l->args.kernel = K;
     l->args.stride = S;
-    cn_avgpool_shape p = cn_avgpool_shape_of(l->in.c, l->in.h, l->in.w, K, S);
+    cn_pool_shape p = cn_pool_shape_of(l->in.c, l->in.h, l->in.w, K, S);
     l->out = (cn_shape){p.C, p.OH, p.OW, 0};
     return 0;
 }
 
-static cn_avgpool_shape shape_of(const cn_layer *l)
+static cn_pool_shape shape_of(const cn_layer *l)
 {
-    return cn_avgpool_shape_of(l->in.c, l->in.h, l->in.w, l->args.kernel, l->args.stride);
+    return cn_pool_shape_of(l->in.c, l->in.h, l->in.w, l->args.kernel, l->args.stride);
 }
 
 static void forward(const cn_layer_pass *p)
 {
-    cn_avgpool_shape s = shape_of(p->l);
+    cn_pool_shape s = shape_of(p->l);
     cn_avgpool2d_forward(p->y, p->x, p->n, &s);
 }
 
 static void backward(const cn_layer_pass *p)
 {
     if (!p->dx) return;
-    cn_avgpool_shape s = shape_of(p->l);
+    cn_pool_shape s = shape_of(p->l);
     cn_avgpool2d_backward(p->dx, p->dy, p->n, &s);
 }
 

@@ -14,30 +14,33 @@
  * whole lines. */
 #define CN_LINE_FLOATS 16
 
-/* Max-pool, window = stride = S, floor: in [B,C,H,W] -> out [B,C,H/S,W/S]; argmax records the
- * index inside the input plane (y*W + x) of the first maximum in scan order, as PyTorch does. */
-void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B, int C, int H,
-                          int W, int S);
-/* dout [B,C,H/S,W/S] -> din [B,C,H,W] = (zero except at the argmax positions) */
-void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int B, int C,
-                           int H, int W, int S);
-
-/* Average pooling (avgpool2d.c): in [C,H,W] per sample, window K, stride S, floor, no padding:
- * out [C,OH,OW] with OH = (H - K) / S + 1 (likewise OW); each output is the window's sum / K*K. */
+/* A pooling window K with stride S on [C,H,W] per sample, floor, no padding: out [C,OH,OW]
+ * with OH = (H - K) / S + 1 (likewise OW). */
 typedef struct {
     int C, H, W, K, S, OH, OW;
-} cn_avgpool_shape;
+} cn_pool_shape;
 
-static inline cn_avgpool_shape cn_avgpool_shape_of(int C, int H, int W, int K, int S)
+static inline cn_pool_shape cn_pool_shape_of(int C, int H, int W, int K, int S)
 {
-    cn_avgpool_shape s = {C, H, W, K, S, (H - K) / S + 1, (W - K) / S + 1};
+    cn_pool_shape s = {C, H, W, K, S, (H - K) / S + 1, (W - K) / S + 1};
     return s;
 }
 
+/* Max-pool (maxpool2d.c), window K, stride S, floor: in [B,C,H,W] -> out [B,C,OH,OW]; argmax
+ * records the index inside the input plane (y*W + x) of the first maximum in scan order, as
+ * PyTorch does. */
+void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B,
+                          const cn_pool_shape *s);
+/* dout [B,C,OH,OW] -> din [B,C,H,W] = the sum of the gradients routed to each argmax (zero
+ * elsewhere; overlapping windows add up). */
+void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int B,
+                           const cn_pool_shape *s);
+
+/* Average pooling (avgpool2d.c): each output is the window's sum / K*K. */
 /* in [B,C,H,W] -> out [B,C,OH,OW]. */
-void cn_avgpool2d_forward(float *out, const float *in, int B, const cn_avgpool_shape *s);
+void cn_avgpool2d_forward(float *out, const float *in, int B, const cn_pool_shape *s);
 /* dout [B,C,OH,OW] -> din [B,C,H,W] = (overlapping windows add up; cells no window covers 0). */
-void cn_avgpool2d_backward(float *din, const float *dout, int B, const cn_avgpool_shape *s);
+void cn_avgpool2d_backward(float *din, const float *dout, int B, const cn_pool_shape *s);
 
 /* Global average pooling (global_avgpool.c): in [P,HW] -> out [P], the mean of each of the P
  * planes (P = batch * channels); backward din [P,HW] = dout[plane] / HW. */

@@ -1,9 +1,9 @@
-/* maxpool2d.c — the maxpool2d layer type: max-pooling with window = stride = S (floor),
+/* maxpool2d.c — the maxpool2d layer type: max-pooling with window K and stride S (floor),
  * remembering where each maximum came from (the pass's aux) so backward routes the gradient
- * there. Ties go to the first maximum in scan order, as in PyTorch. The common 2x2 window is a
- * vector kernel of the instruction set in use (cn_maxpool2_plane, gemm.h). A convolution right
- * before it may take over its backward (conv2d.c, fuses). No padding, dilation or overlapping
- * windows. */
+ * there (overlapping windows add up). Ties go to the first maximum in scan order, as in
+ * PyTorch. The common 2x2 window with stride 2 is a vector kernel of the instruction set in use
+ * (cn_maxpool2_plane, gemm.h). A convolution right before a pool whose stride is its window may
+ * take over its backward (conv2d.c, fuses). No padding, dilation or ceil mode. */
 #include <string.h>
 
 #include "kernels/gemm.h"
@@ -25,67 +25,88 @@ static void pool_plane(float *y, int32_t *where, const float *x, int W, int OH, 
         }
 }
 
-void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B, int C, int H,
-                          int W, int S)
+/* Windows that overlap or leave gaps (stride other than the window). */
+static void pool_plane_strided(float *y, int32_t *where, const float *x, const cn_pool_shape *s)
 {
-    int OH = H / S, OW = W / S;
-    for (int plane = 0; plane < B * C; plane++) {
-        const float *x = in + (size_t)plane * H * W;
-        float *y = out + (size_t)plane * OH * OW;
-        int32_t *where = argmax + (size_t)plane * OH * OW;
-        if (S == 2)
-            cn_maxpool2_plane(y, where, x, H, W);
+    for (int oy = 0; oy < s->OH; oy++)
+        for (int ox = 0; ox < s->OW; ox++) {
+            int best = oy * s->S * s->W + ox * s->S;
+            for (int dy = 0; dy < s->K; dy++)
+                for (int dx = 0; dx < s->K; dx++) {
+                    int at = (oy * s->S + dy) * s->W + ox * s->S + dx;
+                    if (x[at] > x[best]) best = at;
+                }
+            y[oy * s->OW + ox] = x[best];
+            where[oy * s->OW + ox] = best;
+        }
+}
+
+void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B,
+                          const cn_pool_shape *s)
+{
+    int HW = s->H * s->W, OHW = s->OH * s->OW, S = s->S;
+    for (int plane = 0; plane < B * s->C; plane++) {
+        const float *x = in + (size_t)plane * HW;
+        float *y = out + (size_t)plane * OHW;
+        int32_t *where = argmax + (size_t)plane * OHW;
+        if (s->K != S)
+            pool_plane_strided(y, where, x, s);
+        else if (S == 2)
+            cn_maxpool2_plane(y, where, x, s->H, s->W);
         else
-            pool_plane(y, where, x, W, OH, OW, S);
+            pool_plane(y, where, x, s->W, s->OH, s->OW, S);
     }
 }
 
-void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int B, int C,
-                           int H, int W, int S)
+void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int B,
+                           const cn_pool_shape *s)
 {
-    int OHW = (H / S) * (W / S);
-    memset(din, 0, (size_t)B * C * H * W * sizeof *din);
-    for (int plane = 0; plane < B * C; plane++) {
-        float *dx = din + (size_t)plane * H * W;
+    int HW = s->H * s->W, OHW = s->OH * s->OW;
+    memset(din, 0, (size_t)B * s->C * HW * sizeof *din);
+    for (int plane = 0; plane < B * s->C; plane++) {
+        float *dx = din + (size_t)plane * HW;
         const float *dy = dout + (size_t)plane * OHW;
         const int32_t *where = argmax + (size_t)plane * OHW;
         for (int i = 0; i < OHW; i++) dx[where[i]] += dy[i];
     }
 }
 
-/* ---- the layer type: nn.MaxPool2d(K) (stride = K), the picks kept for backward ---- */
+/* ---- the layer type: nn.MaxPool2d(K, S), the picks kept for backward ---- */
 
 static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
 {
     cn_layer_args *a = &l->args;
     a->kernel = s->kernel, a->stride = s->stride ? s->stride : s->kernel;
     if (cn_need_planes(l, err) || cn_window_fits(l, a->kernel, 0, err)) return -1;
-    if (a->stride != a->kernel)
-        return cn_fail(err, "stride=%d with kernel=%d: not supported yet (stride = kernel only)",
-                       a->stride, a->kernel);
-    l->out = (cn_shape){l->in.c, l->in.h / a->kernel, l->in.w / a->kernel, 0};
+    if (a->stride < 1) return cn_fail(err, "stride=%d must be at least 1", a->stride);
+    cn_pool_shape ps = cn_pool_shape_of(l->in.c, l->in.h, l->in.w, a->kernel, a->stride);
+    l->out = (cn_shape){ps.C, ps.OH, ps.OW, 0};
     return 0;
 }
 
 static size_t aux_bytes(const cn_layer *l) { return cn_shape_size(l->out) * sizeof(int32_t); }
 
+static cn_pool_shape shape_of(const cn_layer *l)
+{
+    return cn_pool_shape_of(l->in.c, l->in.h, l->in.w, l->args.kernel, l->args.stride);
+}
+
 static void forward(const cn_layer_pass *p)
 {
-    const cn_layer *l = p->l;
-    cn_maxpool2d_forward(p->y, p->aux, p->x, p->n, l->in.c, l->in.h, l->in.w, l->args.kernel);
+    cn_pool_shape s = shape_of(p->l);
+    cn_maxpool2d_forward(p->y, p->aux, p->x, p->n, &s);
 }
 
 static void backward(const cn_layer_pass *p)
 {
-    const cn_layer *l = p->l;
-    if (p->dx)
-        cn_maxpool2d_backward(p->dx, p->dy, p->aux, p->n, l->in.c, l->in.h, l->in.w,
-                              l->args.kernel);
+    cn_pool_shape s = shape_of(p->l);
+    if (p->dx) cn_maxpool2d_backward(p->dx, p->dy, p->aux, p->n, &s);
 }
 
 static void describe(const cn_layer *l, char *line, size_t cap)
 {
     cn_appendf(line, cap, " kernel=%d", l->args.kernel);
+    if (l->args.stride != l->args.kernel) cn_appendf(line, cap, " stride=%d", l->args.stride);
 }
 
 const cn_layer_type cn_maxpool2d_type = {
