@@ -403,8 +403,10 @@ CN_API int cn_trainer_threads(const cn_trainer *t, int training, int eval_sample
 /* Steps in one epoch of data: floor(floor(count / R) / batch_size). */
 CN_API int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train);
 
-/* One optimiser step on num_replicas * batch_size samples given as raw pixels [R*B, 28, 28]
- * and labels [R*B] (each below the model's outputs): replica r takes samples r*B .. r*B+B-1.
+/* One optimiser step on num_replicas * batch_size samples given as raw pixels [R*B, input size]
+ * and labels [R*B] (each below the model's outputs): replica r takes samples r*B .. r*B+B-1;
+ * the pixels are normalised as the model says (cn_model_normalization). Random draws
+ * (dropout) count these steps as epoch 0, steps 0, 1, 2, ... of the trainer.
  * Gradients are averaged over the replicas in replica order, running statistics become the
  * mean of the replicas' updates. *loss gets the global loss (mean over all R*B samples); phase
  * times are added to *times (may be NULL). Errors: a non-finite loss, gradient or new weight
@@ -459,8 +461,10 @@ typedef int (*cn_stop_fn)(void *ctx);
 
 /* Runs epoch pos->epoch from step pos->step to its end, advancing pos->step and adding each
  * step's loss to pos->loss_sum and its right answers to pos->correct. The epoch's sample order
- * depends only on (seed, epoch), so any step can come first. After each step on_step (may be NULL) is called, then should_stop (may
- * be NULL): when it returns non-zero, the function returns 0 with pos->step < steps per epoch.
+ * depends only on (seed, epoch), so any step can come first; so do the step's random draws
+ * (dropout: seed, epoch, step, replica). After each step on_step (may be NULL) is called, then
+ * should_stop (may be NULL): when it returns non-zero, the function returns 0 with pos->step <
+ * steps per epoch.
  * With several processes should_stop is asked on every rank, and a stop asked for on any rank
  * stops them all after the same step. A failing step (a non-finite loss, say) changes neither
  * the model nor pos. */

@@ -85,13 +85,15 @@ static int momentum_refs(cn_model *m, const cn_tensor_ref *state, int n, float *
     for (int i = 0; i < n; i++) {
         size_t offset;
         if (!parameter_offset(m, &state[i], &offset)) continue;
+        char name[sizeof out->name]; /* built apart: gcc cannot tell out from state */
+        int len = snprintf(name, sizeof name, "%s%s%s", MOMENTUM_PREFIX, state[i].name,
+                           MOMENTUM_SUFFIX);
+        if (len < 0 || (size_t)len >= sizeof name)
+            return cn_fail(err, "%s: the momentum buffer name of %s is longer than %d bytes",
+                           path, state[i].name, (int)sizeof name - 1);
         cn_tensor_ref *r = &out[count++];
         *r = state[i];
-        int len = snprintf(r->name, sizeof r->name, "%s%s%s", MOMENTUM_PREFIX, state[i].name,
-                           MOMENTUM_SUFFIX);
-        if (len < 0 || (size_t)len >= sizeof r->name)
-            return cn_fail(err, "%s: the momentum buffer name of %s is longer than %d bytes",
-                           path, state[i].name, (int)sizeof r->name - 1);
+        memcpy(r->name, name, sizeof name);
         r->data = momentum + offset;
     }
     return count;
