@@ -406,7 +406,7 @@ CN_API int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *tra
 /* One optimiser step on num_replicas * batch_size samples given as raw pixels [R*B, input size]
  * and labels [R*B] (each below the model's outputs): replica r takes samples r*B .. r*B+B-1;
  * the pixels are normalised as the model says (cn_model_normalization). Random draws
- * (dropout) count these steps as epoch 0, steps 0, 1, 2, ... of the trainer.
+ * (dropout) take these steps as epoch 0, steps 0, 1, 2, ... in the order they landed.
  * Gradients are averaged over the replicas in replica order, running statistics become the
  * mean of the replicas' updates. *loss gets the global loss (mean over all R*B samples); phase
  * times are added to *times (may be NULL). Errors: a non-finite loss, gradient or new weight

@@ -41,6 +41,7 @@ struct cn_trainer {
     float *next_params;  /* [num_params] candidate weights, kept only when all are finite */
     uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
     int epoch, step;     /* the step being run: what its random draws (dropout) depend on */
+    int direct_steps;    /* cn_trainer_step's steps so far: their step numbers */
 };
 
 /* ------------------------------------------------------------------ set-up */
@@ -481,9 +482,9 @@ int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels,
     step_job job = {t, images, labels, NULL};
     int correct;
     if (ready_to_train(t, err)) return -1;
-    t->epoch = 0; /* steps outside epochs draw as epoch 0, counting from the first */
+    t->epoch = 0, t->step = t->direct_steps; /* steps outside epochs draw as epoch 0 */
     int rc = train_step(t, &job, loss, &correct, times, err);
-    t->step += rc == 0;
+    t->direct_steps += rc == 0;
     return rc;
 }
 
