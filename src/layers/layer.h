@@ -158,7 +158,9 @@ int cn_need_flat(const cn_layer *l, cn_error *err);   /* a flat input */
 int cn_window_fits(const cn_layer *l, int kernel, int padding, cn_error *err);
 /* Appends to the NUL-terminated text in line[cap] what printf would write (cut at cap). */
 void cn_appendf(char *line, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Appends " key=V", V the shortest of %g and %.9g that reads back as v. */
+/* num = the shortest of %g and %.9g that reads back as v. */
+void cn_format_float(char num[32], float v);
+/* Appends " key=V", V as cn_format_float writes v. */
 void cn_append_float(char *line, size_t cap, const char *key, float v);
 /* PyTorch's default for conv and linear: uniform in +-1/sqrt(fan_in), the weight, then the bias. */
 void cn_init_fan_in(float *params, size_t num_weight, size_t num_bias, size_t fan_in,

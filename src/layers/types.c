@@ -70,11 +70,16 @@ void cn_appendf(char *line, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
+void cn_format_float(char num[32], float v)
+{
+    snprintf(num, 32, "%g", (double)v);
+    if (strtof(num, NULL) != v) snprintf(num, 32, "%.9g", (double)v);
+}
+
 void cn_append_float(char *line, size_t cap, const char *key, float v)
 {
     char num[32];
-    snprintf(num, sizeof num, "%g", (double)v);
-    if (strtof(num, NULL) != v) snprintf(num, sizeof num, "%.9g", (double)v);
+    cn_format_float(num, v);
     cn_appendf(line, cap, " %s=%s", key, num);
 }
 

@@ -9,10 +9,6 @@
 
 #include "model/model.h"
 
-#define MAX_LAYERS 256
-#define MAX_ACTIVATIONS (1 << 24)    /* floats one sample's layer output may hold */
-#define MAX_PARAMS ((size_t)1 << 28) /* floats of all trainable parameters */
-#define NAME_MAX_LEN 39              /* "NAME.num_batches_tracked" fits a tensor name */
 
 static size_t tensor_size(const cn_tensor_plan *t)
 {
@@ -33,8 +29,8 @@ static int place_tensors(cn_model *m, cn_layer *l, cn_error *err)
         if (t[k].home == CN_IN_COUNTER) l->counter = m->num_counters++;
     }
     m->num_params += l->num_params, m->num_running += l->num_running;
-    if (m->num_params > MAX_PARAMS)
-        return cn_fail(err, "the model would have more than %zu parameters", MAX_PARAMS);
+    if (m->num_params > CN_MODEL_MAX_PARAMS)
+        return cn_fail(err, "the model would have more than %zu parameters", CN_MODEL_MAX_PARAMS);
     if (l->type->batch_state) l->type->batch_state(l, &l->num_report, &l->num_state);
     l->report = m->num_report, l->state = m->num_state;
     m->num_report += l->num_report, m->num_state += l->num_state;
@@ -47,7 +43,8 @@ static int name_layer(cn_model *m, cn_layer *l, const char *name, cn_error *err)
 {
     int has_tensors = l->type->tensors != NULL;
     if (has_tensors && (!name || !name[0])) return cn_fail(err, "needs a name for its tensors");
-    if (name && strlen(name) > NAME_MAX_LEN) return cn_fail(err, "name '%s' is too long", name);
+    if (name && strlen(name) > CN_MODEL_NAME_MAX)
+        return cn_fail(err, "name '%s' is too long", name);
     if (name && name[0])
         snprintf(l->name, sizeof l->name, "%s", name);
     else
@@ -66,9 +63,9 @@ static int plan_layer(cn_model *m, int i, const cn_layer_spec *s, cn_error *err)
     if (!l->type) return cn_fail(err, "unknown kind %d", (int)s->kind);
     l->in = i > 0 ? m->layers[i - 1].out : (cn_shape){m->in_c, m->in_h, m->in_w, 0};
     if (l->type->plan(l, s, err) || name_layer(m, l, s->name, err)) return -1;
-    if (cn_layer_out_size(l) > MAX_ACTIVATIONS)
+    if (cn_layer_out_size(l) > CN_MODEL_MAX_ACTIVATIONS)
         return cn_fail(err, "its output %dx%dx%d is more than %d values", l->out.c, l->out.h,
-                       l->out.w, MAX_ACTIVATIONS);
+                       l->out.w, CN_MODEL_MAX_ACTIVATIONS);
     if ((l->type->flags & CN_FINAL) && i != m->num_layers - 1)
         return cn_fail(err, "must be the last layer");
     return place_tensors(m, l, err);
@@ -133,8 +130,9 @@ cn_model *cn_model_build(int channels, int height, int width, const cn_layer_spe
                          int num_layers, int *failed, cn_error *err)
 {
     *failed = -1;
-    if (channels < 1 || height < 1 || width < 1 || num_layers < 1 || num_layers > MAX_LAYERS ||
-        (double)channels * height * width > MAX_ACTIVATIONS) {
+    if (channels < 1 || height < 1 || width < 1 || num_layers < 1 ||
+        num_layers > CN_MODEL_MAX_LAYERS ||
+        (double)channels * height * width > CN_MODEL_MAX_ACTIVATIONS) {
         cn_fail(err, "model: bad input shape %dx%dx%d or layer count %d", channels, height,
                 width, num_layers);
         return NULL;

@@ -14,6 +14,12 @@
 #define CN_PIXEL_MEAN 0.1307f
 #define CN_PIXEL_STD 0.3081f
 
+/* What a model may be, whether built from specs or read from a model file. */
+#define CN_MODEL_MAX_LAYERS 256
+#define CN_MODEL_MAX_ACTIVATIONS (1 << 24)    /* floats one sample's layer output may hold */
+#define CN_MODEL_MAX_PARAMS ((size_t)1 << 28) /* floats of all trainable parameters */
+#define CN_MODEL_NAME_MAX 39 /* bytes of a layer name: "NAME.num_batches_tracked" fits */
+
 struct cn_model {
     int in_c, in_h, in_w;
     int num_layers;
@@ -65,12 +71,6 @@ static inline const cn_layer *cn_model_fused_next(const cn_model *m, int i)
     if (i < 0 || i + 1 >= m->num_layers) return NULL;
     const cn_layer *l = &m->layers[i], *next = &m->layers[i + 1];
     return l->type->fuses && l->type->fuses(l, next) ? next : NULL;
-}
-
-/* 1 when layer i's backward is run by layer i - 1's fused backward. */
-static inline int cn_model_fused_into_previous(const cn_model *m, int i)
-{
-    return cn_model_fused_next(m, i - 1) != NULL;
 }
 
 #endif /* CN_MODEL_H */

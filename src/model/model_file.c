@@ -15,13 +15,9 @@
 #include "files/file_read.h"
 #include "model/model.h"
 
-#define MAX_LAYERS 256
 #define MAX_WORDS 16
 #define MAX_SIZE 65536                   /* any channel count, side, kernel or feature count */
-#define MAX_ACTIVATIONS (1 << 24)        /* floats one sample's layer output may hold */
-#define MAX_PARAMS ((size_t)1 << 28)     /* floats of all trainable parameters */
 #define MODEL_FILE_LIMIT (1024 * 1024)   /* bytes of a model file */
-#define NAME_MAX_LEN 39                  /* "NAME.num_batches_tracked" fits a tensor name */
 
 typedef enum { V_INT, V_FLOAT, V_BOOL, V_NAME, V_LIST } value_type;
 
@@ -56,8 +52,8 @@ typedef struct {
     int c, h, w;             /* the input */
     float *mean, *std;       /* [c] */
     int num_layers;
-    cn_layer_spec specs[MAX_LAYERS];
-    char names[MAX_LAYERS][NAME_MAX_LEN + 1];
+    cn_layer_spec specs[CN_MODEL_MAX_LAYERS];
+    char names[CN_MODEL_MAX_LAYERS][CN_MODEL_NAME_MAX + 1];
     cn_error *err;
 } parser;
 
@@ -118,7 +114,7 @@ static int valid_value(const char *v, value_type type)
     case V_BOOL: return strcmp(v, "0") == 0 || strcmp(v, "1") == 0;
     case V_FLOAT: return parse_float(v, &x) == 0;
     case V_NAME:
-        if (!v[0] || strlen(v) > NAME_MAX_LEN) return 0;
+        if (!v[0] || strlen(v) > CN_MODEL_NAME_MAX) return 0;
         for (const char *c = v; *c; c++)
             if (!isalnum((unsigned char)*c) && *c != '_') return 0;
         return 1;
@@ -242,9 +238,9 @@ static int read_input(parser *p, const line_words *lw)
         return -1;
     p->c = (int)int_of(lw, "channels", 1), p->h = (int)int_of(lw, "height", 1);
     p->w = (int)int_of(lw, "width", 1);
-    if ((double)p->c * p->h * p->w > MAX_ACTIVATIONS)
+    if ((double)p->c * p->h * p->w > CN_MODEL_MAX_ACTIVATIONS)
         return refuse(p, "input: %dx%dx%d is more than %d values", p->c, p->h, p->w,
-                      MAX_ACTIVATIONS);
+                      CN_MODEL_MAX_ACTIVATIONS);
     p->have_input = 1;
     p->mean = calloc((size_t)p->c, sizeof *p->mean);
     p->std = calloc((size_t)p->c, sizeof *p->std);
@@ -297,7 +293,8 @@ static int read_layer(parser *p, const cn_layer_type *type, int kind, const line
         const char *last = cn_layer_type_of((int)p->specs[p->num_layers - 1].kind)->kind;
         return refuse(p, "%s after %s: %s must be the last line", type->kind, last, last);
     }
-    if (p->num_layers == MAX_LAYERS) return refuse(p, "more than %d layers", MAX_LAYERS);
+    if (p->num_layers == CN_MODEL_MAX_LAYERS)
+        return refuse(p, "more than %d layers", CN_MODEL_MAX_LAYERS);
     if (check_layer_values(p, type->kind, lw)) return -1;
     cn_layer_spec *s = &p->specs[p->num_layers];
     *s = (cn_layer_spec){.kind = (cn_layer_kind)kind,
@@ -385,7 +382,7 @@ static cn_model *build(parser *p, const int *lines)
 cn_model *cn_model_from_text(const char *text, size_t len, const char *source, cn_error *err)
 {
     parser *p = calloc(1, sizeof *p);
-    int *lines = calloc(MAX_LAYERS, sizeof *lines);
+    int *lines = calloc(CN_MODEL_MAX_LAYERS, sizeof *lines);
     char *copy = malloc(len + 1);
     cn_model *m = NULL;
     if (!p || !lines || !copy) {
@@ -430,9 +427,9 @@ static void append_list(char *text, size_t cap, const char *key, const float *v,
     for (int c = 1; c < n; c++) same &= v[c] == v[0];
     cn_append_float(text, cap, key, v[0]);
     for (int c = 1; !same && c < n; c++) {
-        char one[40] = "";
-        cn_append_float(one, sizeof one, "", v[c]);
-        cn_appendf(text, cap, ",%s", one + 2); /* " =V" without " =" */
+        char num[32];
+        cn_format_float(num, v[c]);
+        cn_appendf(text, cap, ",%s", num);
     }
 }
 
