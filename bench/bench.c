@@ -219,7 +219,7 @@ static int load_data(const bench_settings *s, const cn_model *m, cn_dataset *tra
     if (s->random_samples)
         return make_random_data(rd, m, s->random_samples) ? cn_fail(err, "out of memory") : 0;
     return cn_dataset_load(train, s->data_dir, "train", err) ||
-           cn_dataset_load(test, s->data_dir, "t10k", err) ? -1 : 0;
+           cn_dataset_load(test, s->data_dir, "test", err) ? -1 : 0;
 }
 
 int main(int argc, char **argv)

@@ -173,23 +173,30 @@ int cli_checkpoint_file(const char *flag, const char *path, char **file);
  * frees *model (cn_model_free) and *file (free) in every case. */
 int cli_load_model(const char *command, const char *path, const char *model_path,
                    cn_model **model, char **file);
-/* Class c's name: the model's (a checkpoint's "classes"), else Fashion-MNIST's. */
+/* Class c's name: the model's (cli_name_classes gives every model names), else "?". */
 const char *cli_class_name(const cn_model *m, int c);
+/* Gives m the names of the data's classes (ds may be NULL): when m has names already, they must
+ * be the data's (else the message names model_what and both names), or with model_what NULL
+ * they are kept; when the data names none, m keeps its own or gets the label numbers "0", "1",
+ * .... CLI_OK, or CLI_FAILURE after the message. */
+int cli_name_classes(cn_model *m, const cn_dataset *ds, const char *model_what);
+/* Where a dataset's class names came from, for messages. */
+const char *cli_data_names_source(const cn_dataset *ds);
+/* CLI_OK when the model reads the data's images into its classes (cn_model_fits_data); else
+ * CLI_FAILURE after "MODEL_WHAT: the model reads ... but the data has ... (DATA_DIR, FORMAT)". */
+int cli_check_model_data(const cn_model *m, const char *model_what, const cn_dataset *ds,
+                         const char *data_dir);
 /* CLI_OK when model_path is NULL or names the network model is; else CLI_USAGE after the
  * message naming command and the checkpoint file (CLI_FAILURE when model_path cannot be read). */
 int cli_same_model(const char *command, const char *model_path, const cn_model *model,
                    const char *file);
-/* The model of the model file at path (flag names where it came from, for messages), or the
- * seed's network (cn_model_fashion_mnist) when path is NULL; refused unless it reads the
- * Fashion-MNIST images (1x28x28) and gives their 10 classes. Parameters are zero. CLI_OK, or
- * CLI_FAILURE after the message; the caller frees *model. */
-int cli_build_model(const char *flag, const char *path, cn_model **model);
-/* The same without the check against the Fashion-MNIST images and classes: any model that the
- * file describes (messages name path). */
+/* The model of the model file at path (messages name it), or the seed's network
+ * (cn_model_fashion_mnist, with Fashion-MNIST's class names) when path is NULL. Parameters are
+ * zero. CLI_OK, or CLI_FAILURE after the message; the caller frees *model. */
 int cli_read_model(const char *path, cn_model **model);
 /* The model a checkpoint or saved model f (read from path) records in __metadata__ "model", or
  * the seed's network when it records none (a file of an older cnnc, or of PyTorch), checked as
- * cli_build_model checks; parameters zero. CLI_OK, or CLI_FAILURE after the message naming
+ * cli_read_model reads it; parameters zero. CLI_OK, or CLI_FAILURE after the message naming
  * path. */
 int cli_checkpoint_model(const cn_safetensors *f, const char *path, cn_model **model);
 /* The same with the model of the model file model_path (--model) instead of the seed's network
@@ -197,9 +204,19 @@ int cli_checkpoint_model(const cn_safetensors *f, const char *path, cn_model **m
 int cli_checkpoint_model_or(const cn_safetensors *f, const char *path, const char *model_path,
                             cn_model **model);
 
-/* Loads split ("train" or "t10k") from dir and keeps only the first limit samples (0: all).
- * Prints the library's message and returns -1 on failure; ds is then empty. */
-int cli_load_dataset(cn_dataset *ds, const char *dir, const char *split, int limit);
+/* The flags that say where the data is and how to read it. */
+typedef struct {
+    const char *dir;     /* --data-dir */
+    const char *format;  /* --data-format: "auto", "idx", "cifar10", "folder"; NULL: auto */
+    const char *classes; /* --classes FILE; NULL: what the data says */
+} cli_data;
+/* Loads split ("train" or "test") of data, folder images as channels (the model's) asks, and
+ * keeps only the first limit samples (0: all). CLI_OK, or CLI_FAILURE after the library's
+ * message; ds is then empty. */
+int cli_load_dataset(cn_dataset *ds, const cli_data *data, int channels, const char *split,
+                     int limit);
+/* Checks the --data-format word of command; CLI_OK and *out = text, or CLI_USAGE. */
+int cli_parse_data_format(const char *command, const char *text, const char **out);
 
 /* Prints the library's message as "cnnc: error: MSG", prefixed with path when the message
  * does not already name it (path may be NULL); returns CLI_FAILURE. */

@@ -18,7 +18,6 @@
 
 #include "cli.h"
 
-#define MODEL_IMAGE_SIDE 28 /* Fashion-MNIST images, the only data today */
 
 /* Writes text with every control character as \xNN: the bytes below 0x20 and 0x7f, and the C1
  * controls U+0080..U+009F as UTF-8 writes them (0xc2 0x80..0x9f), so that text from a file or
@@ -487,39 +486,68 @@ int cli_load_model(const char *command, const char *path, const char *model_path
 const char *cli_class_name(const cn_model *m, int c)
 {
     const char *name = cn_model_class_name(m, c);
-    return name ? name : c >= 0 && c < CN_NUM_CLASSES ? cn_class_names[c] : "?";
+    return name ? name : "?";
 }
 
-/* Keeps *model when it reads the Fashion-MNIST images into their classes (and names them so);
- * else frees it. */
-static int check_model_fits(const char *flag, const char *path, cn_model **model)
+/* The label numbers as names: "0", "1", ... */
+static int number_classes(cn_model *m)
 {
-    int c, h, w, classes = cn_model_num_outputs(*model);
-    cn_model_input_shape(*model, &c, &h, &w);
+    int n = cn_model_num_outputs(m);
+    char *text = malloc((size_t)n * 12);
+    const char **names = malloc((size_t)n * sizeof *names);
     cn_error err = {{0}};
-    if (c == 1 && h == MODEL_IMAGE_SIDE && w == MODEL_IMAGE_SIDE && classes == CN_NUM_CLASSES)
-        return cn_model_set_class_names(*model, cn_class_names, &err) == 0
-                   ? CLI_OK : cli_library_error(&err, NULL);
-    cn_model_free(*model);
-    *model = NULL;
-    return cli_failure("%s%s%s: the model reads %dx%dx%d inputs and gives %d classes, but the "
-                       "data is Fashion-MNIST: 1x%dx%d images in %d classes", flag ? flag : "",
-                       flag ? " " : "", path ? path : "", c, h, w, classes, MODEL_IMAGE_SIDE,
-                       MODEL_IMAGE_SIDE, CN_NUM_CLASSES);
+    int rc = text && names ? CLI_OK : cli_failure("out of memory for %d class names", n);
+    for (int c = 0; rc == CLI_OK && c < n; c++) {
+        snprintf(text + 12 * c, 12, "%d", c);
+        names[c] = text + 12 * c;
+    }
+    if (rc == CLI_OK && cn_model_set_class_names(m, names, &err) != 0)
+        rc = cli_library_error(&err, NULL);
+    free(text), free(names);
+    return rc;
+}
+
+const char *cli_data_names_source(const cn_dataset *ds)
+{
+    return ds->format == CN_DATA_FOLDER ? "its folders' names" : "its class names";
+}
+
+int cli_name_classes(cn_model *m, const cn_dataset *ds, const char *model_what)
+{
+    cn_error err = {{0}};
+    if (!ds || !ds->class_names || (cn_model_class_name(m, 0) && !model_what))
+        return cn_model_class_name(m, 0) ? CLI_OK : number_classes(m);
+    int n = cn_model_num_outputs(m);
+    for (int c = 0; cn_model_class_name(m, 0) && c < n; c++)
+        if (strcmp(cn_model_class_name(m, c), ds->class_names[c]) != 0)
+            return cli_failure("%s: class %d is \"%s\", but the data's is \"%s\" (%s): data "
+                               "of other classes", model_what, c, cn_model_class_name(m, c),
+                               ds->class_names[c], cli_data_names_source(ds));
+    if (cn_model_set_class_names(m, (const char *const *)ds->class_names, &err) != 0)
+        return cli_library_error(&err, NULL);
+    return CLI_OK;
+}
+
+int cli_check_model_data(const cn_model *m, const char *model_what, const cn_dataset *ds,
+                         const char *data_dir)
+{
+    cn_error err = {{0}};
+    if (cn_model_fits_data(m, ds, &err) == 0) return CLI_OK;
+    return cli_failure("%s: %s (%s, %s)", model_what, err.msg, data_dir,
+                       cn_data_format_name(ds->format));
 }
 
 int cli_read_model(const char *path, cn_model **model)
 {
     cn_error err = {{0}};
     *model = path ? cn_model_from_file(path, &err) : cn_model_fashion_mnist(&err);
-    return *model ? CLI_OK : cli_library_error(&err, path);
-}
-
-int cli_build_model(const char *flag, const char *path, cn_model **model)
-{
-    if (cli_read_model(path, model) != CLI_OK)
-        return CLI_FAILURE;
-    return check_model_fits(flag, path, model);
+    if (!*model) return cli_library_error(&err, path);
+    if (path) return CLI_OK;
+    /* the seed's network is Fashion-MNIST's */
+    if (cn_model_set_class_names(*model, cn_fashion_mnist_names, &err) == 0) return CLI_OK;
+    cn_model_free(*model);
+    *model = NULL;
+    return cli_library_error(&err, NULL);
 }
 
 int cli_checkpoint_model(const cn_safetensors *f, const char *path, cn_model **model)
@@ -533,27 +561,39 @@ int cli_checkpoint_model_or(const cn_safetensors *f, const char *path, const cha
     cn_error err = {{0}};
     const char *text = cn_safetensors_meta(f, "model");
     if (!text)
-        return cli_build_model(model_path ? "--model" : NULL, model_path, model);
+        return cli_read_model(model_path, model);
     char source[4200];
     snprintf(source, sizeof source, "%s: __metadata__ \"model\"", path);
     *model = cn_model_from_text(text, strlen(text), source, &err);
-    if (!*model)
-        return cli_failure("%s", err.msg);
-    return check_model_fits(path, "(its model)", model);
+    return *model ? CLI_OK : cli_failure("%s", err.msg);
 }
 
-int cli_load_dataset(cn_dataset *ds, const char *dir, const char *split, int limit)
+int cli_load_dataset(cn_dataset *ds, const cli_data *data, int channels, const char *split,
+                     int limit)
 {
     cn_error err = {{0}};
+    cn_data_source src = {.dir = data->dir, .channels = channels, .classes_file = data->classes};
     memset(ds, 0, sizeof *ds);
-    if (cn_dataset_load(ds, dir, split, &err) != 0) {
+    if (cn_data_format_from_name(data->format ? data->format : "auto", &src.format) != 0)
+        return cli_failure("--data-format: '%s' is not auto, idx, cifar10 or folder",
+                           data->format);
+    if (cn_dataset_read(ds, &src, split, &err) != 0) {
         memset(ds, 0, sizeof *ds);
-        cli_library_error(&err, NULL);
-        return -1;
+        return cli_library_error(&err, NULL);
     }
     if (limit > 0 && limit < ds->count)
         ds->count = limit;
-    return 0;
+    return CLI_OK;
+}
+
+int cli_parse_data_format(const char *command, const char *text, const char **out)
+{
+    cn_data_format f;
+    if (cn_data_format_from_name(text, &f) != 0)
+        return cli_usage_error(command, "--data-format: '%s' is not auto, idx, cifar10 or "
+                               "folder", text);
+    *out = text;
+    return CLI_OK;
 }
 
 int cli_library_error(const cn_error *err, const char *path)

@@ -1,5 +1,5 @@
-/* eval.c — `cnnc eval`: loads a saved Fashion-MNIST model (safetensors) and scores it on the
- * test set in evaluation mode, printing the test loss, "Accuracy=NN.NN%" and each class's
+/* eval.c — `cnnc eval`: loads a saved model (safetensors) and scores it on the test split of a
+ * dataset (any format cn_dataset_read takes) in evaluation mode, printing the test loss, "Accuracy=NN.NN%" and each class's
  * accuracy (eval_report.c), and with --confusion the confusion-matrix picture. It trains nothing
  * and writes no other file. */
 #include <limits.h>
@@ -12,7 +12,7 @@
 typedef struct {
     const char *checkpoint; /* required */
     const char *model_path; /* --model: the network of a file that records none */
-    const char *data_dir;
+    cli_data data;          /* --data-dir, --data-format, --classes */
     int test_samples;       /* 0: all */
     int threads;
     int threads_given;      /* --threads was on the command line */
@@ -28,12 +28,16 @@ enum {
     OPT_THREADS,
     OPT_BATCH_SIZE,
     OPT_CONFUSION,
+    OPT_DATA_FORMAT,
+    OPT_CLASSES,
 };
 
 static const struct option eval_options[] = {
     {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
     {"model", required_argument, NULL, OPT_MODEL},
     {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+    {"data-format", required_argument, NULL, OPT_DATA_FORMAT},
+    {"classes", required_argument, NULL, OPT_CLASSES},
     {"test-samples", required_argument, NULL, OPT_TEST_SAMPLES},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
@@ -54,8 +58,11 @@ void cli_eval_help(FILE *out)
             "                       or a --checkpoint-dir folder: its newest (required)\n"
             "  --model FILE         the network of a file that records none, such as a\n"
             "                       PyTorch state_dict (default: the seed's network)\n"
-            "  --data-dir DIR       dataset folder\n"
+            "  --data-dir DIR       dataset folder; its test split is scored\n"
             "                       (default: %s)\n"
+            "  --data-format F      auto, idx, cifar10 or folder (default: auto: from the\n"
+            "                       files present; see cnnc train --help)\n"
+            "  --classes FILE       class names, one per line (default: the data's)\n"
             "  --test-samples N     score only the first N test images, 0 = all (default: 0)\n"
             "  --threads N          the most worker threads, 1..1024, one a batch\n"
             "                       (default: the CPUs this process may use, here %d)\n"
@@ -71,7 +78,10 @@ static int apply_option(eval_settings *s, int c, const char *arg)
     switch (c) {
     case OPT_CHECKPOINT: s->checkpoint = arg; return 0;
     case OPT_MODEL: s->model_path = arg; return 0;
-    case OPT_DATA_DIR: s->data_dir = arg; return 0;
+    case OPT_DATA_DIR: s->data.dir = arg; return 0;
+    case OPT_DATA_FORMAT:
+        return cli_parse_data_format("eval", arg, &s->data.format) == CLI_OK ? 0 : -1;
+    case OPT_CLASSES: s->data.classes = arg; return 0;
     case OPT_TEST_SAMPLES:
         return cli_parse_int("eval", "--test-samples", arg, 0, INT_MAX, &s->test_samples);
     case OPT_THREADS:
@@ -146,17 +156,35 @@ static int score(const eval_settings *s, cn_model *model, const cn_dataset *test
                    seconds);
     printf("Test loss=%.4f\n", loss);
     printf("Accuracy=%.2f%%\n", accuracy);
-    const char *names[CN_NUM_CLASSES];
-    for (int c = 0; c < CN_NUM_CLASSES; c++) names[c] = cli_class_name(model, c);
-    rc = report_classes(test, predictions, accuracy, s->checkpoint, s->confusion, names);
+    int classes = cn_model_num_outputs(model);
+    const char **names = malloc((size_t)classes * sizeof *names);
+    for (int c = 0; names && c < classes; c++) names[c] = cli_class_name(model, c);
+    rc = names ? report_classes(test, predictions, classes, accuracy, s->checkpoint,
+                                s->confusion, names)
+               : cli_failure("out of memory");
+    free(names);
     free(predictions);
+    return rc;
+}
+
+/* The test split, read as the model's input asks and checked against the model, which
+ * takes its class names. */
+static int load_test_data(const eval_settings *s, cn_model *model, cn_dataset *test)
+{
+    int channels, h, w;
+    cn_model_input_shape(model, &channels, &h, &w);
+    int rc = cli_load_dataset(test, &s->data, channels, "test", s->test_samples);
+    if (rc == CLI_OK)
+        rc = cli_check_model_data(model, s->checkpoint, test, s->data.dir);
+    if (rc == CLI_OK)
+        rc = cli_name_classes(model, test, NULL); /* the names it was trained with win */
     return rc;
 }
 
 static eval_settings eval_defaults(void)
 {
     return (eval_settings){
-        .data_dir = CLI_DEFAULT_DATA_DIR,
+        .data = {.dir = CLI_DEFAULT_DATA_DIR},
         .threads = cli_default_threads(),
         .batch_size = 128,
     };
@@ -188,8 +216,8 @@ int cli_eval(int argc, char **argv)
     s.checkpoint = file;
     if (rc == CLI_OK && s.confusion)
         rc = cli_check_output_path("eval", "--confusion", s.confusion, file, "the checkpoint");
-    if (rc == CLI_OK && cli_load_dataset(&test, s.data_dir, "t10k", s.test_samples) != 0)
-        rc = CLI_FAILURE;
+    if (rc == CLI_OK)
+        rc = load_test_data(&s, model, &test);
     if (rc == CLI_OK)
         rc = score(&s, model, &test);
     cn_dataset_free(&test);

@@ -252,7 +252,7 @@ static void free_inputs(predict_inputs *in)
 static int best_class(const float *logp)
 {
     int best = 0;
-    for (int c = 1; c < CN_NUM_CLASSES; c++)
+    for (int c = 1; c < CN_FASHION_MNIST_CLASSES; c++)
         if (logp[c] > logp[best])
             best = c;
     return best;
@@ -271,7 +271,7 @@ static void print_prediction(const cn_model *model, const predict_input *item,
         snprintf(note + at, sizeof note - at, "%sinverted", at ? ", " : "");
     cli_print_line("%s: %s (%.2f%%)%s%s%s", item->name, cli_class_name(model, best),
                    100 * exp((double)logp[best]), *note ? " [" : "", note, *note ? "]" : "");
-    for (int c = 0; c < CN_NUM_CLASSES; c++)
+    for (int c = 0; c < CN_FASHION_MNIST_CLASSES; c++)
         cli_print_line("  %-12s %.6f", cli_class_name(model, c), exp((double)logp[c]));
 }
 
@@ -279,13 +279,13 @@ static void print_prediction(const cn_model *model, const predict_input *item,
 static int predict_all(cn_model *model, const predict_inputs *in, const char *checkpoint)
 {
     cn_error err = {{0}};
-    float *logp = malloc((size_t)in->n * CN_NUM_CLASSES * sizeof *logp);
+    float *logp = malloc((size_t)in->n * CN_FASHION_MNIST_CLASSES * sizeof *logp);
     if (!logp)
         return cli_failure("out of memory for %d predictions", in->n);
     int rc = cn_model_predict(model, in->pixels, in->n, logp, &err);
     if (rc == 0)
         for (int i = 0; i < in->n; i++)
-            print_prediction(model, &in->items[i], logp + (size_t)i * CN_NUM_CLASSES);
+            print_prediction(model, &in->items[i], logp + (size_t)i * CN_FASHION_MNIST_CLASSES);
     free(logp);
     return rc == 0 ? CLI_OK : cli_library_error(&err, checkpoint);
 }

@@ -41,10 +41,14 @@ enum {
     OPT_REPLICAS,
     OPT_MPI_TIMEOUT,
     OPT_MODEL,
+    OPT_DATA_FORMAT,
+    OPT_CLASSES,
 };
 
 static const struct option train_options[] = {
     {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+    {"data-format", required_argument, NULL, OPT_DATA_FORMAT},
+    {"classes", required_argument, NULL, OPT_CLASSES},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
     {"learning-rate", required_argument, NULL, OPT_LEARNING_RATE},
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
@@ -78,12 +82,19 @@ void cli_train_help(FILE *out)
 {
     fprintf(out,
             "Usage: cnnc train [FLAGS]\n"
-            "Trains the Fashion-MNIST CNN with data-parallel replicas, tests it after every\n"
-            "epoch, then saves the model (--save) and a picture of 25 test predictions.\n"
+            "Trains a CNN (the seed's Fashion-MNIST network unless --model says otherwise)\n"
+            "with data-parallel replicas, tests it after every epoch, then saves the model\n"
+            "(--save) and a picture of 25 test predictions.\n"
             "\n"
-            "  --data-dir DIR       folder of train-* and t10k-* IDX files, .gz or not\n"
-            "                       (default: %s,\n"
+            "  --data-dir DIR       the dataset's folder (default: %s,\n"
             "                       from Debian's package dataset-fashion-mnist)\n"
+            "  --data-format F      auto, idx (train-* and t10k-* IDX files, .gz or not),\n"
+            "                       cifar10 (data_batch_N.bin, test_batch.bin) or folder\n"
+            "                       (train/CLASS/IMAGE, test/CLASS/IMAGE, PNG or JPEG);\n"
+            "                       auto: from the files present (default: auto)\n"
+            "  --classes FILE       class names, one per line (default: the format's, else\n"
+            "                       DIR/classes.txt, else Fashion-MNIST's for its labels,\n"
+            "                       else the label numbers)\n"
             "  --batch-size N       samples per replica per step, 1..65536 (default: 128)\n"
             "  --learning-rate X    per replica, > 0; the step uses X times --num-cores\n"
             "                       (default: 0.01)\n"
@@ -111,8 +122,10 @@ void cli_train_help(FILE *out)
             "  --test-samples N     use only the first N test images, 0 = all (default: 0)\n",
             CLI_DEFAULT_DATA_DIR, cli_default_threads());
     fputs("  --model FILE         the network, a model file (models/*.model); it must read\n"
-          "                       1x28x28 images and give 10 classes; defines the math\n"
-          "                       (default: the seed's network, models/fashion_mnist.model)\n"
+          "                       the data's images and give its classes; without mean=\n"
+          "                       and std= the training images' are computed and kept;\n"
+          "                       defines the math (default: the seed's network,\n"
+          "                       models/fashion_mnist.model)\n"
           "  --save FILE          write the final model as safetensors\n"
           "                       (default: not saved)\n"
           "  --result-image FILE  PNG of the first 25 test images with their predictions;\n"
@@ -162,6 +175,7 @@ static void default_settings(train_settings *s)
 {
     *s = (train_settings){
         .data_dir = CLI_DEFAULT_DATA_DIR,
+        .data_format = "auto",
         .batch_size = 128,
         .learning_rate = 0.01f,
         .momentum = 0.5f,
@@ -243,6 +257,8 @@ static unsigned given_bit(int c)
     case OPT_TEST_SAMPLES: return TRAIN_GIVEN_TEST_SAMPLES;
     case OPT_LOG_STEPS: return TRAIN_GIVEN_LOG_STEPS;
     case OPT_DATA_DIR: return TRAIN_GIVEN_DATA_DIR;
+    case OPT_DATA_FORMAT: return TRAIN_GIVEN_DATA_FORMAT;
+    case OPT_CLASSES: return TRAIN_GIVEN_CLASSES;
     case OPT_SAVE: return TRAIN_GIVEN_SAVE;
     case OPT_METRICS_FILE: return TRAIN_GIVEN_METRICS_FILE;
     case OPT_RESULT_IMAGE: return TRAIN_GIVEN_RESULT_IMAGE;
@@ -257,6 +273,9 @@ static int apply_option(train_settings *s, int c, const char *arg)
 {
     switch (c) {
     case OPT_DATA_DIR: s->data_dir = arg; return 0;
+    case OPT_DATA_FORMAT:
+        return cli_parse_data_format("train", arg, &s->data_format) == CLI_OK ? 0 : -1;
+    case OPT_CLASSES: return parse_path("--classes", arg, &s->classes_file);
     case OPT_BATCH_SIZE:
         return cli_parse_int("train", "--batch-size", arg, 1, 65536, &s->batch_size);
     case OPT_LEARNING_RATE: return parse_learning_rate(arg, &s->learning_rate);
@@ -431,22 +450,93 @@ static int open_metrics_file(const train_settings *s, train_run *run)
 static int make_model(const train_settings *s, train_run *run)
 {
     if (!run->resume_file)
-        return cli_build_model("--model", s->model_path, &run->model);
+        return cli_read_model(s->model_path, &run->model);
     if (cli_checkpoint_model(run->resume_file, run->resume_path, &run->model) != CLI_OK)
         return CLI_FAILURE;
     return cli_same_model("train", s->model_path, run->model, run->resume_path);
+}
+
+/* What the model is called in messages. */
+static const char *model_what(const train_settings *s, const train_run *run)
+{
+    return run->resume_path ? run->resume_path : s->model_path ? s->model_path
+                                                               : "the seed's network";
+}
+
+/* The two splits must be one dataset: the same images' shape, classes and names. */
+static int check_splits_agree(const train_settings *s, const cn_dataset *a, const cn_dataset *b)
+{
+    int same = a->channels == b->channels && a->height == b->height && a->width == b->width &&
+               (a->class_names == NULL) == (b->class_names == NULL) &&
+               (a->class_names ? a->classes == b->classes : b->classes <= a->classes);
+    for (int c = 0; same && a->class_names && c < a->classes; c++)
+        same = strcmp(a->class_names[c], b->class_names[c]) == 0;
+    if (same)
+        return CLI_OK;
+    return cli_failure("%s: the training images are %dx%dx%d in %d classes, the test images "
+                       "%dx%dx%d in %d classes%s", s->data_dir, a->channels, a->height,
+                       a->width, a->classes, b->channels, b->height, b->width, b->classes,
+                       a->classes == b->classes && a->channels == b->channels &&
+                               a->height == b->height && a->width == b->width
+                           ? " of other names" : "");
+}
+
+/* The training and test data, read as the model's input asks, checked against the model
+ * (which takes their class names). */
+static int load_data(const train_settings *s, train_run *run)
+{
+    cli_data data = {s->data_dir, s->data_format, s->classes_file};
+    int channels, h, w;
+    cn_model_input_shape(run->model, &channels, &h, &w);
+    if (cli_load_dataset(&run->train, &data, channels, "train", s->train_samples) != CLI_OK ||
+        cli_load_dataset(&run->test, &data, channels, "test", s->test_samples) != CLI_OK)
+        return CLI_FAILURE;
+    int rc = check_splits_agree(s, &run->train, &run->test);
+    if (rc == CLI_OK)
+        rc = cli_check_model_data(run->model, model_what(s, run), &run->train, s->data_dir);
+    if (rc == CLI_OK && run->train.classes != cn_model_num_outputs(run->model))
+        rc = cli_failure("%s: the model gives %d classes, but the training labels are 0..%d",
+                         model_what(s, run), cn_model_num_outputs(run->model),
+                         run->train.classes - 1);
+    if (rc == CLI_OK)
+        rc = cli_name_classes(run->model, &run->train, model_what(s, run));
+    return rc;
+}
+
+/* A model file without mean= and std= gets the training images' (the samples used). */
+static int normalize_from_data(const train_settings *s, train_run *run)
+{
+    if (cn_model_has_normalization(run->model))
+        return CLI_OK;
+    int c = run->train.channels;
+    float mean[3], std[3];
+    cn_error err = {{0}};
+    if (c > 3 || cn_dataset_normalization(&run->train, mean, std, &err) != 0 ||
+        cn_model_set_normalization(run->model, mean, std, &err) != 0)
+        return cli_failure("%s: %s", s->data_dir, c > 3 ? "more than 3 channels" : err.msg);
+    if (s->verbosity < PROGRESS_NORMAL || cli_dist_rank(run->dist) != 0)
+        return CLI_OK;
+    char text[2][64] = {"", ""};
+    for (int i = 0; i < c; i++) {
+        size_t at[2] = {strlen(text[0]), strlen(text[1])};
+        snprintf(text[0] + at[0], sizeof text[0] - at[0], "%s%.4f", i ? "," : "", (double)mean[i]);
+        snprintf(text[1] + at[1], sizeof text[1] - at[1], "%s%.4f", i ? "," : "", (double)std[i]);
+    }
+    cli_print_line("Normalisation computed from the %d training images: mean=%s std=%s",
+                   run->train.count, text[0], text[1]);
+    return CLI_OK;
 }
 
 /* Everything that can fail before the first step: data, sizes, model, trainer, files. */
 static int prepare_run(const train_settings *s, train_run *run)
 {
     int rc = make_model(s, run);
-    if (rc != CLI_OK)
-        return rc;
-    if (cli_load_dataset(&run->train, s->data_dir, "train", s->train_samples) != 0 ||
-        cli_load_dataset(&run->test, s->data_dir, "t10k", s->test_samples) != 0)
-        return CLI_FAILURE;
-    rc = check_one_step_fits(s, &run->train);
+    if (rc == CLI_OK)
+        rc = load_data(s, run);
+    if (rc == CLI_OK)
+        rc = check_one_step_fits(s, &run->train);
+    if (rc == CLI_OK)
+        rc = normalize_from_data(s, run);
     if (rc == CLI_OK)
         rc = build_model(s, run);
     if (rc == CLI_OK)

@@ -14,6 +14,8 @@
 /* What the flags asked for; fixed once parsed. */
 typedef struct {
     const char *data_dir;
+    const char *data_format;  /* --data-format: "auto", "idx", "cifar10" or "folder" */
+    const char *classes_file; /* --classes FILE; NULL: what the data says */
     int batch_size;      /* per replica */
     float learning_rate; /* per replica; the library scales it by num_cores */
     float momentum;
@@ -61,6 +63,8 @@ enum {
     TRAIN_GIVEN_RESULT_IMAGE = 1u << 15,
     TRAIN_GIVEN_PLOT = 1u << 16,
     TRAIN_GIVEN_THREADS = 1u << 17,
+    TRAIN_GIVEN_DATA_FORMAT = 1u << 18,
+    TRAIN_GIVEN_CLASSES = 1u << 19,
 };
 
 /* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */
@@ -118,7 +122,7 @@ int write_metrics_line(FILE *f, const epoch_report *r);
 /* The settings that shape a run besides its math (train_run_settings.c), recorded in every
  * checkpoint: RUN_SETTINGS_COUNT key/value pairs into meta (2 * RUN_SETTINGS_COUNT pointers),
  * numbers written into text; the paths point into s. */
-#define RUN_SETTINGS_COUNT 10
+#define RUN_SETTINGS_COUNT 12
 #define RUN_VALUE_MAX 24
 void run_settings_record(const train_settings *s, char text[][RUN_VALUE_MAX], const char **meta);
 /* Takes the recorded settings of the --resume checkpoint f (at path) that the command line did

@@ -205,6 +205,15 @@ static int check_resumed_data(const train_settings *s, const train_run *run,
                               const cn_train_state *now)
 {
     const cn_train_state *saved = &run->state;
+    if (saved->data_channels && (now->data_channels != saved->data_channels ||
+                                 now->data_height != saved->data_height ||
+                                 now->data_width != saved->data_width ||
+                                 now->data_classes != saved->data_classes))
+        return cli_failure("--data-dir: %s: %dx%dx%d images in %d classes, the checkpoint %s "
+                           "was trained on %dx%dx%d in %d", s->data_dir, now->data_channels,
+                           now->data_height, now->data_width, now->data_classes,
+                           run->resume_path, saved->data_channels, saved->data_height,
+                           saved->data_width, saved->data_classes);
     if (now->train_samples != saved->train_samples && (s->given & TRAIN_GIVEN_TRAIN_SAMPLES))
         return cli_usage_error("train", "--train-samples %d uses %d training images, the "
                                "checkpoint's run used %d (%s); leave it out to use the same",

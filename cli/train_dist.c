@@ -62,11 +62,17 @@ typedef struct {
     char host[64];
 } fingerprint;
 
+/* The data's shape and classes, pixels, labels and class names. */
 static uint32_t dataset_crc(const cn_dataset *ds)
 {
-    size_t pixels = (size_t)ds->count * ds->rows * ds->cols;
-    uLong crc = crc32_z(0L, ds->pixels, pixels);
-    return (uint32_t)crc32_z(crc, ds->labels, (size_t)ds->count);
+    int32_t shape[4] = {ds->channels, ds->height, ds->width, ds->classes};
+    size_t pixels = (size_t)ds->count * ds->channels * ds->height * ds->width;
+    uLong crc = crc32_z(0L, (const Bytef *)shape, sizeof shape);
+    crc = crc32_z(crc, ds->pixels, pixels);
+    crc = crc32_z(crc, ds->labels, (size_t)ds->count);
+    for (int c = 0; ds->class_names && c < ds->classes; c++)
+        crc = crc32_z(crc, (const Bytef *)ds->class_names[c], strlen(ds->class_names[c]) + 1);
+    return (uint32_t)crc;
 }
 
 /* The state a run starts from: every model tensor, the momentum and the position. */
@@ -116,7 +122,7 @@ static const char *differing_flag(const fingerprint *zero, const fingerprint *k)
 static const char *differing_split(const fingerprint *zero, const fingerprint *k)
 {
     if (k->train_count != zero->train_count || k->train_crc != zero->train_crc) return "train";
-    if (k->test_count != zero->test_count || k->test_crc != zero->test_crc) return "t10k";
+    if (k->test_count != zero->test_count || k->test_crc != zero->test_crc) return "test";
     return NULL;
 }
 

@@ -1,6 +1,6 @@
 /* train_run_settings.c — the settings of `cnnc train` that shape a run without defining its
  * math: the planned epochs, the test images, the log interval, the checkpoint cadence and how
- * many are kept, the data folder and the output files. Every checkpoint records them under
+ * many are kept, the data (folder, format and class-names file) and the output files. Every checkpoint records them under
  * "run.*" keys and --resume takes them back, so that a resumed run is the run that was started.
  * A flag given on the resume line wins; --num-epochs may make the run longer or shorter, never
  * end it at or before the epochs already done. The math settings are train_checkpoint.c's
@@ -37,6 +37,9 @@ static const run_setting run_settings[] = {
      TRAIN_MAX_EPOCHS},
     {"run.keep", "--keep", TRAIN_GIVEN_KEEP, RUN_INT, AT(keep), 1, TRAIN_MAX_EPOCHS},
     {"run.data_dir", "--data-dir", TRAIN_GIVEN_DATA_DIR, RUN_PATH, AT(data_dir), 1, 0},
+    {"run.data_format", "--data-format", TRAIN_GIVEN_DATA_FORMAT, RUN_PATH, AT(data_format), 1,
+     0},
+    {"run.classes", "--classes", TRAIN_GIVEN_CLASSES, RUN_PATH, AT(classes_file), 0, 0},
     {"run.save", "--save", TRAIN_GIVEN_SAVE, RUN_PATH, AT(save_path), 0, 0},
     {"run.metrics_file", "--metrics-file", TRAIN_GIVEN_METRICS_FILE, RUN_PATH, AT(metrics_path),
      0, 0},

@@ -49,22 +49,25 @@ static int train_and_score(cn_model *model, cn_dataset *train, cn_dataset *test,
     double test_loss, accuracy;
     if (rc == 0)
         rc = cn_evaluate(trainer, test, test->count, &test_loss, &accuracy, predictions, err);
-    int64_t counts[CN_NUM_CLASSES * CN_NUM_CLASSES];
+    int k = test->classes;
+    int64_t *counts = malloc((size_t)k * (size_t)k * sizeof *counts);
+    if (rc == 0 && !counts) rc = cn_fail(err, "out of memory");
     if (rc == 0)
-        rc = cn_confusion_count(counts, CN_NUM_CLASSES, test->labels, predictions, test->count,
-                                err);
+        rc = cn_confusion_count(counts, k, test->labels, predictions, test->count, err);
     if (rc == 0) {
         printf("test loss %.4f, accuracy %.2f%% on %d images\n", test_loss, accuracy,
                test->count);
-        for (int a = 0; a < CN_NUM_CLASSES; a++) {
-            int64_t right = counts[a * CN_NUM_CLASSES + a], total = 0;
-            for (int p = 0; p < CN_NUM_CLASSES; p++) total += counts[a * CN_NUM_CLASSES + p];
-            printf("  %-12s %lld of %lld right\n", cn_class_names[a], (long long)right,
+        for (int a = 0; a < k; a++) {
+            int64_t right = counts[a * k + a], total = 0;
+            for (int p = 0; p < k; p++) total += counts[a * k + p];
+            const char *name = cn_dataset_class_name(test, a);
+            printf("  %-12s %lld of %lld right\n", name ? name : "?", (long long)right,
                    (long long)total);
         }
     }
     if (rc == 0 && save_path && (rc = cn_model_save(model, save_path, err)) == 0)
         printf("saved %s\n", save_path);
+    free(counts);
     free(predictions);
     cn_trainer_free(trainer);
     return rc;

@@ -65,44 +65,86 @@ CN_API const char *cn_file_kind(unsigned mode);
 
 /* ---------------------------------------------------------------- data */
 
-#define CN_NUM_CLASSES 10
-/* Fashion-MNIST class names, indexed by label: "T-shirt/top", "Trouser", ..., "Ankle boot".
+#define CN_MAX_CLASSES 256    /* labels are bytes */
+#define CN_CLASS_NAME_MAX 63  /* bytes of one class name */
+#define CN_FASHION_MNIST_CLASSES 10
+/* Fashion-MNIST's class names, indexed by label: "T-shirt/top", "Trouser", ..., "Ankle boot".
  * Constant strings; never freed. */
-CN_API extern const char *const cn_class_names[CN_NUM_CLASSES];
+CN_API extern const char *const cn_fashion_mnist_names[CN_FASHION_MNIST_CLASSES];
 
-/* Images and labels of one split. Filled by cn_dataset_load; a caller may lower count to use
+/* The formats a dataset folder can hold (described in docs/datasets.md):
+ * CN_DATA_IDX      the MNIST family: train-images-idx3-ubyte, train-labels-idx1-ubyte,
+ *                  t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each raw or .gz; grey
+ *                  images of any size.
+ * CN_DATA_CIFAR10  CIFAR-10's binary version: data_batch_1.bin .. data_batch_5.bin (the first
+ *                  one and those that follow it without a gap) and test_batch.bin, records of a
+ *                  label byte and 3,072 bytes of 32x32 red, green and blue planes; class names
+ *                  from batches.meta.txt when present.
+ * CN_DATA_FOLDER   torchvision's ImageFolder: DIR/train/CLASS/IMAGE and DIR/test/CLASS/IMAGE,
+ *                  PNG or JPEG, classes in the sorted order of their folder names.
+ * CN_DATA_AUTO     whichever of these the folder holds (IDX, then CIFAR-10, then folders). */
+typedef enum { CN_DATA_AUTO, CN_DATA_IDX, CN_DATA_CIFAR10, CN_DATA_FOLDER, CN_DATA_FORMAT_COUNT }
+    cn_data_format;
+CN_API const char *cn_data_format_name(cn_data_format f); /* "auto", "idx", ...; "unknown" */
+/* Sets *f from its name; -1 for any other text. */
+CN_API int cn_data_format_from_name(const char *name, cn_data_format *f);
+
+/* Where a dataset is and how to read it; a field left 0 takes its default. */
+typedef struct {
+    const char *dir;          /* the dataset's folder */
+    cn_data_format format;    /* CN_DATA_AUTO: from the files present */
+    int channels;             /* folders: 1 (grey) or 3 (colour) images; 0: as the first image */
+    const char *classes_file; /* one class name per line; may be NULL */
+} cn_data_source;
+
+/* Images and labels of one split. Filled by cn_dataset_read; a caller may lower count to use
  * only the first samples (cn_dataset_free still frees everything). */
 typedef struct {
-    int count;        /* number of samples */
-    int rows, cols;   /* 28, 28 */
-    uint8_t *pixels;  /* [count, rows, cols], owned */
-    uint8_t *labels;  /* [count], each < CN_NUM_CLASSES, owned */
+    int count;                   /* number of samples */
+    int channels, height, width; /* of every image */
+    int classes;                 /* labels are 0..classes-1, 1..CN_MAX_CLASSES */
+    uint8_t *pixels;             /* [count, channels, height, width], owned */
+    uint8_t *labels;             /* [count], owned */
+    char **class_names;          /* [classes], owned; NULL when nothing names the classes */
+    cn_data_format format;       /* the format it was read from */
 } cn_dataset;
 
-/* Reads an IDX file of unsigned bytes, gzip-compressed or raw (detected from the content, not
- * the name). want_ndim is 3 for images (count, 28, 28) or 1 for labels (count). Validates the
- * header (zero bytes, type 0x08, dimensions), rejects sizes that do not match the file exactly
- * and never allocates more than the file justifies. On success *data is malloc'd (the caller
- * frees it with free) and dims[0..want_ndim) holds the dimensions; on failure *data is not
- * set. Errors: missing or unreadable file, bad gzip stream, bad header, wrong size. */
-CN_API int cn_idx_read(const char *path, int want_ndim, uint8_t **data, int dims[3], cn_error *err);
-
-/* Loads split "train" or "t10k" from dir: DIR/SPLIT-images-idx3-ubyte(.gz) and
- * DIR/SPLIT-labels-idx1-ubyte(.gz). Checks 28x28 images, equal non-zero counts and labels
- * 0..9. On success ds owns its arrays (release with cn_dataset_free); on failure ds is left
- * empty (all zero), so cn_dataset_free on it is harmless. Errors: as cn_idx_read, plus a
- * missing folder or file (the message says how to install the dataset), mismatched counts,
- * labels above 9. */
+/* Reads split "train" or "test" of src into ds. The format is src->format, or the one the
+ * folder's files show. Class names come from src->classes_file, else from the format (CIFAR-10's
+ * batches.meta.txt, the folder names), else from DIR/classes.txt, else Fashion-MNIST's when the
+ * labels are Fashion-MNIST's (their CRC-32), else there are none; with names the class count is
+ * their number, without them the largest label + 1 (CIFAR-10: 10). Every file is checked before
+ * it is used: headers against each other before a body is read, record sizes, image sizes,
+ * labels against the class count. On success ds owns its arrays (release with
+ * cn_dataset_free); on failure ds is left empty (all zero). Errors name the file: a missing
+ * folder or file (with how to install Fashion-MNIST for the default folder), a folder holding
+ * no known format, a truncated or oversized file, a bad header, a label past the class count,
+ * a bad or unreadable image, images of mixed sizes, an empty class folder, a bad class name. */
+CN_API int cn_dataset_read(cn_dataset *ds, const cn_data_source *src, const char *split,
+                           cn_error *err);
+/* cn_dataset_read of dir with every other setting at its default; split "train", or "test"
+ * (also spelt "t10k"). */
 CN_API int cn_dataset_load(cn_dataset *ds, const char *dir, const char *split, cn_error *err);
 /* Frees ds's arrays and zeroes it; ds may be NULL or already empty. */
 CN_API void cn_dataset_free(cn_dataset *ds);
+/* Class c's name, or NULL when the data names none or c is out of range. */
+CN_API const char *cn_dataset_class_name(const cn_dataset *ds, int c);
 
-/* out[i] = (pixels[i] / 255 - 0.1307) / 0.3081 for i < n, computed in float as PyTorch does.
- * out holds n floats (caller owned); out and pixels must not overlap. */
-CN_API void cn_normalize(float *out, const uint8_t *pixels, size_t n);
-/* table[p] = what cn_normalize maps pixel value p to: for callers that normalise many small
- * pieces and would otherwise build the table for each. */
-CN_API void cn_pixel_values(float table[256]);
+/* Reads an IDX file of unsigned bytes, gzip-compressed or raw (detected from the content, not
+ * the name). want_ndim is 3 for images (count, height, width) or 1 for labels (count).
+ * Validates the header (zero bytes, type 0x08, dimensions), rejects sizes that do not match the
+ * file exactly and never allocates more than the file justifies. On success *data is malloc'd
+ * (the caller frees it with free) and dims[0..want_ndim) holds the dimensions; on failure *data
+ * is not set. Errors: missing or unreadable file, bad gzip stream, bad header, wrong size. */
+CN_API int cn_idx_read(const char *path, int want_ndim, uint8_t **data, int dims[3], cn_error *err);
+
+/* The normalisation that makes the first `count` samples of ds zero-mean and unit-variance per
+ * channel: mean[c] and std[c] of the channel's values x / 255 (the population's standard
+ * deviation), computed exactly from the pixel counts, so any thread or process gets the same
+ * bits. mean and std hold ds->channels floats. -1 when a channel is constant (std 0) or count
+ * is below 1. */
+CN_API int cn_dataset_normalization(const cn_dataset *ds, float *mean, float *std,
+                                    cn_error *err);
 
 /* ---------------------------------------------------------------- randomness */
 
@@ -209,6 +251,21 @@ CN_API int cn_model_normalization(const cn_model *m, float *mean, float *std, in
 CN_API int cn_model_set_class_names(cn_model *m, const char *const *names, cn_error *err);
 /* Class c's name, or NULL when the model has no names or c is out of range. */
 CN_API const char *cn_model_class_name(const cn_model *m, int c);
+
+/* 1 when the model knows its input's normalisation (a model file's mean= and std=, the seed's
+ * for a model built from specs, or one set since), 0 when its model file left it to the
+ * training data: such a model cannot be trained or predict until one is set. */
+CN_API int cn_model_has_normalization(const cn_model *m);
+/* Sets the input's normalisation to (x/255 - mean[c]) / std[c] for each channel c (mean and std
+ * hold the model's input channels), recorded in cn_model_text. -1 with the reason for a value
+ * that is not finite or a std that is not above 0 (the model keeps its normalisation). */
+CN_API int cn_model_set_normalization(cn_model *m, const float *mean, const float *std,
+                                      cn_error *err);
+/* 0 when ds holds images of the model's input shape in exactly its number of classes (at most
+ * that many when nothing names them: they are then the labels seen), and no label past them;
+ * else -1 with "the model reads CxHxW images into N classes, but the data has
+ * ..." (or the sample whose label is out of range). */
+CN_API int cn_model_fits_data(const cn_model *m, const cn_dataset *ds, cn_error *err);
 
 /* Frees the model and its buffers; m may be NULL. Free trainers built on it first. */
 CN_API void cn_model_free(cn_model *m);
@@ -544,6 +601,8 @@ typedef struct {
     float momentum;
     int train_samples;          /* training images used */
     uint32_t train_crc32;       /* CRC-32 of those images' pixels followed by their labels */
+    int data_channels, data_height, data_width; /* of the images; 0 in files that do not say */
+    int data_classes;           /* the data's class count; 0 in files that do not say */
     cn_precision precision;     /* of the products; fp32 for files that do not say */
     char isa[16];               /* instruction set of the kernels that wrote it; informational */
 } cn_train_state;

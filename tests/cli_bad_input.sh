@@ -124,7 +124,7 @@ train_case "trailing bytes" "t10k-labels-idx1-ubyte" "$d"
 
 d=$(case_set small-images)
 images "$d/train-images-idx3-ubyte" 64 27 28
-train_case "27x28 images" "train-images-idx3-ubyte" "$d"
+train_case "27x28 images" "the training images are 1x27x28 in 10 classes, the test images 1x28x28" "$d"
 
 d=$(case_set count-mismatch)
 labels "$d/train-labels-idx1-ubyte" 63
@@ -133,7 +133,7 @@ train_case "63 labels for 64 images" "train-labels-idx1-ubyte" "$d"
 d=$(case_set label-range)
 { printf '\000\000\010\001'; be32 64; head -c 63 /dev/zero; printf '\012'; } \
   >"$d/train-labels-idx1-ubyte"
-train_case "label 10" "train-labels-idx1-ubyte" "$d"
+train_case "label 10" "the model reads 1x28x28 images into 10 classes, but the data has 1x28x28 images in 11 classes" "$d"
 
 # Noisy pixels, so that the compressed stream is long enough to cut and damage.
 { printf '\000\000\010\003'; be32 64; be32 28; be32 28; head -c $((64 * 784)) /dev/urandom; } |

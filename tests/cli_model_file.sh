@@ -1,8 +1,8 @@
 #!/bin/sh
 # cli_model_file.sh — `cnnc train --model FILE`: the seed's model file trains to exactly the
-# weights of the default run; a model that does not read 1x28x28 images into 10 classes, or a
-# model file with a mistake, is refused before training with the file named; models/lenet5.model
-# learns. Needs Debian's Fashion-MNIST; the checks without data run without it.
+# weights of the default run; a model that does not read the data's images into its classes,
+# or a model file with a mistake, is refused before training with the file named; a model file
+# without mean= and std= gets the training images'; models/lenet5.model learns. Needs Debian's Fashion-MNIST; the checks without data run without it.
 # Usage: sh tests/cli_model_file.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
@@ -18,20 +18,38 @@ printf 'input channels=1 height=14 width=14 mean=0.1307 std=0.3081\nflatten\nlin
 printf 'input channels=1 height=28 width=28\nflatten\nlinear out=10\nlog_softmax\n' \
   >"$tmp/nomean.model"
 # shellcheck disable=SC2086
-expect 1 "five.model: the model reads 1x28x28 inputs and gives 5 classes, but the data is \
-Fashion-MNIST: 1x28x28 images in 10 classes" train --model "$tmp/five.model" $short \
+expect 1 "five.model: the model reads 1x28x28 images into 5 classes, but the data has \
+1x28x28 images in 10 classes" train --model "$tmp/five.model" $short \
   --save "$tmp/never.st"
 [ -e "$tmp/never.st" ] && fail "a refused model still wrote --save"
-expect 1 "small.model: the model reads 1x14x14 inputs and gives 10 classes" \
+expect 1 "small.model: the model reads 1x14x14 images into 10 classes, but the data has \
+1x28x28" \
   train --model "$tmp/small.model"
-expect 1 "nomean.model:1: input: no mean=: computing it from the training set is not \
-supported yet" train --model "$tmp/nomean.model"
 expect 1 "missing.model: cannot open" train --model "$tmp/missing.model"
 expect 2 "--model: empty name" train --model ''
 run train --help
 grep -q -e '--model FILE' "$tmp/out" || fail "cnnc train --help does not mention --model"
 
 have_data "the training runs" || finish
+# Without mean= and std= the training images' are computed (numpy's figures for the first
+# 2048), printed, and recorded in the saved model's text.
+"$cnnc" train --model "$tmp/nomean.model" --train-samples 2048 --test-samples 200 \
+  --num-epochs 1 --batch-size 32 --threads 2 --result-image none --plot none \
+  --save "$tmp/nomean.st" --data-dir "$data" >"$tmp/out" 2>&1 || fail "nomean.model: $(cat "$tmp/out")"
+/usr/bin/python3 - "$data" "$tmp/nomean.st" <<'PY' || fail "nomean.model: the figures"
+import gzip, json, struct, sys
+import numpy as np
+raw = gzip.open(sys.argv[1] + "/train-images-idx3-ubyte.gz").read()
+x = np.frombuffer(raw, np.uint8, offset=16)[:2048 * 784].astype(np.float64) / 255
+head = open(sys.argv[2], "rb").read()
+text = json.loads(head[8:8 + struct.unpack("<Q", head[:8])[0]])["__metadata__"]["model"]
+words = dict(w.split("=") for w in text.splitlines()[0].split()[1:])
+got = float(words["mean"]), float(words["std"])
+want = np.float32(x.mean()), np.float32(x.std())
+assert abs(got[0] - want[0]) < 1e-6 and abs(got[1] - want[1]) < 1e-6, (got, want)
+PY
+grep -q "^Normalisation computed from the 2048 training images: mean=0\.[0-9]\{4\} std=" \
+  "$tmp/out" || fail "nomean.model: no line on the normalisation: $(cat "$tmp/out")"
 # The seed's model file and the built-in default: the same bytes, whatever the folder.
 # shellcheck disable=SC2086
 (cd "$tmp" && "$cnnc" train $short --save "$tmp/default.st" >/dev/null 2>"$tmp/err") ||

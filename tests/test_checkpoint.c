@@ -279,7 +279,8 @@ static void test_non_finite_outputs_refused(void **state)
     assert_non_null(strstr(err.msg, "not finite"));
 
     uint8_t labels[3] = {1, 2, 3};
-    cn_dataset ds = {.count = 3, .rows = 28, .cols = 28, .pixels = images, .labels = labels};
+    cn_dataset ds = {.count = 3, .channels = 1, .height = 28, .width = 28, .classes = 10,
+                     .pixels = images, .labels = labels};
     cn_train_config cfg = {.batch_size = 2, .num_replicas = 1, .threads = 1,
                            .learning_rate = 0.01f, .momentum = 0.5f, .seed = 1};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);

@@ -226,9 +226,9 @@ static const refusal refusals[] = {
      "test.model:2: conv2d: name=a.b: expected a name of letters, digits and _ (at most 39)"},
     {"input channels=1 height=28 width=28 mean=0.1307,x std=0.3081\n",
      "test.model:1: input: mean=0.1307,x: expected numbers separated by commas"},
-    {"input channels=1 height=28 width=28\n",
-     "test.model:1: input: no mean=: computing it from the training set is not supported yet; "
-     "give mean= and std= (Fashion-MNIST: mean=0.1307 std=0.3081)"},
+    {"input channels=1 height=28 width=28 mean=0.5\n",
+     "test.model:1: input: give mean= and std= together, or neither (then they are computed "
+     "from the training images)"},
     {"input channels=2 height=28 width=28 mean=0.5 std=0.3,0\n",
      "test.model:1: input: std=0.3,0: every value must be above 0"},
     {"input channels=2 height=28 width=28 mean=0.1307,0.1307,0.1307 std=0.3081\n",
@@ -290,6 +290,42 @@ static void test_refusals(void **state)
     }
 }
 
+/* A model file without mean= and std= leaves them to the training data: the model has none
+ * (its text says none), cannot train or predict until one is set, and records the one set. */
+static void test_normalization_left_to_data(void **state)
+{
+    (void)state;
+    const char *text = "input channels=3 height=4 width=4\nflatten\nlinear out=2\nlog_softmax\n";
+    cn_error err = {{0}};
+    cn_model *m = cn_model_from_text(text, strlen(text), "test.model", &err);
+    assert_non_null(m);
+    assert_int_equal(cn_model_has_normalization(m), 0);
+    assert_null(strstr(cn_model_text(m), "mean="));
+    cn_train_config cfg = {.batch_size = 2, .num_replicas = 1, .threads = 1,
+                           .learning_rate = 0.1f, .momentum = 0.5f, .seed = 1};
+    assert_null(cn_trainer_create(m, &cfg, &err));
+    assert_non_null(strstr(err.msg, "no normalisation"));
+    uint8_t pixels[48] = {0};
+    float logp[2];
+    assert_int_equal(cn_model_predict(m, pixels, 1, logp, &err), -1);
+    const float bad_std[3] = {0.2f, 0.0f, 0.3f}, mean[3] = {0.5f, 0.25f, 0.125f};
+    assert_int_equal(cn_model_set_normalization(m, mean, bad_std, &err), -1);
+    assert_int_equal(cn_model_has_normalization(m), 0);
+    const float std[3] = {0.5f, 0.25f, 0.2f};
+    assert_int_equal(cn_model_set_normalization(m, mean, std, &err), 0);
+    assert_int_equal(cn_model_has_normalization(m), 1);
+    assert_non_null(strstr(cn_model_text(m), "mean=0.5,0.25,0.125 std=0.5,0.25,0.2"));
+    cn_model *again = cn_model_from_text(cn_model_text(m), strlen(cn_model_text(m)), "t", &err);
+    assert_non_null(again);
+    float got_mean[3], got_std[3];
+    assert_int_equal(cn_model_normalization(again, got_mean, got_std, 3), 3);
+    assert_memory_equal(got_mean, mean, sizeof mean);
+    assert_memory_equal(got_std, std, sizeof std);
+    assert_int_equal(cn_model_predict(again, pixels, 1, logp, &err), 0);
+    cn_model_free(again);
+    cn_model_free(m);
+}
+
 static void test_refused_bytes_and_sizes(void **state)
 {
     (void)state;
@@ -344,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_per_channel_normalization),
         cmocka_unit_test(test_class_names),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_normalization_left_to_data),
         cmocka_unit_test(test_refused_bytes_and_sizes),
         cmocka_unit_test(test_file_refusals),
     };

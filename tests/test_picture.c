@@ -85,8 +85,8 @@ static void test_mixed_predictions(void **state)
     (void)state;
     uint8_t labels[COUNT], preds[COUNT];
     for (int i = 0; i < COUNT; i++) {
-        labels[i] = (uint8_t)(i % CN_NUM_CLASSES);
-        preds[i] = (i % 4 == 1) ? (uint8_t)((i + 3) % CN_NUM_CLASSES) : labels[i];
+        labels[i] = (uint8_t)(i % CN_FASHION_MNIST_CLASSES);
+        preds[i] = (i % 4 == 1) ? (uint8_t)((i + 3) % CN_FASHION_MNIST_CLASSES) : labels[i];
     }
     labels[0] = 0, preds[0] = 9; /* the longest caption: T-shirt/top vs Ankle boot */
     tu_place p = place_make();
@@ -102,7 +102,7 @@ static void test_all_right_has_no_red(void **state)
 {
     (void)state;
     uint8_t labels[COUNT];
-    for (int i = 0; i < COUNT; i++) labels[i] = (uint8_t)((i * 7) % CN_NUM_CLASSES);
+    for (int i = 0; i < COUNT; i++) labels[i] = (uint8_t)((i * 7) % CN_FASHION_MNIST_CLASSES);
     tu_place p = place_make();
     png_stats st = draw_and_read(&p, labels, labels);
     assert_plausible_size(&st);
@@ -116,8 +116,8 @@ static void test_all_wrong_has_no_blue(void **state)
     (void)state;
     uint8_t labels[COUNT], preds[COUNT];
     for (int i = 0; i < COUNT; i++) {
-        labels[i] = (uint8_t)(i % CN_NUM_CLASSES);
-        preds[i] = (uint8_t)((i + 1) % CN_NUM_CLASSES);
+        labels[i] = (uint8_t)(i % CN_FASHION_MNIST_CLASSES);
+        preds[i] = (uint8_t)((i + 1) % CN_FASHION_MNIST_CLASSES);
     }
     tu_place p = place_make();
     png_stats st = draw_and_read(&p, labels, preds);
@@ -177,7 +177,7 @@ static void test_bad_arguments_refused(void **state)
 {
     (void)state;
     uint8_t good[COUNT] = {0}, bad[COUNT] = {0};
-    bad[7] = CN_NUM_CLASSES;
+    bad[7] = CN_FASHION_MNIST_CLASSES;
     expect_refusal(good, good, COUNT - 1, GRID, GRID, "needs 25 images, only 24 given");
     expect_refusal(good, good, COUNT, 0, GRID, "at least one row");
     expect_refusal(good, good, COUNT, GRID, -1, "at least one row");

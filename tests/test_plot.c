@@ -274,7 +274,7 @@ static void test_confusion_count(void **state)
     assert_memory_equal(counts, want, sizeof want); /* unchanged */
 }
 
-enum { CLASSES = CN_NUM_CLASSES, CONF_W = 258 + 58 * CLASSES, CONF_H = 184 + 58 * CLASSES };
+enum { CLASSES = CN_FASHION_MNIST_CLASSES, CONF_W = 258 + 58 * CLASSES, CONF_H = 184 + 58 * CLASSES };
 
 static cairo_surface_t *draw_confusion(const tu_place *p, const int64_t *counts,
                                        const char *const *names)
@@ -293,7 +293,7 @@ static void test_confusion_picture(void **state)
     for (int c = 0; c < CLASSES; c++) diagonal[c * CLASSES + c] = 900 + c;
     diagonal[6 * CLASSES + 0] = 120;
     tu_place p = place_make();
-    cairo_surface_t *s = draw_confusion(&p, diagonal, cn_class_names);
+    cairo_surface_t *s = draw_confusion(&p, diagonal, cn_fashion_mnist_names);
     assert_int_equal(tu_pixel(s, 0, 0), 0xFFFFFF);
     long dark_diagonal = count_pixels(s, 0, 0, CONF_W, CONF_H, PIX_DARK_BLUE, 0);
     /* text: title band, class names left of the matrix and under it */

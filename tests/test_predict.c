@@ -647,7 +647,8 @@ static void test_predict_agrees_with_evaluate(void **state)
     cn_model *m = cn_model_fashion_mnist(&err);
     assert_non_null(m);
     cn_model_init(m, 9);
-    cn_dataset ds = {N, SIDE, SIDE, malloc(N * PIXELS), malloc(N)};
+    cn_dataset ds = {.count = N, .channels = 1, .height = SIDE, .width = SIDE, .classes = 10,
+                     .pixels = malloc(N * PIXELS), .labels = malloc(N)};
     assert_non_null(ds.pixels);
     cn_rng rng;
     cn_rng_seed(&rng, 5);
@@ -663,14 +664,14 @@ static void test_predict_agrees_with_evaluate(void **state)
     double eval_loss, accuracy;
     assert_int_equal(cn_evaluate(t, &ds, N, &eval_loss, &accuracy, predictions, &err), 0);
 
-    static float logp[N * CN_NUM_CLASSES], one[CN_NUM_CLASSES];
+    static float logp[N * CN_FASHION_MNIST_CLASSES], one[CN_FASHION_MNIST_CLASSES];
     assert_int_equal(cn_model_predict(m, ds.pixels, N, logp, &err), 0);
     double nll = 0;
     for (int i = 0; i < N; i++) {
-        const float *row = logp + i * CN_NUM_CLASSES;
+        const float *row = logp + i * CN_FASHION_MNIST_CLASSES;
         int best = 0;
         double total = 0;
-        for (int c = 0; c < CN_NUM_CLASSES; c++) {
+        for (int c = 0; c < CN_FASHION_MNIST_CLASSES; c++) {
             total += exp((double)row[c]);
             if (row[c] > row[best]) best = c;
         }
@@ -680,7 +681,7 @@ static void test_predict_agrees_with_evaluate(void **state)
     }
     assert_true(fabs(nll / N - eval_loss) < 1e-5);
     assert_int_equal(cn_model_predict(m, ds.pixels + 77 * PIXELS, 1, one, &err), 0);
-    assert_true(tu_max_violation(one, logp + 77 * CN_NUM_CLASSES, CN_NUM_CLASSES, 1e-6, 1e-5) <=
+    assert_true(tu_max_violation(one, logp + 77 * CN_FASHION_MNIST_CLASSES, CN_FASHION_MNIST_CLASSES, 1e-6, 1e-5) <=
                 1);
     assert_int_equal(cn_model_predict(m, ds.pixels, 0, logp, &err), -1);
     assert_non_null(strstr(err.msg, "nothing to predict"));

@@ -27,7 +27,8 @@ static void make_dataset(cn_dataset *ds, int n, uint64_t seed)
     cn_rng rng;
     cn_rng_seed(&rng, seed);
     ds->count = n;
-    ds->rows = ds->cols = 28;
+    ds->channels = 1, ds->classes = 10;
+    ds->height = ds->width = 28;
     ds->pixels = malloc((size_t)n * 784);
     ds->labels = malloc((size_t)n);
     assert_non_null(ds->pixels);

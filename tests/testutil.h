@@ -302,13 +302,14 @@ static inline int tu_isa_unavailable(void)
  * row band at the label's height), so that a model can learn it; the caller frees it. */
 static inline cn_dataset tu_synthetic_set(int count, uint64_t seed)
 {
-    cn_dataset ds = {count, 28, 28, malloc((size_t)count * 784), malloc((size_t)count)};
+    cn_dataset ds = {.count = count, .channels = 1, .height = 28, .width = 28, .classes = 10,
+                     .pixels = malloc((size_t)count * 784), .labels = malloc((size_t)count)};
     assert_non_null(ds.pixels);
     assert_non_null(ds.labels);
     cn_rng rng;
     cn_rng_seed(&rng, seed);
     for (int i = 0; i < count; i++) {
-        int label = (int)cn_rng_below(&rng, CN_NUM_CLASSES);
+        int label = (int)cn_rng_below(&rng, 10);
         ds.labels[i] = (uint8_t)label;
         for (int p = 0; p < 784; p++) {
             int band = (p / 28) / 3 == label; /* a bright row band at the label's height */

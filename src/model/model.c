@@ -3,10 +3,12 @@
  * and counter buffers; PyTorch's default initialisation; the state_dict view used for
  * checkpoints; flop counts and per-layer facts. The seed's Fashion-MNIST network is one such
  * definition. Running the model lives in executor.c, the text format in model_file.c. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/formats.h"
 #include "model/model.h"
 
 
@@ -84,13 +86,14 @@ static int allocate(cn_model *m)
     int ok = m->params && m->running && m->counters && m->mean && m->std && m->pixel_values &&
              mean && std;
     for (int c = 0; ok && c < m->in_c; c++) mean[c] = CN_PIXEL_MEAN, std[c] = CN_PIXEL_STD;
-    ok = ok && cn_model_set_normalization(m, mean, std) == 0;
+    m->has_normalization = 1;
+    ok = ok && cn_model_normalize_with(m, mean, std) == 0;
     free(mean);
     free(std);
     return ok ? 0 : -1;
 }
 
-int cn_model_set_normalization(cn_model *m, const float *mean, const float *std)
+int cn_model_normalize_with(cn_model *m, const float *mean, const float *std)
 {
     for (int c = 0; c < m->in_c; c++) m->mean[c] = mean[c], m->std[c] = std[c];
     char *text = cn_model_describe(m);
@@ -100,6 +103,37 @@ int cn_model_set_normalization(cn_model *m, const float *mean, const float *std)
     for (int c = 0; c < m->in_c; c++)
         for (int p = 0; p < 256; p++) /* the seed's bits: cn_pixel_values */
             m->pixel_values[c * 256 + p] = ((float)p / 255.0f - mean[c]) / std[c];
+    return 0;
+}
+
+int cn_model_has_normalization(const cn_model *m) { return m->has_normalization; }
+
+int cn_model_set_normalization(cn_model *m, const float *mean, const float *std, cn_error *err)
+{
+    for (int c = 0; c < m->in_c; c++)
+        if (!isfinite(mean[c]) || !isfinite(std[c]) || !(std[c] > 0.0f))
+            return cn_fail(err, "normalisation of channel %d: mean %g and std %g (the std must "
+                           "be above 0, both finite)", c, (double)mean[c], (double)std[c]);
+    int had = m->has_normalization;
+    m->has_normalization = 1; /* the text records it */
+    if (cn_model_normalize_with(m, mean, std) == 0) return 0;
+    m->has_normalization = had;
+    return cn_fail(err, "out of memory for the model's text");
+}
+
+int cn_model_fits_data(const cn_model *m, const cn_dataset *ds, cn_error *err)
+{
+    int outputs = cn_model_num_outputs(m);
+    /* unnamed classes are the labels seen: a few samples may not show them all */
+    int classes_fit = ds->class_names ? ds->classes == outputs : ds->classes <= outputs;
+    if (ds->channels != m->in_c || ds->height != m->in_h || ds->width != m->in_w || !classes_fit)
+        return cn_fail(err, "the model reads %dx%dx%d images into %d classes, but the data has "
+                       "%dx%dx%d images in %d classes", m->in_c, m->in_h, m->in_w, outputs,
+                       ds->channels, ds->height, ds->width, ds->classes);
+    for (int i = 0; i < ds->count; i++)
+        if (ds->labels[i] >= outputs)
+            return cn_fail(err, "the data's label of sample %d is %d, past the model's %d "
+                           "classes", i, ds->labels[i], outputs);
     return 0;
 }
 
@@ -230,25 +264,12 @@ int cn_model_normalization(const cn_model *m, float *mean, float *std, int max)
 
 const char *cn_model_text(const cn_model *m) { return m->text; }
 
-#define CLASS_NAME_MAX 63
-
-static int check_class_name(const char *name, int c, cn_error *err)
-{
-    size_t n = name ? strlen(name) : 0;
-    if (n == 0 || n > CLASS_NAME_MAX)
-        return cn_fail(err, "class %d: a name must have 1 to %d bytes", c, CLASS_NAME_MAX);
-    for (const char *at = name; *at; at++)
-        if ((unsigned char)*at < 0x20 || *at == 0x7f)
-            return cn_fail(err, "class %d: a name may not hold control characters", c);
-    return 0;
-}
-
 int cn_model_set_class_names(cn_model *m, const char *const *names, cn_error *err)
 {
     int n = cn_model_num_outputs(m);
     size_t bytes = 0;
     for (int c = 0; c < n; c++) {
-        if (check_class_name(names[c], c, err)) return -1;
+        if (cn_class_name_check(names[c], c, err)) return -1;
         bytes += strlen(names[c]) + 1;
     }
     char *text = malloc(bytes), *copy = malloc(bytes); /* "a\nb", and "a\0b" for the index */

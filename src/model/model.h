@@ -33,6 +33,7 @@ struct cn_model {
     size_t num_report;        /* floats of batch statistics a replica reports each step */
     size_t num_state;         /* floats forward keeps for backward besides them */
     float *mean, *std;        /* [in_c] each: the input's normalisation */
+    int has_normalization;    /* 0: a model file left it to the training data */
     float *pixel_values;      /* [in_c][256]: what pixel value p of channel c becomes */
     char *text;               /* the model as a model file (cn_model_text) */
     char *classes;            /* the class names, one per line, or NULL */
@@ -45,8 +46,9 @@ cn_model *cn_model_build(int channels, int height, int width, const cn_layer_spe
                          int num_layers, int *failed, cn_error *err);
 
 /* Sets the input's normalisation, channel c's values (x/255 - mean[c]) / std[c], and the model
- * text that records it; -1 when out of memory (the model keeps its old one). */
-int cn_model_set_normalization(cn_model *m, const float *mean, const float *std);
+ * text that records it (when has_normalization says so); -1 when out of memory (the model keeps
+ * its old one). Checks nothing: cn_model_set_normalization is the checked door. */
+int cn_model_normalize_with(cn_model *m, const float *mean, const float *std);
 
 /* out [samples, input size] = the pixels [samples, input size] normalised channel by channel. */
 void cn_model_normalize(const cn_model *m, float *out, const uint8_t *pixels, size_t samples);

@@ -51,6 +51,7 @@ typedef struct {
     int have_input, ended;
     int c, h, w;             /* the input */
     float *mean, *std;       /* [c] */
+    int has_normalization;   /* mean= and std= were given */
     int num_layers;
     cn_layer_spec specs[CN_MODEL_MAX_LAYERS];
     char names[CN_MODEL_MAX_LAYERS][CN_MODEL_NAME_MAX + 1];
@@ -210,9 +211,7 @@ static int size_in_range(parser *p, const char *kind, const line_words *lw, cons
 static int read_normalization(parser *p, const line_words *lw, const char *key, float *out)
 {
     const char *v = value_of(lw, key);
-    if (!v)
-        return refuse(p, "input: no %s=: computing it from the training set is not supported "
-                         "yet; give mean= and std= (Fashion-MNIST: mean=0.1307 std=0.3081)", key);
+    if (!v) return 0; /* left to the training data */
     int count = 1;
     for (const char *c = v; *c; c++) count += *c == ',';
     if (count != 1 && count != p->c)
@@ -245,6 +244,10 @@ static int read_input(parser *p, const line_words *lw)
     p->mean = calloc((size_t)p->c, sizeof *p->mean);
     p->std = calloc((size_t)p->c, sizeof *p->std);
     if (!p->mean || !p->std) return refuse(p, "input: out of memory for %d channels", p->c);
+    p->has_normalization = value_of(lw, "mean") != NULL;
+    if (p->has_normalization != (value_of(lw, "std") != NULL))
+        return refuse(p, "input: give mean= and std= together, or neither (then they are "
+                         "computed from the training images)");
     return read_normalization(p, lw, "mean", p->mean) || read_normalization(p, lw, "std", p->std);
 }
 
@@ -371,7 +374,9 @@ static cn_model *build(parser *p, const int *lines)
     } else if (!m) {
         cn_fail(p->err, "%s: %s", p->source, why.msg);
     }
-    if (m && cn_model_set_normalization(m, p->mean, p->std) != 0) {
+    if (m) m->has_normalization = p->has_normalization;
+    if (m && cn_model_normalize_with(m, p->has_normalization ? p->mean : m->mean,
+                                     p->has_normalization ? p->std : m->std) != 0) {
         cn_model_free(m);
         cn_fail(p->err, "%s: out of memory", p->source);
         return NULL;
@@ -439,8 +444,10 @@ char *cn_model_describe(const cn_model *m)
     char *text = malloc(cap);
     if (!text) return NULL;
     snprintf(text, cap, "input channels=%d height=%d width=%d", m->in_c, m->in_h, m->in_w);
-    append_list(text, cap, "mean", m->mean, m->in_c);
-    append_list(text, cap, "std", m->std, m->in_c);
+    if (m->has_normalization) {
+        append_list(text, cap, "mean", m->mean, m->in_c);
+        append_list(text, cap, "std", m->std, m->in_c);
+    }
     cn_appendf(text, cap, "\n");
     for (int i = 0; i < m->num_layers; i++) {
         char line[160];

@@ -13,6 +13,9 @@ int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs
                      cn_error *err)
 {
     if (n < 1) return cn_fail(err, "nothing to predict (%d images)", n);
+    if (!m->has_normalization)
+        return cn_fail(err, "the model has no normalisation of its input (mean= and std=); "
+                       "one that was trained records it");
     int batch = n < PREDICT_BATCH ? n : PREDICT_BATCH;
     cn_plan plan;
     cn_workspace w = {0};

@@ -37,9 +37,9 @@ static long pic_height(int rows)
 static int check_labels(const uint8_t *v, int count, const char *what, cn_error *err)
 {
     for (int i = 0; i < count; i++)
-        if (v[i] >= CN_NUM_CLASSES)
+        if (v[i] >= CN_FASHION_MNIST_CLASSES)
             return cn_fail(err, "result picture: %s[%d] is %d, not a class 0..%d", what, i,
-                           (int)v[i], CN_NUM_CLASSES - 1);
+                           (int)v[i], CN_FASHION_MNIST_CLASSES - 1);
     return 0;
 }
 
@@ -108,8 +108,8 @@ static cairo_status_t draw_cell(cairo_t *cr, const uint8_t *img, int label, int 
                                 double x, double y)
 {
     char caption[128];
-    snprintf(caption, sizeof caption, "Actual %s / Predicted %s", cn_class_names[label],
-             cn_class_names[prediction]);
+    snprintf(caption, sizeof caption, "Actual %s / Predicted %s", cn_fashion_mnist_names[label],
+             cn_fashion_mnist_names[prediction]);
     if (label == prediction)
         cairo_set_source_rgb(cr, 0, 0, 0.8);
     else

@@ -23,7 +23,7 @@
 #define SAMPLER_VALUE "xoshiro256** Fisher-Yates permutation per (seed, epoch), v1"
 #define MOMENTUM_PREFIX "optimizer."
 #define MOMENTUM_SUFFIX ".momentum_buffer"
-#define NUM_META 18
+#define NUM_META 20
 #define VALUE_CAP 96
 
 /* ---------------------------------------------------------------- state */
@@ -31,7 +31,8 @@
 static uint32_t data_crc32(const cn_dataset *train)
 {
     uLong crc = crc32(0L, Z_NULL, 0);
-    size_t pixels = (size_t)train->count * (size_t)train->rows * (size_t)train->cols;
+    size_t pixels = (size_t)train->count * (size_t)train->channels * (size_t)train->height *
+                    (size_t)train->width;
     const size_t chunk = 1u << 30;
     for (size_t at = 0; at < pixels; at += chunk)
         crc = crc32(crc, train->pixels + at, (uInt)(pixels - at < chunk ? pixels - at : chunk));
@@ -53,6 +54,8 @@ void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn
     s->precision = cfg->precision;
     s->train_samples = train->count;
     s->train_crc32 = data_crc32(train);
+    s->data_channels = train->channels, s->data_height = train->height;
+    s->data_width = train->width, s->data_classes = train->classes;
     snprintf(s->isa, sizeof s->isa, "%s", cn_isa_name(cn_isa_active()));
 }
 
@@ -155,7 +158,8 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     static const char *const keys[NUM_META] = {
         KIND_KEY, "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
         "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
-        "train_samples", "train_data_crc32", "sampler", "isa", "precision", "epoch_correct"};
+        "train_samples", "train_data_crc32", "sampler", "isa", "precision", "epoch_correct",
+        "data_shape", "data_classes"};
     snprintf(text[0], VALUE_CAP, "%s", KIND_VALUE);
     snprintf(text[1], VALUE_CAP, "%s", CN_VERSION);
     snprintf(text[2], VALUE_CAP, "%d", p->epoch);
@@ -174,6 +178,8 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     snprintf(text[15], VALUE_CAP, "%s", s->isa);
     snprintf(text[16], VALUE_CAP, "%s", cn_precision_name(s->precision));
     snprintf(text[17], VALUE_CAP, "%lld", (long long)p->correct);
+    snprintf(text[18], VALUE_CAP, "%dx%dx%d", s->data_channels, s->data_height, s->data_width);
+    snprintf(text[19], VALUE_CAP, "%d", s->data_classes);
     for (int i = 0; i < NUM_META; i++) {
         meta[2 * i] = keys[i];
         meta[2 * i + 1] = text[i];
@@ -318,6 +324,22 @@ static int meta_equals(const cn_safetensors *f, const char *key, const char *wan
     return 0;
 }
 
+/* The data's shape and classes; files from before other data was read say nothing (0). */
+static int read_data_shape(const cn_safetensors *f, const char *path, cn_train_state *s,
+                           cn_error *err)
+{
+    const char *shape = cn_safetensors_meta(f, "data_shape");
+    if (shape) {
+        int c, h, w, end = 0;
+        if (sscanf(shape, "%9dx%9dx%9d%n", &c, &h, &w, &end) != 3 || shape[end] != '\0' ||
+            c < 1 || h < 1 || w < 1)
+            return bad_value(path, "data_shape", shape, "CxHxW", err);
+        s->data_channels = c, s->data_height = h, s->data_width = w;
+    }
+    if (!cn_safetensors_meta(f, "data_classes")) return 0;
+    return meta_int(f, "data_classes", 1, &s->data_classes, path, err);
+}
+
 static int read_settings(const cn_safetensors *f, const char *path, cn_train_state *s,
                          cn_error *err)
 {
@@ -344,7 +366,7 @@ static int read_settings(const cn_safetensors *f, const char *path, cn_train_sta
     s->precision = CN_PRECISION_FP32;
     if (precision && cn_precision_from_name(precision, &s->precision) != 0)
         return bad_value(path, "precision", precision, "fp32 or bf16", err);
-    return 0;
+    return read_data_shape(f, path, s, err);
 }
 
 static int read_position(const cn_safetensors *f, const char *path, cn_train_state *s,

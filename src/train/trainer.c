@@ -188,6 +188,12 @@ cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cf
                                           const cn_comm *comm, cn_error *err)
 {
     if (check_config(cfg, err) || check_comm(comm, cfg->num_replicas, err)) return NULL;
+    if (!cn_model_has_normalization(m)) {
+        cn_fail(err, "trainer: the model has no normalisation of its input (its model file "
+                "gives no mean= and std=): set one with cn_model_set_normalization, e.g. from "
+                "cn_dataset_normalization of the training set");
+        return NULL;
+    }
     cn_trainer *t = calloc(1, sizeof *t);
     if (!t) {
         cn_fail(err, "trainer: out of memory");
@@ -536,10 +542,7 @@ static int check_epoch_data(const cn_trainer *t, const cn_dataset *train, int st
     if (steps < 1)
         return cn_fail(err, "%d training samples are fewer than one step needs (%d replicas x "
                        "batch %d)", train->count, t->cfg.num_replicas, t->cfg.batch_size);
-    if (cn_model_input_size(t->m) != train->rows * train->cols)
-        return cn_fail(err, "the model expects %d inputs, the images have %dx%d",
-                       cn_model_input_size(t->m), train->rows, train->cols);
-    return 0;
+    return cn_model_fits_data(t->m, train, err);
 }
 
 /* A stop asked for on any rank stops every rank after the same step. */
@@ -656,9 +659,7 @@ int cn_evaluate(cn_trainer *t, const cn_dataset *ds, int n, double *loss, double
 {
     if (n < 1 || n > ds->count)
         return cn_fail(err, "cannot evaluate %d samples of a set of %d", n, ds->count);
-    if (cn_model_input_size(t->m) != ds->rows * ds->cols)
-        return cn_fail(err, "the model expects %d inputs, the images have %dx%d",
-                       cn_model_input_size(t->m), ds->rows, ds->cols);
+    if (cn_model_fits_data(t->m, ds, err)) return -1;
     int chunks = (n + t->cfg.batch_size - 1) / t->cfg.batch_size;
     eval_job job = {t, ds, n, 0, calloc((size_t)chunks, sizeof(double)),
                     calloc((size_t)chunks, sizeof(int)), predictions};
