@@ -148,7 +148,8 @@ static int score(const eval_settings *s, cn_model *model, const cn_dataset *test
     printf("Accuracy=%.2f%%\n", accuracy);
     const char *names[CN_NUM_CLASSES];
     for (int c = 0; c < CN_NUM_CLASSES; c++) names[c] = cli_class_name(model, c);
-    rc = report_classes(test, predictions, accuracy, s->checkpoint, s->confusion, names);
+    rc = report_classes(test, predictions, CN_NUM_CLASSES, accuracy, s->checkpoint,
+                        s->confusion, names);
     free(predictions);
     return rc;
 }

@@ -7,12 +7,12 @@
 #include "cli.h"
 #include "eval_report.h"
 
-static void print_class_accuracy(const int64_t *counts, const char *const *names)
+static void print_class_accuracy(const int64_t *counts, int classes, const char *const *names)
 {
     printf("Per-class accuracy:\n");
-    for (int a = 0; a < CN_NUM_CLASSES; a++) {
-        int64_t total = 0, right = counts[a * CN_NUM_CLASSES + a];
-        for (int p = 0; p < CN_NUM_CLASSES; p++) total += counts[a * CN_NUM_CLASSES + p];
+    for (int a = 0; a < classes; a++) {
+        int64_t total = 0, right = counts[a * classes + a];
+        for (int p = 0; p < classes; p++) total += counts[a * classes + p];
         if (total == 0) {
             cli_print_line("  %-12s      -  (0 images)", names[a]);
             continue;
@@ -29,29 +29,36 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-static int draw_confusion(const char *path, const int64_t *counts, const char *checkpoint,
-                          int images, double accuracy, const char *const *names)
+static int draw_confusion(const char *path, const int64_t *counts, int classes,
+                          const char *checkpoint, int images, double accuracy,
+                          const char *const *names)
 {
     char title[256];
     snprintf(title, sizeof title, "Confusion matrix: %s, %d test images, accuracy %.2f%%",
              base_name(checkpoint), images, accuracy);
     cn_error err = {{0}};
-    if (cn_confusion_picture(path, counts, CN_NUM_CLASSES, names, title, &err) != 0)
+    if (cn_confusion_picture(path, counts, classes, names, title, &err) != 0)
         return cli_library_error(&err, path);
     cli_print_line("Saved confusion matrix to %s", path);
     return CLI_OK;
 }
 
-int report_classes(const cn_dataset *test, const uint8_t *predictions, double accuracy,
-                   const char *checkpoint, const char *confusion_path,
+int report_classes(const cn_dataset *test, const uint8_t *predictions, int classes,
+                   double accuracy, const char *checkpoint, const char *confusion_path,
                    const char *const *names)
 {
-    int64_t counts[CN_NUM_CLASSES * CN_NUM_CLASSES];
+    int64_t *counts = malloc((size_t)classes * (size_t)classes * sizeof *counts);
+    if (!counts) return cli_failure("out of memory");
     cn_error err = {{0}};
-    if (cn_confusion_count(counts, CN_NUM_CLASSES, test->labels, predictions, test->count,
-                           &err) != 0)
-        return cli_library_error(&err, NULL);
-    print_class_accuracy(counts, names);
-    if (!confusion_path) return CLI_OK;
-    return draw_confusion(confusion_path, counts, checkpoint, test->count, accuracy, names);
+    int rc = CLI_OK;
+    if (cn_confusion_count(counts, classes, test->labels, predictions, test->count, &err) != 0)
+        rc = cli_library_error(&err, NULL);
+    else {
+        print_class_accuracy(counts, classes, names);
+        if (confusion_path)
+            rc = draw_confusion(confusion_path, counts, classes, checkpoint, test->count,
+                                accuracy, names);
+    }
+    free(counts);
+    return rc;
 }

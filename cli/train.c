@@ -642,8 +642,11 @@ static int draw_result_picture(const train_settings *s, const train_run *run,
     char title[128];
     snprintf(title, sizeof title, "Predicted labels (epoch %d, test accuracy %.2f%%)",
              last->epoch, last->test_accuracy);
-    if (cn_result_picture(s->result_image, run->test.pixels, run->test.labels, run->predictions,
-                          n, rows, cols, title, &err) != 0)
+    const char *names[CN_NUM_CLASSES];
+    for (int c = 0; c < CN_NUM_CLASSES; c++) names[c] = cli_class_name(run->model, c);
+    cn_labelled_images set = {run->test.pixels, 1, run->test.rows, run->test.cols,
+                              run->test.labels, run->predictions, n, CN_NUM_CLASSES, names};
+    if (cn_result_picture(s->result_image, &set, rows, cols, title, &err) != 0)
         return cli_library_error(&err, s->result_image);
     if (progress_shows(&run->progress, PROGRESS_NORMAL))
         cli_print_line("Saved result picture to %s", s->result_image);
