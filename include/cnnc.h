@@ -722,7 +722,7 @@ CN_API int cn_confusion_count(int64_t *counts, int classes, const uint8_t *label
  * 1658 x 1584 for 100, 3842 x 3768 at most. A cell shows its count in 14 px text (smaller in
  * cells under 47 px or for counts too wide), or none where that would be under 6.5 px (from 27
  * classes on). Class names are 13 px, smaller in cells under 17 px, and cut short with "…"
- * where they would need to go under 7 px to fit their band (about 100 px); column names are
+ * where they would need to go under 9 px to fit their band (about 100 px); column names are
  * slanted in cells of 24 px or more (up to 24 classes), upright above that.
  * counts as cn_confusion_count writes them (read only, each >= 0); classes 1..256; class_names
  * has classes entries (an entry or the whole array may be NULL for the class numbers); title

@@ -22,7 +22,7 @@
 #define CONF_ROW_LABELS 110.0   /* the band of actual class names */
 #define CONF_COL_LABELS 84.0    /* the band of predicted class names, slanted */
 #define CONF_LABEL_SIZE 13.0
-#define CONF_LABEL_MIN 7.0      /* px: a longer class name is cut short with "…" */
+#define CONF_LABEL_MIN 9.0      /* px: a longer class name is cut short with "…" */
 #define CONF_COUNT_SIZE 14.0
 #define CONF_COUNT_MIN 6.5      /* px: a count that would be smaller is not drawn */
 #define CONF_BAR_GAP 24.0
