@@ -429,6 +429,24 @@ static void test_long_names_stay_in_cell(void **state)
     tu_place_remove(&p);
 }
 
+/* Names of 150 two-byte characters (300 bytes): cut at whole characters, still drawn. */
+static void test_very_long_utf8_names(void **state)
+{
+    (void)state;
+    static char name[301];
+    for (int i = 0; i < 150; i++) memcpy(name + 2 * i, "\xC3\xA9", 2); /* é */
+    const char *names[2] = {name, "b"};
+    static uint8_t images[SIDE * SIDE];
+    uint8_t labels[1] = {0}, preds[1] = {1};
+    cn_labelled_images set = {images, 1, SIDE, SIDE, labels, preds, 1, 2, names};
+    tu_place p = place_make();
+    cairo_surface_destroy(draw_set(&p, &set, 1, 1));
+    int64_t counts[4] = {1, 2, 3, 4};
+    cn_error err = {{0}};
+    if (cn_confusion_picture(p.file, counts, 2, names, "t", &err) != 0) fail_msg("%s", err.msg);
+    tu_place_remove(&p);
+}
+
 /* ------------------------------------------------------------------ confusion matrix */
 
 /* The header's confusion layout: cells of 580 / classes px within 14..116. */
@@ -520,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_other_shapes),
         cmocka_unit_test(test_class_counts),
         cmocka_unit_test(test_long_names_stay_in_cell),
+        cmocka_unit_test(test_very_long_utf8_names),
         cmocka_unit_test(test_confusion_class_counts),
         cmocka_unit_test(test_confusion_long_names),
     };

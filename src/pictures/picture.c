@@ -145,13 +145,17 @@ static cairo_status_t draw_image(cairo_t *cr, const cn_labelled_images *set, int
     return cairo_status(cr);
 }
 
-/* Class c's name into buf: its name when there is one, else its number. */
-static void class_name(const cn_labelled_images *set, int c, char *buf, size_t size)
+/* Class c's name into buf: its name when there is one, else its number. 1 when the name was
+ * longer than buf and lost its end (whole characters). */
+static int class_name(const cn_labelled_images *set, int c, char *buf, size_t size)
 {
-    if (set->class_names && set->class_names[c])
-        snprintf(buf, size, "%s", set->class_names[c]);
-    else
+    if (!set->class_names || !set->class_names[c]) {
         snprintf(buf, size, "%d", c);
+        return 0;
+    }
+    if ((size_t)snprintf(buf, size, "%s", set->class_names[c]) < size) return 0;
+    cn_utf8_drop_last(buf); /* a character snprintf may have cut in two */
+    return 1;
 }
 
 /* "Actual A / Predicted P" into buf, a name cut short ending in "…". */
@@ -169,10 +173,9 @@ static void draw_caption(cairo_t *cr, const cn_labelled_images *set, int label, 
                          double x, double y, double max_w)
 {
     char actual[PIC_NAME_MAX], predicted[PIC_NAME_MAX], caption[3 * PIC_NAME_MAX];
-    class_name(set, label, actual, sizeof actual);
-    class_name(set, prediction, predicted, sizeof predicted);
-    int actual_cut = 0, predicted_cut = 0;
-    format_caption(caption, sizeof caption, actual, 0, predicted, 0);
+    int actual_cut = class_name(set, label, actual, sizeof actual);
+    int predicted_cut = class_name(set, prediction, predicted, sizeof predicted);
+    format_caption(caption, sizeof caption, actual, actual_cut, predicted, predicted_cut);
     double size = cn_fit_size(cr, caption, PIC_CAPTION_SIZE, PIC_CAPTION_MIN, max_w);
     while (cn_text_width(cr, caption, size) > max_w && (*actual || *predicted)) {
         if (strlen(actual) >= strlen(predicted))
