@@ -4,7 +4,7 @@
 
 #include "cnnc.h"
 
-/* Prints each class's accuracy with its name (names[CN_NUM_CLASSES]) and, when confusion_path
+/* Prints each class's accuracy with its name (names[classes]) and, when confusion_path
  * is set, draws the confusion matrix there (titled with the checkpoint's file name and the
  * accuracy). predictions has test->count labels. Returns a CLI status. */
 int report_classes(const cn_dataset *test, const uint8_t *predictions, int classes,

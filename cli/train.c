@@ -732,8 +732,17 @@ static int draw_result_picture(const train_settings *s, const train_run *run,
     char title[128];
     snprintf(title, sizeof title, "Predicted labels (epoch %d, test accuracy %.2f%%)",
              last->epoch, last->test_accuracy);
-    if (cn_result_picture(s->result_image, run->test.pixels, run->test.labels, run->predictions,
-                          n, rows, cols, title, &err) != 0)
+    int classes = cn_model_num_outputs(run->model);
+    const char **names = malloc((size_t)classes * sizeof *names);
+    if (!names)
+        return cli_failure("out of memory");
+    for (int c = 0; c < classes; c++) names[c] = cli_class_name(run->model, c);
+    const cn_dataset *t = &run->test;
+    cn_labelled_images set = {t->pixels, t->channels, t->height, t->width, t->labels,
+                              run->predictions, n, classes, names};
+    int rc = cn_result_picture(s->result_image, &set, rows, cols, title, &err);
+    free(names);
+    if (rc != 0)
         return cli_library_error(&err, s->result_image);
     if (progress_shows(&run->progress, PROGRESS_NORMAL))
         cli_print_line("Saved result picture to %s", s->result_image);

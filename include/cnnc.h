@@ -706,18 +706,41 @@ CN_API int cn_image_light_background(const uint8_t *pixels, int rows, int cols);
 
 /* ---------------------------------------------------------------- pictures */
 
-/* Draws a grid (rows x cols) of the first rows*cols images with captions
+/* The longest side of an image cn_result_picture draws. */
+#define CN_PICTURE_MAX_SIDE 1024
+
+/* A set of labelled images with a model's predictions, for cn_result_picture. */
+typedef struct {
+    const uint8_t *images;           /* [n, channels, height, width] raw pixels, planes in order */
+    int channels;                    /* 1 (grey) or 3 (red, green, blue planes) */
+    int height, width;               /* 1..CN_PICTURE_MAX_SIDE each */
+    const uint8_t *labels;           /* [n] class numbers < classes */
+    const uint8_t *predictions;      /* [n] class numbers < classes */
+    int n;
+    int classes;                     /* 1..256 */
+    const char *const *class_names;  /* [classes], or NULL: the class numbers are drawn */
+} cn_labelled_images;
+
+/* Draws a grid (rows x cols) of the set's first rows*cols images with captions
  * "Actual <class> / Predicted <class>", blue when right and red when wrong, under a title
- * (may be NULL), and writes it as an opaque PNG, whole or not at all. images is [n, 28, 28]
- * raw pixels, labels and predictions n class numbers each (read only); n >= rows * cols.
+ * (may be NULL), and writes it as an opaque PNG, whole or not at all. The set is read only;
+ * set->n >= rows * cols, and only the labels and predictions in the grid are checked. A class
+ * whose name is NULL (or all of them, class_names NULL) is shown by its number.
+ * Each image is scaled up by s = max(1, round(115 / max(height, width))) with nearest-neighbour
+ * sampling (28 x 28 at 4x: 112 px), grey as it is (0 black, 255 white), 3 channels in colour.
+ * Layout, in px: each cell is C = max(260, s * width + 12) wide and holds a 22 px caption band
+ * over the image; the picture is (32 + cols * C) x (72 + rows * (22 + s * height) +
+ * (rows - 1) * 12) (1332 x 790 for 5 x 5 Fashion-MNIST images). A caption is drawn at 12 px;
+ * one wider than C - 12 shrinks down to 9 px, and if still too wide the longer of its two
+ * names loses characters at its end for "…" until it fits, so it never leaves its cell.
  * The text of this and the other pictures is drawn in DejaVu Sans read from the files of
  * Debian's fonts-dejavu-core (/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf and
  * DejaVuSans-Bold.ttf), never through fontconfig, so the pixels do not depend on its cache.
- * Errors: bad arguments (a class above 9 in the grid, a grid too large for one picture), a
+ * Errors: bad arguments (channels not 1 or 3, a side or the class count out of range, a label
+ * or prediction in the grid >= classes, too few images, a grid over cairo's 32767 px), a
  * folder that is missing or not writable, a font file that is missing or unreadable. */
-CN_API int cn_result_picture(const char *path, const uint8_t *images, const uint8_t *labels,
-                             const uint8_t *predictions, int n, int rows, int cols,
-                             const char *title, cn_error *err);
+CN_API int cn_result_picture(const char *path, const cn_labelled_images *set, int rows,
+                             int cols, const char *title, cn_error *err);
 
 /* One epoch's numbers for cn_plot_curves. A value that is NaN or infinite is left out of its
  * curve (the line breaks there), so an epoch without a test pass can still be plotted. */
@@ -750,14 +773,20 @@ CN_API int cn_plot_curves(const char *path, const cn_epoch_metrics *epochs, int 
 CN_API int cn_confusion_count(int64_t *counts, int classes, const uint8_t *labels,
                               const uint8_t *predictions, int n, cn_error *err);
 
-/* Draws a confusion matrix as an opaque PNG of (258 + 58 * classes) x (184 + 58 * classes) px
- * (838 x 764 for 10 classes): one cell per (actual row, predicted column) with its count, shaded
- * from white to dark blue by count / largest count, actual class names down the left, predicted
- * class names slanted along the bottom, a colour bar on the right and the title on top.
- * counts as cn_confusion_count writes them (read only, each >= 0); classes 1..64; class_names
- * has classes entries, or is NULL for the class numbers (cn_class_names for Fashion-MNIST);
- * title may be NULL. The file appears whole or not at all. Errors: bad arguments, a folder
- * that is missing or not writable, or a missing font file (as cn_result_picture). */
+/* Draws a confusion matrix as an opaque PNG: one cell per (actual row, predicted column),
+ * shaded from white to dark blue by count / largest count, actual class names down the left,
+ * predicted class names along the bottom, a colour bar on the right and the title on top.
+ * Cells are K = 580 / classes px (rounded down) but within 14..116, so the picture is
+ * (258 + K * classes) x (184 + K * classes) px: 490 x 416 for 2 classes, 838 x 764 for 10,
+ * 1658 x 1584 for 100, 3842 x 3768 at most. A cell shows its count in 14 px text (smaller in
+ * cells under 47 px or for counts too wide), or none where that would be under 6.5 px (from 27
+ * classes on). Class names are 13 px, smaller in cells under 17 px, and cut short with "…"
+ * where they would need to go under 9 px to fit their band (about 100 px); column names are
+ * slanted in cells of 24 px or more (up to 24 classes), upright above that.
+ * counts as cn_confusion_count writes them (read only, each >= 0); classes 1..256; class_names
+ * has classes entries (an entry or the whole array may be NULL for the class numbers); title
+ * may be NULL. The file appears whole or not at all. Errors: bad arguments, a folder that is
+ * missing or not writable, or a missing font file (as cn_result_picture). */
 CN_API int cn_confusion_picture(const char *path, const int64_t *counts, int classes,
                                 const char *const *class_names, const char *title, cn_error *err);
 

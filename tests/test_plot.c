@@ -324,10 +324,10 @@ static void expect_confusion_refused(const int64_t *counts, int classes, const c
 static void test_confusion_refusals(void **state)
 {
     (void)state;
-    int64_t counts[65 * 65] = {0};
-    expect_confusion_refused(counts, 0, "1..64 classes");
-    expect_confusion_refused(counts, 65, "1..64 classes");
-    expect_confusion_refused(NULL, 10, "1..64 classes");
+    static int64_t counts[257 * 257];
+    expect_confusion_refused(counts, 0, "1..256 classes");
+    expect_confusion_refused(counts, 257, "1..256 classes");
+    expect_confusion_refused(NULL, 10, "1..256 classes");
     counts[5] = -1;
     expect_confusion_refused(counts, 10, "count 5 is negative");
 }

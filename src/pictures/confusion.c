@@ -1,15 +1,19 @@
-/* confusion.c — the confusion matrix: counting (actual, predicted) pairs, and its picture: one
- * cell per pair with its count, coloured from white to dark blue by the count, actual classes
- * down the left, predicted classes along the bottom, a colour bar on the right, a title on top,
- * written as an opaque PNG that appears whole or not at all. It does not run any model; the
- * caller passes labels and predictions. */
+/* confusion.c — the confusion matrix: counting (actual, predicted) pairs, and its picture for 1
+ * to 256 classes: one cell per pair, coloured from white to dark blue by the count, with the
+ * count when it fits, actual classes down the left, predicted classes along the bottom, a colour
+ * bar on the right, a title on top, written as an opaque PNG that appears whole or not at all.
+ * Cells shrink as classes grow (down to CONF_MIN_CELL), and so does their text. It does not run
+ * any model and knows no data set's class names; the caller passes them. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "pictures/draw.h"
 
-#define CONF_CELL 58.0
+#define CONF_SPAN 580         /* px the matrix side comes near: 58 px cells for 10 classes */
+#define CONF_MIN_CELL 14      /* px: 256 classes make a 3584 px matrix */
+#define CONF_MAX_CELL 116     /* px: few classes do not make huge cells */
+#define CONF_SLANT_CELL 24    /* px: from this cell size on, column names are slanted */
 #define CONF_MARGIN 16.0
 #define CONF_TITLE_BAND 44.0
 #define CONF_TITLE_SIZE 18.0
@@ -18,11 +22,13 @@
 #define CONF_ROW_LABELS 110.0   /* the band of actual class names */
 #define CONF_COL_LABELS 84.0    /* the band of predicted class names, slanted */
 #define CONF_LABEL_SIZE 13.0
+#define CONF_LABEL_MIN 9.0      /* px: a longer class name is cut short with "…" */
 #define CONF_COUNT_SIZE 14.0
+#define CONF_COUNT_MIN 6.5      /* px: a count that would be smaller is not drawn */
 #define CONF_BAR_GAP 24.0
 #define CONF_BAR_W 18.0
 #define CONF_BAR_LABELS 50.0
-#define CONF_MAX_CLASSES 64
+#define CONF_MAX_CLASSES 256
 
 /* The light, middle and dark ends of the colour scale (close to matplotlib's "Blues"). */
 static const double conf_scale[3][3] = {
@@ -34,6 +40,7 @@ typedef struct {
     const char *const *names;
     const char *title;
     int64_t max_count;
+    double cell; /* px: the side of one cell */
 } conf_job;
 
 int cn_confusion_count(int64_t *counts, int classes, const uint8_t *labels,
@@ -53,18 +60,25 @@ int cn_confusion_count(int64_t *counts, int classes, const uint8_t *labels,
 
 /* ------------------------------------------------------------------ layout */
 
+/* The side of one cell: 580 / classes px, whole, within 14..116 (58 for 10 classes). */
+static int conf_cell(int classes)
+{
+    int cell = CONF_SPAN / classes;
+    return cell < CONF_MIN_CELL ? CONF_MIN_CELL : cell > CONF_MAX_CELL ? CONF_MAX_CELL : cell;
+}
+
 static double conf_left(void) { return CONF_MARGIN + CONF_AXIS_BAND + CONF_ROW_LABELS; }
 static double conf_top(void) { return CONF_MARGIN + CONF_TITLE_BAND; }
 
 static int conf_width(int classes)
 {
-    return (int)(conf_left() + classes * CONF_CELL + CONF_BAR_GAP + CONF_BAR_W +
+    return (int)(conf_left() + classes * conf_cell(classes) + CONF_BAR_GAP + CONF_BAR_W +
                  CONF_BAR_LABELS + CONF_MARGIN);
 }
 
 static int conf_height(int classes)
 {
-    return (int)(conf_top() + classes * CONF_CELL + CONF_COL_LABELS + CONF_AXIS_BAND +
+    return (int)(conf_top() + classes * conf_cell(classes) + CONF_COL_LABELS + CONF_AXIS_BAND +
                  CONF_MARGIN);
 }
 
@@ -87,34 +101,44 @@ static const char *class_name(const conf_job *job, int c, char *buf, size_t size
     return buf;
 }
 
+/* The count at 14 px in cells of 58 px or more, smaller in smaller cells and when it has many
+ * digits; not drawn at all when that would be under CONF_COUNT_MIN. */
+static void draw_count(cairo_t *cr, const conf_job *job, int64_t count, double t, double x,
+                       double y)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%lld", (long long)count);
+    double size = fmin(CONF_COUNT_SIZE, job->cell * 0.3);
+    size = cn_fit_size(cr, text, size, 0, job->cell - 6);
+    if (size < CONF_COUNT_MIN) return;
+    if (count == 0) cairo_set_source_rgb(cr, 0.62, 0.62, 0.62);
+    else if (t > 0.6) cairo_set_source_rgb(cr, 1, 1, 1);
+    else cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    cn_draw_text(cr, text, size, x + job->cell / 2, y + job->cell / 2 + size * 5 / 14, 0.5, 0);
+}
+
 static void draw_cell(cairo_t *cr, const conf_job *job, int actual, int predicted)
 {
     int64_t count = job->counts[actual * job->classes + predicted];
     double t = job->max_count > 0 ? (double)count / (double)job->max_count : 0;
-    double x = conf_left() + predicted * CONF_CELL, y = conf_top() + actual * CONF_CELL;
+    double x = conf_left() + predicted * job->cell, y = conf_top() + actual * job->cell;
     set_scale_colour(cr, t);
-    cairo_rectangle(cr, x, y, CONF_CELL, CONF_CELL);
+    cairo_rectangle(cr, x, y, job->cell, job->cell);
     cairo_fill(cr);
-    char text[32];
-    snprintf(text, sizeof text, "%lld", (long long)count);
-    if (count == 0) cairo_set_source_rgb(cr, 0.62, 0.62, 0.62);
-    else if (t > 0.6) cairo_set_source_rgb(cr, 1, 1, 1);
-    else cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    cn_draw_text(cr, text, CONF_COUNT_SIZE, x + CONF_CELL / 2, y + CONF_CELL / 2 + 5, 0.5,
-                 CONF_CELL - 6);
+    draw_count(cr, job, count, t, x, y);
 }
 
 /* Thin white lines between the cells and a dark frame around the matrix. */
-static void draw_matrix_lines(cairo_t *cr, int classes)
+static void draw_matrix_lines(cairo_t *cr, const conf_job *job)
 {
-    double left = conf_left(), top = conf_top(), side = classes * CONF_CELL;
+    double left = conf_left(), top = conf_top(), side = job->classes * job->cell;
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_set_line_width(cr, 1);
-    for (int i = 1; i < classes; i++) {
-        cairo_move_to(cr, left + i * CONF_CELL, top);
-        cairo_line_to(cr, left + i * CONF_CELL, top + side);
-        cairo_move_to(cr, left, top + i * CONF_CELL);
-        cairo_line_to(cr, left + side, top + i * CONF_CELL);
+    for (int i = 1; i < job->classes; i++) {
+        cairo_move_to(cr, left + i * job->cell, top);
+        cairo_line_to(cr, left + i * job->cell, top + side);
+        cairo_move_to(cr, left, top + i * job->cell);
+        cairo_line_to(cr, left + side, top + i * job->cell);
     }
     cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0.25, 0.25, 0.25);
@@ -122,32 +146,49 @@ static void draw_matrix_lines(cairo_t *cr, int classes)
     cairo_stroke(cr);
 }
 
-/* Actual classes right-aligned left of their rows; predicted classes slanted under their
- * columns, ending at the column's centre. */
+/* Predicted class c's name under its column: slanted, ending at the column's centre, in cells
+ * of CONF_SLANT_CELL px or more; else upright (reading upwards), ending at the matrix. */
+static void draw_column_label(cairo_t *cr, const conf_job *job, const char *name, int c)
+{
+    double bottom = conf_top() + job->classes * job->cell;
+    double centre = conf_left() + (c + 0.5) * job->cell;
+    cairo_save(cr);
+    if (job->cell >= CONF_SLANT_CELL) {
+        double size = fmin(CONF_LABEL_SIZE, job->cell * 0.55);
+        cairo_translate(cr, centre + 4, bottom + 12);
+        cairo_rotate(cr, -M_PI / 4);
+        cn_draw_text_fit(cr, name, size, CONF_LABEL_MIN, 0, 0, 1,
+                         (CONF_COL_LABELS - 14) / sin(M_PI / 4));
+    } else {
+        double size = fmin(CONF_LABEL_SIZE, job->cell * 0.8);
+        cairo_translate(cr, centre + size * 0.35, bottom + 6);
+        cairo_rotate(cr, -M_PI / 2);
+        cn_draw_text_fit(cr, name, size, CONF_LABEL_MIN, 0, 0, 1, CONF_COL_LABELS - 10);
+    }
+    cairo_restore(cr);
+}
+
+/* Actual classes right-aligned left of their rows, predicted classes under their columns. */
 static void draw_class_labels(cairo_t *cr, const conf_job *job)
 {
     char buf[16];
-    double bottom = conf_top() + job->classes * CONF_CELL;
-    double slant_max = (CONF_COL_LABELS - 14) / sin(M_PI / 4);
+    double size = fmin(CONF_LABEL_SIZE, job->cell * 0.8);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     for (int c = 0; c < job->classes; c++) {
         const char *name = class_name(job, c, buf, sizeof buf);
-        cn_draw_text(cr, name, CONF_LABEL_SIZE, conf_left() - 8,
-                     conf_top() + (c + 0.5) * CONF_CELL + 4.5, 1, CONF_ROW_LABELS - 12);
-        cairo_save(cr);
-        cairo_translate(cr, conf_left() + (c + 0.5) * CONF_CELL + 4, bottom + 12);
-        cairo_rotate(cr, -M_PI / 4);
-        cn_draw_text(cr, name, CONF_LABEL_SIZE, 0, 0, 1, slant_max);
-        cairo_restore(cr);
+        cn_draw_text_fit(cr, name, size, CONF_LABEL_MIN, conf_left() - 8,
+                         conf_top() + (c + 0.5) * job->cell + size * 4.5 / 13, 1,
+                         CONF_ROW_LABELS - 12);
+        draw_column_label(cr, job, name, c);
     }
 }
 
-static void draw_axis_titles(cairo_t *cr, int classes)
+static void draw_axis_titles(cairo_t *cr, const conf_job *job)
 {
-    double side = classes * CONF_CELL;
+    double side = job->classes * job->cell;
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     cn_draw_text(cr, "Predicted", CONF_AXIS_SIZE, conf_left() + side / 2,
-                 conf_height(classes) - CONF_MARGIN - 6, 0.5, side);
+                 conf_height(job->classes) - CONF_MARGIN - 6, 0.5, side);
     cairo_save(cr);
     cairo_translate(cr, CONF_MARGIN + CONF_AXIS_SIZE, conf_top() + side / 2);
     cairo_rotate(cr, -M_PI / 2);
@@ -158,8 +199,8 @@ static void draw_axis_titles(cairo_t *cr, int classes)
 /* A vertical gradient from 0 (bottom) to the largest count (top), with ticks at nice counts. */
 static void draw_colour_bar(cairo_t *cr, const conf_job *job)
 {
-    double x = conf_left() + job->classes * CONF_CELL + CONF_BAR_GAP, top = conf_top();
-    double h = job->classes * CONF_CELL, max = job->max_count > 0 ? (double)job->max_count : 1;
+    double h = job->classes * job->cell, x = conf_left() + h + CONF_BAR_GAP, top = conf_top();
+    double max = job->max_count > 0 ? (double)job->max_count : 1;
     for (int i = 0; i < (int)h; i++) {
         set_scale_colour(cr, 1 - (i + 0.5) / h);
         cairo_rectangle(cr, x, top + i, CONF_BAR_W, 1);
@@ -194,9 +235,9 @@ static cairo_status_t draw_confusion(cairo_t *cr, const cn_fonts *fonts, const v
     cairo_set_font_face(cr, fonts->regular);
     for (int a = 0; a < job->classes; a++)
         for (int p = 0; p < job->classes; p++) draw_cell(cr, job, a, p);
-    draw_matrix_lines(cr, job->classes);
+    draw_matrix_lines(cr, job);
     draw_class_labels(cr, job);
-    draw_axis_titles(cr, job->classes);
+    draw_axis_titles(cr, job);
     draw_colour_bar(cr, job);
     return cairo_status(cr);
 }
@@ -208,7 +249,7 @@ int cn_confusion_picture(const char *path, const int64_t *counts, int classes,
     if (!counts || classes < 1 || classes > CONF_MAX_CLASSES)
         return cn_fail(err, "%s: confusion matrix needs counts for 1..%d classes, not %d", path,
                        CONF_MAX_CLASSES, classes);
-    conf_job job = {counts, classes, class_names, title, 0};
+    conf_job job = {counts, classes, class_names, title, 0, conf_cell(classes)};
     for (int i = 0; i < classes * classes; i++) {
         if (counts[i] < 0)
             return cn_fail(err, "%s: confusion matrix: count %d is negative (%lld)", path, i,

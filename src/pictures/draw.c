@@ -123,6 +123,42 @@ void cn_draw_text(cairo_t *cr, const char *text, double size, double x, double y
     cairo_show_text(cr, text);
 }
 
+double cn_fit_size(cairo_t *cr, const char *text, double size, double min_size, double max_w)
+{
+    double w = cn_text_width(cr, text, size);
+    if (w <= max_w || w <= 0 || max_w <= 0) return size;
+    return fmax(size * max_w / w, min_size);
+}
+
+int cn_utf8_drop_last(char *s)
+{
+    size_t len = strlen(s);
+    if (len == 0) return 0;
+    do len--;
+    while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80);
+    s[len] = '\0';
+    return 1;
+}
+
+void cn_draw_text_fit(cairo_t *cr, const char *text, double size, double min_size, double x,
+                      double y, double align, double max_w)
+{
+    char buf[256];
+    size = cn_fit_size(cr, text, size, min_size, max_w);
+    snprintf(buf, sizeof buf, "%s", text);
+    if (strlen(text) >= sizeof buf || cn_text_width(cr, buf, size) > max_w) {
+        size_t room = sizeof buf - sizeof CN_ELLIPSIS;
+        if (strlen(buf) > room) buf[room] = '\0';
+        while (cn_utf8_drop_last(buf) && *buf) {
+            char shown[sizeof buf];
+            snprintf(shown, sizeof shown, "%s%s", buf, CN_ELLIPSIS);
+            if (cn_text_width(cr, shown, size) <= max_w) break;
+        }
+        strcat(buf, CN_ELLIPSIS);
+    }
+    cn_draw_text(cr, buf, size, x, y, align, 0);
+}
+
 /* ------------------------------------------------------------------ ticks */
 
 /* A 1, 2 or 5 times a power of ten near x (> 0): the nearest when round, else the next above. */

@@ -48,6 +48,21 @@ void cn_draw_text(cairo_t *cr, const char *text, double size, double x, double y
 /* Width of text at the given size in the current font face. */
 double cn_text_width(cairo_t *cr, const char *text, double size);
 
+/* "…", what a text cut short ends with. */
+#define CN_ELLIPSIS "\xE2\x80\xA6"
+
+/* The size to draw text at so that it is at most max_w wide: size when it fits, else smaller,
+ * but never below min_size (the text may then still be too wide). */
+double cn_fit_size(cairo_t *cr, const char *text, double size, double min_size, double max_w);
+
+/* Cuts the last whole UTF-8 character off s, in place; 0 when s was already empty. */
+int cn_utf8_drop_last(char *s);
+
+/* As cn_draw_text, but never smaller than min_size: a text still wider than max_w there loses
+ * characters at its end for an ellipsis (…) until it fits. Texts are cut at 250 bytes. */
+void cn_draw_text_fit(cairo_t *cr, const char *text, double size, double min_size, double x,
+                      double y, double align, double max_w);
+
 /* Tick marks for an axis over [lo, hi] (lo <= hi): first and last are multiples of step that
  * enclose the range, step is 1, 2 or 5 times a power of ten, with about max_ticks intervals.
  * decimals is how many digits after the point the labels need. */
