@@ -23,7 +23,7 @@ grep -qE "^FMA peak:  0\.0 " "$tmp/out" && fail "info measured a zero peak"
 grep -qE "^MPI:       (yes, Open MPI|no \(built without MPI)" "$tmp/out" ||
   fail "info lacks whether MPI is built in"
 if [ -d "$data" ]; then
-  grep -q "^Dataset:   $data (default): 60000 training and 10000 test images" "$tmp/out" ||
+  grep -q "^Dataset:   $data (default): idx, 60000 training and 10000 test images of 1x28x28 in 10 classes$" "$tmp/out" ||
     fail "info does not find the default dataset: $(grep Dataset "$tmp/out")"
 fi
 env CNNC_ISA=generic "$cnnc" info --threads 1 --data-dir "$tmp/none" >"$tmp/out" 2>"$tmp/err"

@@ -26,6 +26,7 @@ static void make_dataset(cn_dataset *ds, int n, uint64_t seed)
 {
     cn_rng rng;
     cn_rng_seed(&rng, seed);
+    memset(ds, 0, sizeof *ds);
     ds->count = n;
     ds->channels = 1, ds->classes = 10;
     ds->height = ds->width = 28;
