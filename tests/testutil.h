@@ -302,7 +302,8 @@ static inline int tu_isa_unavailable(void)
  * row band at the label's height), so that a model can learn it; the caller frees it. */
 static inline cn_dataset tu_synthetic_set(int count, uint64_t seed)
 {
-    cn_dataset ds = {count, 28, 28, malloc((size_t)count * 784), malloc((size_t)count)};
+    cn_dataset ds = {.count = count, .rows = 28, .cols = 28,
+                     .pixels = malloc((size_t)count * 784), .labels = malloc((size_t)count)};
     assert_non_null(ds.pixels);
     assert_non_null(ds.labels);
     cn_rng rng;
