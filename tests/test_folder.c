@@ -258,7 +258,7 @@ static void test_mixed_sizes(void **state)
     char *root = tu_make_temp_dir("folder");
     write_png(root, "train/a/1.png", 0, H, W, 1);
     write_png(root, "train/b/1.png", 1, H + 1, W, 1);
-    REFUSED(root, "train", "train/b/1.png: image is 5x5 pixels", "train/a/1.png) 5x4",
+    REFUSED(root, "train", "train/b/1.png: image is 5x5 pixels", "train/a/1.png) is 5x4",
             "images of mixed sizes");
     remove_tree(root);
 }

@@ -21,7 +21,7 @@ static int size_refused(const char *path, long width, long height, const cn_imag
                         cn_error *err)
 {
     if (want->first)
-        return cn_fail(err, "%s: image is %ldx%ld pixels, the first image (%s) %dx%d: images of "
+        return cn_fail(err, "%s: image is %ldx%ld pixels, the first image (%s) is %dx%d: images of "
                        "mixed sizes", path, width, height, want->first, want->width,
                        want->height);
     return cn_fail(err, "%s: image is %ldx%ld pixels; the model takes %dx%d (images are not "
