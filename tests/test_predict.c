@@ -1,9 +1,9 @@
 /* test_predict.c — reading images for prediction (PGM P2/P5, PNG in grey, colour and with
  * transparency, JPEG in grey and colour, each as 1 or 3 channels; one refusal per kind of bad
- * file, each with its message), scaling them (plane by plane for colour) (values computed by hand, and PIL's own pixels from
- * tests/fixtures/predict/pil), the light background test (by hand and over Fashion-MNIST's test
- * set), and cn_model_predict against cn_evaluate. The command line (`cnnc predict` on PyTorch's
- * fixtures) is tested in tests/cli_predict.sh. */
+ * file, each with its message), scaling them, plane by plane for colour (values computed by hand,
+ * and PIL's own pixels from tests/fixtures/predict/pil), the light background test (by hand and
+ * over Fashion-MNIST's test set), and cn_model_predict against cn_evaluate. The command line
+ * (`cnnc predict` on PyTorch's fixtures) is tested in tests/cli_predict.sh. */
 #include "testutil.h"
 
 #include <cairo.h>

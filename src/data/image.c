@@ -1,11 +1,10 @@
-/* image.c — grey or colour images from files, for prediction and image folders: reads the
- * file once (at most IMAGE_FILE_LIMIT bytes), tells PNG, JPEG and PGM apart by their first
- * bytes and hands the bytes to that format's decoder (png.c, jpeg.c, pgm.c), which checks the
- * size from the header before decoding anything and converts to the channels asked for. Then
- * the image is taken at exactly the size asked for, or scaled to it (resize.c: area averaging
- * when shrinking, bilinear when enlarging). Also the light background test behind
- * `cnnc predict --invert=auto`. It does not invert pixels (the caller
- * decides), crop, centre, or read any other format. */
+/* image.c — grey or colour images from files, for prediction and image folders: reads the file
+ * once (at most IMAGE_FILE_LIMIT bytes), tells PNG, JPEG and PGM apart by their first bytes and
+ * hands the bytes to that format's decoder (png.c, jpeg.c, pgm.c), which checks the size from the
+ * header before decoding anything and converts to the channels asked for. Then the image is taken
+ * at exactly the size asked for, or scaled to it (resize.c: area averaging when shrinking,
+ * bilinear when enlarging). Also the light background test behind `cnnc predict --invert=auto`. It
+ * does not invert pixels (the caller decides), crop, centre, or read any other format. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,13 +1,13 @@
 /* jpeg.c — JPEG files for the image reader, decoded from memory by libjpeg-turbo (baseline,
- * progressive and arithmetic-coded; grey, YCbCr and RGB). Colour is decoded to RGB, and made
- * grey with the same luma as PNG when grey is asked for, so the pixels are those of PIL's
- * Image.open().convert("L") or convert("RGB") with the same library. libjpeg's fatal errors come back here through longjmp, never exit();
- * its warnings about damaged data (a truncated file, a bad Huffman code, ...) are fatal too, so
- * a damaged file is refused rather than predicted from grey filler; only warnings about
- * metadata (an unknown JFIF revision, a bad ICC profile, which is not used) are let through.
- * The size is checked from the header before any pixel is decoded, libjpeg's memory is capped,
- * and so is the number of progressive scans, against files crafted to decode forever. It does
- * not read CMYK / YCCK files, apply EXIF orientation, or write JPEG. */
+ * progressive and arithmetic-coded; grey, YCbCr and RGB). Colour is decoded to RGB, and made grey
+ * with the same luma as PNG when grey is asked for, so the pixels are those of PIL's
+ * Image.open().convert("L") or convert("RGB") with the same library. libjpeg's fatal errors come
+ * back here through longjmp, never exit(); its warnings about damaged data (a truncated file, a
+ * bad Huffman code, ...) are fatal too, so a damaged file is refused rather than predicted from
+ * grey filler; only warnings about metadata (an unknown JFIF revision, a bad ICC profile, which is
+ * not used) are let through. The size is checked from the header before any pixel is decoded,
+ * libjpeg's memory is capped, and so is the number of progressive scans, against files crafted to
+ * decode forever. It does not read CMYK / YCCK files, apply EXIF orientation, or write JPEG. */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>

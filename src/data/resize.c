@@ -1,12 +1,12 @@
 /* resize.c — scaling an image to the model's input size, plane by plane ([channels, height,
  * width]), each axis on its own: area averaging along an axis that shrinks (a box filter one
  * output pixel wide: the mean of the source pixels whose centres lie under the output pixel),
- * bilinear interpolation along one that grows (a triangle filter: the two nearest source
- * pixels, by distance; edge pixels repeated). This is PIL's separable resampler (Pillow's Resample.c) with Image.BOX and Image.BILINEAR,
- * computed the same way — weights in double, rounded to 22-bit fixed point, a horizontal pass
- * rounded to 8 bits, then a vertical one — so its pixels are exactly PIL's, which the tests
- * check against files PIL wrote. It keeps no aspect ratio and does no cropping, sharpening or
- * gamma correction (pixel values are averaged as stored). */
+ * bilinear interpolation along one that grows (a triangle filter: the two nearest source pixels,
+ * by distance; edge pixels repeated). This is PIL's separable resampler (Pillow's Resample.c) with
+ * Image.BOX and Image.BILINEAR, computed the same way — weights in double, rounded to 22-bit fixed
+ * point, a horizontal pass rounded to 8 bits, then a vertical one — so its pixels are exactly
+ * PIL's, which the tests check against files PIL wrote. It keeps no aspect ratio and does no
+ * cropping, sharpening or gamma correction (pixel values are averaged as stored). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
