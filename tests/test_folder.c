@@ -10,8 +10,6 @@
 #include <ftw.h>
 #include <sys/stat.h>
 
-#include <jpeglib.h>
-
 #include "data/formats.h"
 
 /* ---------------------------------------------------------------- writing trees */
@@ -83,30 +81,16 @@ static void write_png(const char *root, const char *rel, int id, int height, int
 static void write_jpeg(const char *root, const char *rel, int height, int width, int colour,
                        const uint8_t v[3])
 {
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr e;
-    c.err = jpeg_std_error(&e);
-    jpeg_create_compress(&c);
-    unsigned char *out = NULL;
+    int components = colour ? 3 : 1;
+    uint8_t *pixels = malloc((size_t)height * width * components);
+    assert_non_null(pixels);
+    for (int i = 0; i < height * width; i++) memcpy(pixels + i * components, v, components);
     unsigned long len = 0;
-    jpeg_mem_dest(&c, &out, &len);
-    c.image_width = (JDIMENSION)width;
-    c.image_height = (JDIMENSION)height;
-    c.input_components = colour ? 3 : 1;
-    c.in_color_space = colour ? JCS_RGB : JCS_GRAYSCALE;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 100, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    uint8_t row[3 * 64];
-    for (int i = 0; i < width; i++) memcpy(row + i * c.input_components, v, 3);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW p = row;
-        jpeg_write_scanlines(&c, &p, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
+    unsigned char *out = tu_jpeg_bytes(pixels, width, height, components,
+                                       colour ? JCS_RGB : JCS_GRAYSCALE, 100, 0, &len);
     write_file(root, rel, out, len);
     free(out);
+    free(pixels);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

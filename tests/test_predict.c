@@ -387,27 +387,9 @@ static void test_png_damaged_inside(void **state)
 static char *jpeg_file(const uint8_t *pixels, int width, int height, int components,
                        J_COLOR_SPACE space, int progressive)
 {
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr e;
-    c.err = jpeg_std_error(&e);
-    jpeg_create_compress(&c);
-    unsigned char *out = NULL;
     unsigned long len = 0;
-    jpeg_mem_dest(&c, &out, &len);
-    c.image_width = (JDIMENSION)width;
-    c.image_height = (JDIMENSION)height;
-    c.input_components = components;
-    c.in_color_space = space;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 95, TRUE);
-    if (progressive) jpeg_simple_progression(&c);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = (JSAMPROW)(pixels + (size_t)c.next_scanline * width * components);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
+    unsigned char *out =
+        tu_jpeg_bytes(pixels, width, height, components, space, 95, progressive, &len);
     char *path = tu_write_temp(out, len, ".jpg");
     free(out);
     return path;
