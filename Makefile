@@ -48,7 +48,7 @@ INSTALLED := $(BINDIR)/cnnc $(LIBDIR)/libcnnc.a $(LIBDIR)/$(SHLIB) $(LIBDIR)/$(S
              $(LIBDIR)/libcnnc.so $(INCLUDEDIR)/cnnc.h $(PKGCONFIGDIR)/cnnc.pc \
              $(MANDIR)/man1/cnnc.1
 
-FUZZ_TARGETS := idx safetensors image cli model_file cifar10
+FUZZ_TARGETS := idx safetensors image cli model_file cifar10 folder
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 

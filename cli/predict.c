@@ -1,7 +1,8 @@
-/* predict.c — `cnnc predict`: the class, and the probability of each of the ten classes, that a
- * saved model gives to grey images — PNG, JPEG or PGM files of any size, scaled to the model's
- * 28x28 (area averaging when shrinking, bilinear when enlarging; see cn_image_resize_grey), or
- * one sample of an IDX file, taken as it is. Images with a light background are inverted unless
+/* predict.c — `cnnc predict`: the class, and the probability of each class, that a saved model
+ * gives to images — PNG, JPEG or PGM files of any size, read as grey or colour as the model's
+ * input channels ask and scaled to its height and width (area averaging when shrinking,
+ * bilinear when enlarging; see cn_image_resize), or, for a grey model, one sample of an IDX
+ * file, taken as it is. For a grey model, images with a light background are inverted unless
  * --invert says otherwise (see cn_image_light_background); each line says what was done to its
  * image. The model and every input are read and checked before anything is printed. It trains
  * nothing, writes no files, and does not crop or centre images. */
@@ -12,9 +13,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-
-#define SIDE 28
-#define PIXELS (SIDE * SIDE)
 
 typedef struct {
     const char *checkpoint; /* required */
@@ -32,12 +30,20 @@ static const char *const invert_names[] = {"auto", "yes", "no"};
 /* One input as read: its name, its size in the file, whether it was inverted. */
 typedef struct {
     char *name; /* points into argv, except the IDX sample's (malloc'd, the last) */
-    int rows, cols;
+    int height, width;
     int inverted;
 } predict_input;
 
-/* The inputs, read: n images of PIXELS bytes, as the model sees them. */
+/* What the model reads and gives: images of channels x height x width (size bytes), classes
+ * log-probabilities. */
 typedef struct {
+    int channels, height, width, classes;
+    size_t size;
+} predict_shape;
+
+/* The inputs, read: n images of shape.size bytes, as the model sees them. */
+typedef struct {
+    predict_shape shape;
     int n;
     uint8_t *pixels;
     predict_input *items;
@@ -67,7 +73,7 @@ void cli_predict_help(FILE *out)
     fputs("Usage: cnnc predict --checkpoint FILE|DIR [--invert[=WHEN]] IMAGE...\n"
           "       cnnc predict --checkpoint FILE|DIR [--invert[=WHEN]] --idx FILE --index I\n"
           "Prints the class a saved model predicts for each image, with the probability of\n"
-          "each of the ten classes. A line says \"[resized from WxH]\" and \"[inverted]\"\n"
+          "each of its classes. A line says \"[resized from WxH]\" and \"[inverted]\"\n"
           "when that was done to its image.\n"
           "\n"
           "  --checkpoint FILE|DIR  model from 'cnnc train --save' or a training\n"
@@ -76,22 +82,25 @@ void cli_predict_help(FILE *out)
           "  --model FILE         the network of a file that records none, such as a\n"
           "                       PyTorch state_dict (default: the seed's network)\n"
           "  IMAGE                a PNG, JPEG or PGM (P2 or P5) file, told apart by its\n"
-          "                       content; colour becomes grey (0.299 R + 0.587 G +\n"
-          "                       0.114 B), transparency is composited over black. Other\n"
-          "                       sizes are scaled to 28x28, each side on its own (the\n"
+          "                       content, read as the model's input channels ask: for a\n"
+          "                       grey model colour becomes grey (0.299 R + 0.587 G +\n"
+          "                       0.114 B), for a colour model grey is repeated in red,\n"
+          "                       green and blue; transparency is composited over black.\n"
+          "                       Other sizes are scaled to the model's input (28x28 for\n"
+          "                       Fashion-MNIST), each side on its own (the\n"
           "                       aspect ratio is not kept): a side that shrinks by area\n"
           "                       averaging, a side that grows by bilinear interpolation\n"
           "                       (the pixels of PIL's resize with BOX and BILINEAR). At\n"
           "                       most 32767 pixels a side, 33554432 in all, 16 MiB a file\n"
-          "  --idx FILE           an IDX file of 28x28 images (.gz or not), such as\n"
-          "                       t10k-images-idx3-ubyte.gz\n"
+          "  --idx FILE           an IDX file of grey images of the model's size (.gz or\n"
+          "                       not), such as t10k-images-idx3-ubyte.gz; grey models only\n"
           "  --index I            the sample of --idx to predict, from 0\n"
           "  --invert[=WHEN]      when to use 255 - v for every pixel (Fashion-MNIST has\n"
           "                       light objects on black): auto (the default) inverts an\n"
           "                       IMAGE whose border, its outermost pixels after scaling,\n"
           "                       has a mean of 128 or more (a light background), but no\n"
-          "                       --idx sample; yes (also --invert alone) inverts every\n"
-          "                       input; no inverts none\n"
+          "                       --idx sample and nothing for a colour model; yes (also\n"
+          "                       --invert alone) inverts every input; no inverts none\n"
           "  -h, --help           show this help and exit\n",
           out);
 }
@@ -171,70 +180,95 @@ static int parse_predict_flags(int argc, char **argv, predict_settings *s, int *
     return check_settings(s);
 }
 
+/* ---------------------------------------------------------------- the model */
+
+/* The model of --checkpoint, with names for its classes (the label numbers when the file
+ * records none). The caller frees *model and *file. */
+static int load_model(const predict_settings *s, cn_model **model, char **file)
+{
+    int rc = cli_load_model("predict", s->checkpoint, s->model_path, model, file);
+    return rc == CLI_OK ? cli_name_classes(*model, NULL, NULL) : rc;
+}
+
 /* ---------------------------------------------------------------- inputs */
 
-static int read_idx_sample(const predict_settings *s, uint8_t *pixels, predict_input *item)
+static int idx_sample(const predict_settings *s, const predict_shape *shape, const uint8_t *data,
+                      const int dims[3], uint8_t *pixels, predict_input *item)
 {
+    if (dims[1] != shape->height || dims[2] != shape->width)
+        return cli_failure("--idx: %s: images are %dx%d pixels; the model takes %dx%d", s->idx,
+                           dims[2], dims[1], shape->width, shape->height);
+    if (s->index >= dims[0])
+        return cli_usage_error("predict", "--index %d: %s holds %d images (0..%d)", s->index,
+                               s->idx, dims[0], dims[0] - 1);
+    memcpy(pixels, data + (size_t)s->index * shape->size, shape->size);
+    item->height = shape->height;
+    item->width = shape->width;
+    size_t len = strlen(s->idx) + 16;
+    item->name = malloc(len);
+    if (!item->name)
+        return cli_failure("out of memory");
+    snprintf(item->name, len, "%s[%d]", s->idx, s->index);
+    return CLI_OK;
+}
+
+static int read_idx_sample(const predict_settings *s, const predict_shape *shape,
+                           uint8_t *pixels, predict_input *item)
+{
+    if (shape->channels != 1)
+        return cli_failure("--idx: %s: IDX files hold grey images; the model takes %d channels "
+                           "(give it IMAGE files)", s->idx, shape->channels);
     cn_error err = {{0}};
     uint8_t *data = NULL;
     int dims[3] = {0, 0, 0};
     if (cn_idx_read(s->idx, 3, &data, dims, &err) != 0)
         return cli_library_error(&err, s->idx);
-    int rc = CLI_OK;
-    if (dims[1] != SIDE || dims[2] != SIDE)
-        rc = cli_failure("--idx: %s: images are %dx%d pixels; the model takes %dx%d", s->idx,
-                         dims[2], dims[1], SIDE, SIDE);
-    else if (s->index >= dims[0])
-        rc = cli_usage_error("predict", "--index %d: %s holds %d images (0..%d)", s->index,
-                             s->idx, dims[0], dims[0] - 1);
-    if (rc == CLI_OK) {
-        memcpy(pixels, data + (size_t)s->index * PIXELS, PIXELS);
-        item->rows = item->cols = SIDE;
-        size_t len = strlen(s->idx) + 16;
-        item->name = malloc(len);
-        if (item->name)
-            snprintf(item->name, len, "%s[%d]", s->idx, s->index);
-        else
-            rc = cli_failure("out of memory");
-    }
+    int rc = idx_sample(s, shape, data, dims, pixels, item);
     free(data);
     return rc;
 }
 
-/* Inverts the image when WHEN says so; auto looks at image files only, never at IDX data. */
-static void maybe_invert(int invert, int is_file, uint8_t *pixels, predict_input *item)
+/* Inverts the image when WHEN says so; auto looks at grey image files only, never at IDX data
+ * or colour. */
+static void maybe_invert(int invert, int is_file, const predict_shape *shape, uint8_t *pixels,
+                         predict_input *item)
 {
     item->inverted = invert == INVERT_YES ||
-                     (invert == INVERT_AUTO && is_file &&
-                      cn_image_light_background(pixels, SIDE, SIDE));
+                     (invert == INVERT_AUTO && is_file && shape->channels == 1 &&
+                      cn_image_light_background(pixels, shape->height, shape->width));
     if (item->inverted)
-        for (int i = 0; i < PIXELS; i++) pixels[i] = (uint8_t)(255 - pixels[i]);
+        for (size_t i = 0; i < shape->size; i++) pixels[i] = (uint8_t)(255 - pixels[i]);
 }
 
-static int read_inputs(const predict_settings *s, predict_inputs *in)
+static int read_inputs(const predict_settings *s, const cn_model *model, predict_inputs *in)
 {
     cn_error err = {{0}};
+    predict_shape *shape = &in->shape;
+    cn_model_input_shape(model, &shape->channels, &shape->height, &shape->width);
+    shape->classes = cn_model_num_outputs(model);
+    shape->size = (size_t)shape->channels * shape->height * shape->width;
     in->n = s->num_images + (s->idx != NULL);
-    in->pixels = malloc((size_t)in->n * PIXELS);
+    in->pixels = malloc((size_t)in->n * shape->size);
     in->items = calloc((size_t)in->n, sizeof *in->items);
     if (!in->pixels || !in->items)
         return cli_failure("out of memory for %d images", in->n);
     for (int i = 0; i < s->num_images; i++) {
         predict_input *item = &in->items[i];
         item->name = s->images[i];
-        if (cn_image_read_grey_resized(s->images[i], SIDE, SIDE, in->pixels + (size_t)i * PIXELS,
-                                       &item->rows, &item->cols, &err) != 0)
+        if (cn_image_read_resized(s->images[i], shape->channels, shape->height, shape->width,
+                                  in->pixels + (size_t)i * shape->size, &item->height,
+                                  &item->width, &err) != 0)
             return cli_library_error(&err, s->images[i]);
     }
     if (s->idx) {
-        int rc = read_idx_sample(s, in->pixels + (size_t)s->num_images * PIXELS,
+        int rc = read_idx_sample(s, shape, in->pixels + (size_t)s->num_images * shape->size,
                                  &in->items[s->num_images]);
+        in->idx_name_owned = in->items[s->num_images].name != NULL;
         if (rc != CLI_OK)
             return rc;
-        in->idx_name_owned = 1;
     }
     for (int i = 0; i < in->n; i++)
-        maybe_invert(s->invert, i < s->num_images, in->pixels + (size_t)i * PIXELS,
+        maybe_invert(s->invert, i < s->num_images, shape, in->pixels + (size_t)i * shape->size,
                      &in->items[i]);
     return CLI_OK;
 }
@@ -249,29 +283,30 @@ static void free_inputs(predict_inputs *in)
 
 /* ---------------------------------------------------------------- output */
 
-static int best_class(const float *logp)
+static int best_class(const float *logp, int classes)
 {
     int best = 0;
-    for (int c = 1; c < CN_FASHION_MNIST_CLASSES; c++)
+    for (int c = 1; c < classes; c++)
         if (logp[c] > logp[best])
             best = c;
     return best;
 }
 
 /* "NAME: CLASS (P%)", then what was done to the image: " [resized from WxH, inverted]". */
-static void print_prediction(const cn_model *model, const predict_input *item,
-                             const float *logp)
+static void print_prediction(const cn_model *model, const predict_shape *shape,
+                             const predict_input *item, const float *logp)
 {
-    int best = best_class(logp);
+    int best = best_class(logp, shape->classes);
     char note[64] = "";
     size_t at = 0;
-    if (item->rows != SIDE || item->cols != SIDE)
-        at = (size_t)snprintf(note, sizeof note, "resized from %dx%d", item->cols, item->rows);
+    if (item->height != shape->height || item->width != shape->width)
+        at = (size_t)snprintf(note, sizeof note, "resized from %dx%d", item->width,
+                              item->height);
     if (item->inverted)
         snprintf(note + at, sizeof note - at, "%sinverted", at ? ", " : "");
     cli_print_line("%s: %s (%.2f%%)%s%s%s", item->name, cli_class_name(model, best),
                    100 * exp((double)logp[best]), *note ? " [" : "", note, *note ? "]" : "");
-    for (int c = 0; c < CN_FASHION_MNIST_CLASSES; c++)
+    for (int c = 0; c < shape->classes; c++)
         cli_print_line("  %-12s %.6f", cli_class_name(model, c), exp((double)logp[c]));
 }
 
@@ -279,13 +314,14 @@ static void print_prediction(const cn_model *model, const predict_input *item,
 static int predict_all(cn_model *model, const predict_inputs *in, const char *checkpoint)
 {
     cn_error err = {{0}};
-    float *logp = malloc((size_t)in->n * CN_FASHION_MNIST_CLASSES * sizeof *logp);
+    const predict_shape *shape = &in->shape;
+    float *logp = malloc((size_t)in->n * shape->classes * sizeof *logp);
     if (!logp)
         return cli_failure("out of memory for %d predictions", in->n);
     int rc = cn_model_predict(model, in->pixels, in->n, logp, &err);
     if (rc == 0)
         for (int i = 0; i < in->n; i++)
-            print_prediction(model, &in->items[i], logp + (size_t)i * CN_FASHION_MNIST_CLASSES);
+            print_prediction(model, shape, &in->items[i], logp + (size_t)i * shape->classes);
     free(logp);
     return rc == 0 ? CLI_OK : cli_library_error(&err, checkpoint);
 }
@@ -317,9 +353,9 @@ int cli_predict(int argc, char **argv)
     char *file = NULL;
     rc = cli_check_isa();
     if (rc == CLI_OK)
-        rc = cli_load_model("predict", s.checkpoint, s.model_path, &model, &file);
+        rc = load_model(&s, &model, &file);
     if (rc == CLI_OK)
-        rc = read_inputs(&s, &in);
+        rc = read_inputs(&s, model, &in);
     if (rc == CLI_OK)
         rc = predict_all(model, &in, file);
     free_inputs(&in);

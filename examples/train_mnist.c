@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     cn_dataset train = {0}, test = {0};
     cn_model *model = NULL;
     int rc = cn_dataset_load(&train, data_dir, "train", &err);
-    if (rc == 0) rc = cn_dataset_load(&test, data_dir, "t10k", &err);
+    if (rc == 0) rc = cn_dataset_load(&test, data_dir, "test", &err);
     if (rc == 0) {
         if (train.count > TRAIN_IMAGES) train.count = TRAIN_IMAGES; /* the first images only */
         if (test.count > TEST_IMAGES) test.count = TEST_IMAGES;

@@ -666,37 +666,44 @@ CN_API int cn_checkpoint_prune(const char *dir, int keep, cn_error *err);
 
 /* Image files: PNG (decoded by cairo), JPEG (by libjpeg-turbo; baseline and progressive, grey
  * and colour) and PGM (binary P5 or plain P2), told apart by their first bytes, never by the
- * file name. Colour becomes grey with the luma weights 0.299 R + 0.587 G + 0.114 B (as PIL's
- * convert("L") computes them), transparent parts of a PNG are composited over black, samples
- * of more than 8 bits are scaled to 0..255. A file is read whole and is at most 16 MiB; the
- * size in pixels is checked from the header before any pixel is decoded, and an image with a
- * side above CN_IMAGE_MAX_SIDE or more than CN_IMAGE_MAX_PIXELS pixels is refused. A damaged
- * file (bad checksum, truncated data, a libjpeg warning about corrupt data) is refused. */
+ * file name. Pixels come out planar, [channels, height, width] (the model's input layout), as
+ * channels 1 (grey) or 3 (red, green, blue) as the caller asks: colour becomes grey with the
+ * luma weights 0.299 R + 0.587 G + 0.114 B (as PIL's convert("L") computes them), grey becomes
+ * colour by repeating it in each plane (PIL's convert("RGB")). Transparent parts of a PNG are
+ * composited over black, samples of more than 8 bits are scaled to 0..255. A file is read
+ * whole and is at most 16 MiB; the size in pixels is checked from the header before any pixel
+ * is decoded, and an image with a side above CN_IMAGE_MAX_SIDE or more than
+ * CN_IMAGE_MAX_PIXELS pixels is refused. A damaged file (bad checksum, truncated data, a
+ * libjpeg warning about corrupt data) is refused. */
 #define CN_IMAGE_MAX_SIDE 32767
 #define CN_IMAGE_MAX_PIXELS (1L << 25) /* 33,554,432: an 8192 x 4096 picture */
 
-/* Reads a grey image of exactly rows x cols pixels. Another size is refused from the header,
- * before any pixel is decoded: nothing is resized. pixels gets rows * cols bytes. */
-CN_API int cn_image_read_grey(const char *path, int rows, int cols, uint8_t *pixels, cn_error *err);
+/* Reads an image of exactly height x width pixels as channels 1 or 3. Another size is refused
+ * from the header, before any pixel is decoded: nothing is resized. pixels gets
+ * channels * height * width bytes (its contents are unspecified after a failure). */
+CN_API int cn_image_read(const char *path, int channels, int height, int width, uint8_t *pixels,
+                         cn_error *err);
 
-/* Reads a grey image of any size and scales it to rows x cols with cn_image_resize_grey (an
- * image of that size already is copied unchanged). pixels gets rows * cols bytes; *file_rows
- * and *file_cols (each may be NULL) get the size of the image in the file. */
-CN_API int cn_image_read_grey_resized(const char *path, int rows, int cols, uint8_t *pixels,
-                                      int *file_rows, int *file_cols, cn_error *err);
+/* Reads an image of any size as channels 1 or 3 and scales it to height x width with
+ * cn_image_resize (an image of that size already is copied unchanged). pixels gets
+ * channels * height * width bytes; *file_height and *file_width (each may be NULL) get the
+ * size of the image in the file. */
+CN_API int cn_image_read_resized(const char *path, int channels, int height, int width,
+                                 uint8_t *pixels, int *file_height, int *file_width,
+                                 cn_error *err);
 
-/* Scales the grey image src (src_rows x src_cols) to dst (rows x cols), each axis on its own,
- * without keeping the aspect ratio. Along an axis that shrinks, an output pixel is the mean
- * of the source pixels whose centres lie under it (area averaging; exact for whole factors);
- * along an axis that grows, it is interpolated linearly between the two nearest source pixels
- * (bilinear; pixel centres aligned, edge pixels repeated); an axis of equal size is copied.
- * The pixels are those of PIL's Image.resize with Image.BOX along a shrinking axis and
- * Image.BILINEAR along a growing one (8-bit fixed point; the width first, then the height), so
- * Python code can prepare images exactly as cnnc reads them (checked against Pillow 9.4).
- * Sides 1..CN_IMAGE_MAX_SIDE.
- * Errors: a bad size, out of memory. */
-CN_API int cn_image_resize_grey(const uint8_t *src, int src_rows, int src_cols, uint8_t *dst,
-                                int rows, int cols, cn_error *err);
+/* Scales the image src ([channels, src_height, src_width], channels 1 or 3) to dst
+ * ([channels, height, width]), each plane on its own and each axis on its own, without keeping
+ * the aspect ratio. Along an axis that shrinks, an output pixel is the mean of the source
+ * pixels whose centres lie under it (area averaging; exact for whole factors); along an axis
+ * that grows, it is interpolated linearly between the two nearest source pixels (edge pixels
+ * repeated). The pixels are those of PIL's Image.resize with Image.BOX along a shrinking axis
+ * and Image.BILINEAR along a growing one (8-bit fixed point; the width first, then the
+ * height), so Python code can prepare images exactly as cnnc reads them (checked against
+ * Pillow 9.4). Sides 1..CN_IMAGE_MAX_SIDE.
+ * Errors: a bad size or channel count, out of memory. */
+CN_API int cn_image_resize(const uint8_t *src, int channels, int src_height, int src_width,
+                           uint8_t *dst, int height, int width, cn_error *err);
 
 /* 1 when the grey image (rows x cols) has a light background, 0 otherwise: the mean of its
  * border (the outermost row and column on each side) is 128 or more. Fashion-MNIST draws

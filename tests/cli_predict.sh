@@ -5,7 +5,8 @@
 # class and the ten probabilities PyTorch gave for each (within 2e-5) and the note on what was
 # done to the image ("[resized from WxH, inverted]"); exactly the output of the same test image
 # read from the IDX file; --invert auto (the default; never for IDX data), yes and no; the first
-# 20 test images' classes as PyTorch's and as many right as `cnnc eval` counts; every refusal
+# 20 test images' classes as PyTorch's and as many right as `cnnc eval` counts; a colour model
+# (models/cifar10.model) on colour and grey images as PyTorch on PIL's pixels; every refusal
 # (damaged PNG and JPEG files among them), with nothing printed.
 # Needs Debian's Fashion-MNIST; skipped without it.
 # Usage: sh tests/cli_predict.sh BUILD_DIR
@@ -136,6 +137,38 @@ run predict --checkpoint "$model" "$fix/wrong-size.png" "$fix/wrong-size.pgm"
 [ "$status" -eq 0 ] || fail "predict of images of other sizes: exit status $status: $(cat err)"
 grep -q "wrong-size.png: .*%) \[resized from 32x32\]$" out || fail "32x32: $(head -n 1 out)"
 grep -q "wrong-size.pgm: .*%) \[resized from 27x28\]$" out || fail "27x28: $(grep pgm: out)"
+
+# ---------------------------------------------------------------- a colour model
+# models/cifar10.model (3x32x32, 10 named classes) with PyTorch's weights: each image read as
+# colour and scaled to 32x32 gets PyTorch's probabilities on PIL's pixels (tests/
+# predict_colour.py); a light grey image is not inverted for a colour model; IDX input, grey
+# only, is refused.
+if /usr/bin/python3 "$root/tests/predict_colour.py" "$root" "$tmp" >colour.torch 2>err; then
+  run predict --checkpoint colour.safetensors colour.png light.png colour.jpg
+  [ "$status" -eq 0 ] || fail "predict with a colour model: exit status $status: $(cat err)"
+  cp out colour.out
+  for name in colour.png light.png colour.jpg; do
+    grep -A 10 "^$name: " colour.out >one.out
+    read -r _ class p <<EOF2
+$(grep "^$name " colour.torch)
+EOF2
+    case $name in
+      colour.png) note=" [resized from 48x40]" ;;
+      colour.jpg) note=" [resized from 28x28]" ;;
+      *) note="" ;;
+    esac
+    case $(head -n 1 one.out) in
+      "$name: $class ("*"%)$note") ;;
+      *) fail "colour model, $name: '$(head -n 1 one.out)', expected $class and '$note'" ;;
+    esac
+    close_enough "$(probs one.out)" "$p" ||
+      fail "colour model, $name: probabilities '$(probs one.out)', PyTorch's '$p'"
+  done
+  expect_quiet 1 "IDX files hold grey images; the model takes 3 channels" \
+    predict --checkpoint colour.safetensors --idx "$idx" --index 0
+else
+  fail "tests/predict_colour.py (needs python3-torch, -numpy, -pil): $(tail -n 1 err)"
+fi
 
 # ---------------------------------------------------------------- refusals
 expect_quiet 1 "absent.png: cannot open" predict --checkpoint "$model" absent.png

@@ -1,9 +1,9 @@
 /* test_predict.c — reading images for prediction (PGM P2/P5, PNG in grey, colour and with
- * transparency, JPEG in grey and colour; one refusal per kind of bad file, each with its
- * message), scaling them (values computed by hand, and PIL's own pixels from
- * tests/fixtures/predict/pil), the light background test (by hand and over Fashion-MNIST's test
- * set), and cn_model_predict against cn_evaluate. The command line (`cnnc predict` on PyTorch's
- * fixtures) is tested in tests/cli_predict.sh. */
+ * transparency, JPEG in grey and colour, each as 1 or 3 channels; one refusal per kind of bad
+ * file, each with its message), scaling them, plane by plane for colour (values computed by hand,
+ * and PIL's own pixels from tests/fixtures/predict/pil), the light background test (by hand and
+ * over Fashion-MNIST's test set), and cn_model_predict against cn_evaluate. The command line
+ * (`cnnc predict` on PyTorch's fixtures) is tested in tests/cli_predict.sh. */
 #include "testutil.h"
 
 #include <cairo.h>
@@ -53,7 +53,7 @@ static void expect_pixels(char *path, const uint8_t *want)
 {
     cn_error err = {{0}};
     uint8_t got[PIXELS];
-    if (cn_image_read_grey(path, SIDE, SIDE, got, &err) != 0) fail_msg("%s", err.msg);
+    if (cn_image_read(path, 1, SIDE, SIDE, got, &err) != 0) fail_msg("%s", err.msg);
     assert_memory_equal(got, want, PIXELS);
     unlink(path);
     free(path);
@@ -65,8 +65,9 @@ static void expect_refused(char *path, const char *what)
 {
     cn_error err = {{0}}, err_resized = {{0}};
     uint8_t got[PIXELS];
-    int rc = cn_image_read_grey(path, SIDE, SIDE, got, &err);
-    int rc_resized = cn_image_read_grey_resized(path, SIDE, SIDE, got, NULL, NULL, &err_resized);
+    int rc = cn_image_read(path, 1, SIDE, SIDE, got, &err);
+    int rc_resized =
+        cn_image_read_resized(path, 1, SIDE, SIDE, got, NULL, NULL, &err_resized);
     int as_expected = rc == -1 && strstr(err.msg, what) && strstr(err.msg, path);
     int resized_as_expected = rc_resized == -1 && strstr(err_resized.msg, what) &&
                               strstr(err_resized.msg, path);
@@ -82,7 +83,7 @@ static void expect_refused_exact(char *path, const char *what)
 {
     cn_error err = {{0}};
     uint8_t got[PIXELS];
-    int rc = cn_image_read_grey(path, SIDE, SIDE, got, &err);
+    int rc = cn_image_read(path, 1, SIDE, SIDE, got, &err);
     int as_expected = rc == -1 && strstr(err.msg, what) && strstr(err.msg, path);
     unlink(path);
     if (!as_expected) fail_msg("%s: expected \"%s\", got \"%s\"", path, what, err.msg);
@@ -296,9 +297,9 @@ static void test_unknown_and_missing_files(void **state)
     expect_refused(tu_write_temp("GIF89a......", 12, ".gif"), "not a PNG, JPEG or PGM image");
     cn_error err = {{0}};
     uint8_t got[PIXELS];
-    assert_int_equal(cn_image_read_grey("/nonexistent/x.png", SIDE, SIDE, got, &err), -1);
+    assert_int_equal(cn_image_read("/nonexistent/x.png", 1, SIDE, SIDE, got, &err), -1);
     assert_non_null(strstr(err.msg, "/nonexistent/x.png: cannot open"));
-    assert_int_equal(cn_image_read_grey("/tmp", SIDE, SIDE, got, &err), -1);
+    assert_int_equal(cn_image_read("/tmp", 1, SIDE, SIDE, got, &err), -1);
     assert_non_null(strstr(err.msg, "/tmp: not a regular file"));
 }
 
@@ -367,7 +368,7 @@ static void test_png_damaged_inside(void **state)
     char *path = png_chunks(8, 0, NULL, 0, garbage, sizeof garbage);
     cn_error err = {{0}};
     uint8_t got[PIXELS];
-    assert_int_equal(cn_image_read_grey(path, SIDE, SIDE, got, &err), -1);
+    assert_int_equal(cn_image_read(path, 1, SIDE, SIDE, got, &err), -1);
     assert_null(strstr(err.msg, "memory"));
     expect_refused(path, "not a valid PNG: its image data does not decode");
     uint8_t raw[SIDE * (1 + SIDE)] = {0};
@@ -386,27 +387,9 @@ static void test_png_damaged_inside(void **state)
 static char *jpeg_file(const uint8_t *pixels, int width, int height, int components,
                        J_COLOR_SPACE space, int progressive)
 {
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr e;
-    c.err = jpeg_std_error(&e);
-    jpeg_create_compress(&c);
-    unsigned char *out = NULL;
     unsigned long len = 0;
-    jpeg_mem_dest(&c, &out, &len);
-    c.image_width = (JDIMENSION)width;
-    c.image_height = (JDIMENSION)height;
-    c.input_components = components;
-    c.in_color_space = space;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 95, TRUE);
-    if (progressive) jpeg_simple_progression(&c);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = (JSAMPROW)(pixels + (size_t)c.next_scanline * width * components);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
+    unsigned char *out =
+        tu_jpeg_bytes(pixels, width, height, components, space, 95, progressive, &len);
     char *path = tu_write_temp(out, len, ".jpg");
     free(out);
     return path;
@@ -417,7 +400,7 @@ static void expect_near(char *path, int want)
 {
     cn_error err = {{0}};
     uint8_t got[PIXELS];
-    if (cn_image_read_grey_resized(path, SIDE, SIDE, got, NULL, NULL, &err) != 0)
+    if (cn_image_read_resized(path, 1, SIDE, SIDE, got, NULL, NULL, &err) != 0)
         fail_msg("%s", err.msg);
     for (int i = 0; i < PIXELS; i++)
         if (abs(got[i] - want) > 2) fail_msg("%s: pixel %d is %d, not %d", path, i, got[i], want);
@@ -435,8 +418,8 @@ static void expect_as_pil(const char *name, int rows, int cols)
     cn_error err = {{0}};
     uint8_t got[PIXELS], want[PIXELS];
     int file_rows = 0, file_cols = 0;
-    if (cn_image_read_grey(pil_path, SIDE, SIDE, want, &err) != 0 ||
-        cn_image_read_grey_resized(path, SIDE, SIDE, got, &file_rows, &file_cols, &err) != 0)
+    if (cn_image_read(pil_path, 1, SIDE, SIDE, want, &err) != 0 ||
+        cn_image_read_resized(path, 1, SIDE, SIDE, got, &file_rows, &file_cols, &err) != 0)
         fail_msg("%s", err.msg);
     assert_int_equal(file_rows, rows);
     assert_int_equal(file_cols, cols);
@@ -465,7 +448,7 @@ static void test_jpeg_grey_and_colour(void **state)
     char *same = jpeg_file(grey, SIDE, SIDE, 1, JCS_GRAYSCALE, 0);
     uint8_t got[PIXELS];
     cn_error err = {{0}};
-    assert_int_equal(cn_image_read_grey(same, SIDE, SIDE, got, &err), 0);
+    assert_int_equal(cn_image_read(same, 1, SIDE, SIDE, got, &err), 0);
     unlink(same);
     free(same);
 }
@@ -521,7 +504,7 @@ static void expect_resized(const uint8_t *src, int src_rows, int src_cols, int r
     cn_error err = {{0}};
     uint8_t got[64];
     assert_true(rows * cols <= 64);
-    if (cn_image_resize_grey(src, src_rows, src_cols, got, rows, cols, &err) != 0)
+    if (cn_image_resize(src, 1, src_rows, src_cols, got, rows, cols, &err) != 0)
         fail_msg("%s", err.msg);
     for (int i = 0; i < rows * cols; i++)
         if (got[i] != want[i])
@@ -555,9 +538,9 @@ static void test_resize_by_hand(void **state)
                    (const uint8_t[]){1, 2, 3, 4, 5, 6});
     cn_error err = {{0}};
     uint8_t out[4];
-    assert_int_equal(cn_image_resize_grey(out, 0, 3, out, 2, 2, &err), -1);
+    assert_int_equal(cn_image_resize(out, 1, 0, 3, out, 2, 2, &err), -1);
     assert_non_null(strstr(err.msg, "cannot scale 3x0 pixels to 2x2"));
-    assert_int_equal(cn_image_resize_grey(out, 2, 2, out, 40000, 1, &err), -1);
+    assert_int_equal(cn_image_resize(out, 1, 2, 2, out, 40000, 1, &err), -1);
 }
 
 /* A constant image stays that constant at any size, either way. */
@@ -571,7 +554,7 @@ static void test_resize_keeps_constants(void **state)
     for (int v = 0; v < 256; v += 51)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             memset(src, v, sizeof src);
-            if (cn_image_resize_grey(src, sizes[k][0], sizes[k][1], dst, SIDE, SIDE, &err))
+            if (cn_image_resize(src, 1, sizes[k][0], sizes[k][1], dst, SIDE, SIDE, &err))
                 fail_msg("%s", err.msg);
             for (int i = 0; i < PIXELS; i++)
                 if (dst[i] != v)
@@ -589,6 +572,97 @@ static void test_resized_files_as_pil(void **state)
     expect_as_pil("wrong-size.pgm", 28, 27);
     expect_as_pil("wrong-size.png", 32, 32);
     expect_as_pil("t10k-8.jpg", SIDE, SIDE);
+}
+
+/* ---------------------------------------------------------------- colour */
+
+/* path read as 3 channels at its own size (height x width, at most 100 x 100): the planes. */
+static void read_colour(const char *path, int height, int width, uint8_t *rgb)
+{
+    cn_error err = {{0}};
+    int h = 0, w = 0;
+    if (cn_image_read_resized(path, 3, height, width, rgb, &h, &w, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(h, height);
+    assert_int_equal(w, width);
+}
+
+/* Read as grey, fixture name is the luma of its colour reading, pixel for pixel; colour
+ * reports whether the file has colour (else its three planes must be equal). */
+static void expect_luma_of_colour(const char *name, int height, int width, int colour)
+{
+    char path[512];
+    fixture_path(path, sizeof path, name);
+    static uint8_t rgb[3 * 100 * 100], grey[100 * 100];
+    size_t plane = (size_t)height * width;
+    cn_error err = {{0}};
+    read_colour(path, height, width, rgb);
+    if (cn_image_read(path, 1, height, width, grey, &err) != 0) fail_msg("%s", err.msg);
+    int differ = 0;
+    for (size_t i = 0; i < plane; i++) {
+        uint8_t r = rgb[i], g = rgb[plane + i], b = rgb[2 * plane + i];
+        if (grey[i] != (uint8_t)((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16))
+            fail_msg("%s: pixel %zu: grey %d is not the luma of (%d, %d, %d)", name, i, grey[i],
+                     r, g, b);
+        differ |= r != g || g != b;
+    }
+    assert_int_equal(differ, colour);
+}
+
+static void test_colour_planes(void **state)
+{
+    (void)state;
+    /* planar [3, 28, 28]: orange (200, 100, 50) on the left half, blue on the right */
+    char *path = png_file(SIDE, SIDE, CAIRO_FORMAT_RGB24, fill_colour);
+    uint8_t rgb[3 * PIXELS];
+    cn_error err = {{0}};
+    if (cn_image_read(path, 3, SIDE, SIDE, rgb, &err) != 0) fail_msg("%s", err.msg);
+    for (int i = 0; i < PIXELS; i++) {
+        int left = i % SIDE < SIDE / 2;
+        assert_int_equal(rgb[i], left ? 200 : 0);
+        assert_int_equal(rgb[PIXELS + i], left ? 100 : 0);
+        assert_int_equal(rgb[2 * PIXELS + i], left ? 50 : 255);
+    }
+    unlink(path);
+    free(path);
+    /* grey files repeat their grey in each plane */
+    uint8_t img[PIXELS];
+    pattern(img);
+    path = pgm_file("P5 28 28 255\n", img, PIXELS);
+    if (cn_image_read(path, 3, SIDE, SIDE, rgb, &err) != 0) fail_msg("%s", err.msg);
+    for (int ch = 0; ch < 3; ch++) assert_memory_equal(rgb + ch * PIXELS, img, PIXELS);
+    unlink(path);
+    free(path);
+    /* colour asks for neither 1 nor 3 channels */
+    assert_int_equal(cn_image_read("x.png", 2, SIDE, SIDE, rgb, &err), -1);
+    assert_non_null(strstr(err.msg, "x.png: cannot read an image as 2 channels"));
+}
+
+static void test_colour_files_luma(void **state)
+{
+    (void)state;
+    expect_luma_of_colour("t10k-4-rgb.png", SIDE, SIDE, 1);
+    expect_luma_of_colour("t10k-6-grey-alpha.png", SIDE, SIDE, 0);
+    expect_luma_of_colour("t10k-8.jpg", SIDE, SIDE, 0);
+    expect_luma_of_colour("t10k-9-colour.jpg", SIDE, SIDE, 1);
+    expect_luma_of_colour("t10k-12-photo.jpg", 80, 100, 1);
+}
+
+/* Scaling colour scales each plane as grey scaling does. */
+static void test_resize_colour_by_plane(void **state)
+{
+    (void)state;
+    enum { H = 13, W = 17 };
+    uint8_t src[3 * H * W], got[3 * 40 * 9], want[40 * 9];
+    for (int i = 0; i < 3 * H * W; i++) src[i] = (uint8_t)(i * 97 % 251);
+    cn_error err = {{0}};
+    assert_int_equal(cn_image_resize(src, 3, H, W, got, 40, 9, &err), 0);
+    for (int ch = 0; ch < 3; ch++) {
+        assert_int_equal(cn_image_resize(src + ch * H * W, 1, H, W, want, 40, 9, &err), 0);
+        assert_memory_equal(got + ch * 40 * 9, want, sizeof want);
+    }
+    assert_int_equal(cn_image_resize(src, 2, H, W, got, 40, 9, &err), -1);
+    assert_non_null(strstr(err.msg, "2 channels"));
 }
 
 /* ---------------------------------------------------------------- light background */
@@ -648,7 +722,8 @@ static void test_predict_agrees_with_evaluate(void **state)
     assert_non_null(m);
     cn_model_init(m, 9);
     cn_dataset ds = {.count = N, .channels = 1, .height = SIDE, .width = SIDE, .classes = 10,
-                     .pixels = malloc(N * PIXELS), .labels = malloc(N)};
+                     .pixels = malloc(N * PIXELS),
+                     .labels = malloc(N)};
     assert_non_null(ds.pixels);
     cn_rng rng;
     cn_rng_seed(&rng, 5);
@@ -707,6 +782,9 @@ int main(void)
         cmocka_unit_test(test_resize_by_hand),
         cmocka_unit_test(test_resize_keeps_constants),
         cmocka_unit_test(test_resized_files_as_pil),
+        cmocka_unit_test(test_colour_planes),
+        cmocka_unit_test(test_colour_files_luma),
+        cmocka_unit_test(test_resize_colour_by_plane),
         cmocka_unit_test(test_light_background_by_hand),
         cmocka_unit_test(test_light_background_on_fashion_mnist),
         cmocka_unit_test(test_predict_agrees_with_evaluate),

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 
 #include <cairo.h>
+#include <jpeglib.h>
 
 #include "cnnc.h"
 
@@ -188,6 +189,37 @@ static inline uint32_t tu_pixel(cairo_surface_t *s, int x, int y)
     const unsigned char *row = cairo_image_surface_get_data(s) +
                                (size_t)y * (size_t)cairo_image_surface_get_stride(s);
     return ((const uint32_t *)(const void *)row)[x] & 0xFFFFFFu;
+}
+
+/* A JPEG made by libjpeg at quality (1..100) from width x height pixels of components bytes
+ * each (interleaved) in colour space space (JCS_GRAYSCALE, JCS_RGB or JCS_CMYK), progressive or
+ * not: its bytes (malloc'd; the caller frees them) and their number in *len. */
+static inline unsigned char *tu_jpeg_bytes(const uint8_t *pixels, int width, int height,
+                                           int components, J_COLOR_SPACE space, int quality,
+                                           int progressive, unsigned long *len)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr e;
+    c.err = jpeg_std_error(&e);
+    jpeg_create_compress(&c);
+    unsigned char *out = NULL;
+    *len = 0;
+    jpeg_mem_dest(&c, &out, len);
+    c.image_width = (JDIMENSION)width;
+    c.image_height = (JDIMENSION)height;
+    c.input_components = components;
+    c.in_color_space = space;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, quality, TRUE);
+    if (progressive) jpeg_simple_progression(&c);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = (JSAMPROW)(pixels + (size_t)c.next_scanline * width * components);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    return out;
 }
 
 /* x rounded to the nearest bfloat16 (ties to even), as a float; x finite. */

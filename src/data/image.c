@@ -1,10 +1,10 @@
-/* image.c — grey images from files, for prediction: reads the file once (at most
- * IMAGE_FILE_LIMIT bytes), tells PNG, JPEG and PGM apart by their first bytes and hands the
- * bytes to that format's decoder (png.c, jpeg.c, pgm.c), which checks the size from the header
- * before decoding anything. Then the image is taken at exactly the size asked for, or scaled to
- * it (resize.c: area averaging when shrinking, bilinear when enlarging). Also the light
- * background test behind `cnnc predict --invert=auto`. It does not invert pixels (the caller
- * decides), crop, centre, or read any other format. */
+/* image.c — grey or colour images from files, for prediction and image folders: reads the file
+ * once (at most IMAGE_FILE_LIMIT bytes), tells PNG, JPEG and PGM apart by their first bytes and
+ * hands the bytes to that format's decoder (png.c, jpeg.c, pgm.c), which checks the size from the
+ * header before decoding anything and converts to the channels asked for. Then the image is taken
+ * at exactly the size asked for, or scaled to it (resize.c: area averaging when shrinking,
+ * bilinear when enlarging). Also the light background test behind `cnnc predict --invert=auto`. It
+ * does not invert pixels (the caller decides), crop, centre, or read any other format. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,8 +16,19 @@
 static const uint8_t png_signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 static const uint8_t jpeg_signature[3] = {0xff, 0xd8, 0xff};
 
+static int size_refused(const char *path, long width, long height, const cn_image_want *want,
+                        cn_error *err)
+{
+    if (want->first)
+        return cn_fail(err, "%s: image is %ldx%ld pixels, the first image (%s) is %dx%d: images of "
+                       "mixed sizes", path, width, height, want->first, want->width,
+                       want->height);
+    return cn_fail(err, "%s: image is %ldx%ld pixels; the model takes %dx%d (images are not "
+                   "resized)", path, width, height, want->width, want->height);
+}
+
 int cn_image_start(const char *path, const char *format, long width, long height,
-                   const cn_image_want *want, cn_grey_image *img, cn_error *err)
+                   int file_channels, const cn_image_want *want, cn_image *img, cn_error *err)
 {
     if (width < 1 || height < 1)
         return cn_fail(err, "%s: not a valid %s: image is %ldx%ld pixels", path, format, width,
@@ -27,16 +38,28 @@ int cn_image_start(const char *path, const char *format, long width, long height
         return cn_fail(err, "%s: image is %ldx%ld pixels, more than cnnc reads (at most %d on a "
                        "side and %ld in all)", path, width, height, CN_IMAGE_MAX_SIDE,
                        CN_IMAGE_MAX_PIXELS);
-    if (want->rows > 0 && (width != want->cols || height != want->rows))
-        return cn_fail(err, "%s: image is %ldx%ld pixels; the model takes %dx%d (images are not "
-                       "resized)", path, width, height, want->cols, want->rows);
-    img->rows = (int)height;
-    img->cols = (int)width;
-    img->pixels = malloc((size_t)width * (size_t)height);
+    if (want->height > 0 && (width != want->width || height != want->height))
+        return size_refused(path, width, height, want, err);
+    img->file_channels = file_channels;
+    img->channels = want->channels ? want->channels : file_channels;
+    img->height = (int)height;
+    img->width = (int)width;
+    if (want->height > 0 && want->into) {
+        img->pixels = want->into;
+        return 0;
+    }
+    img->pixels = malloc((size_t)img->channels * (size_t)width * (size_t)height);
     if (!img->pixels)
         return cn_fail(err, "%s: out of memory for an image of %ldx%ld pixels", path, width,
                        height);
+    img->owned = 1;
     return 0;
+}
+
+void cn_image_free(cn_image *img)
+{
+    if (img->owned) free(img->pixels);
+    *img = (cn_image){0, 0, 0, 0, NULL, 0};
 }
 
 static int read_image_file(const char *path, uint8_t **bytes, size_t *len, cn_error *err)
@@ -54,12 +77,13 @@ static int starts_with(const uint8_t *bytes, size_t len, const uint8_t *magic, s
 }
 
 static int decode(const uint8_t *bytes, size_t len, const char *path, const cn_image_want *want,
-                  cn_grey_image *img, cn_error *err)
+                  cn_image *img, cn_error *err)
 {
     if (starts_with(bytes, len, png_signature, sizeof png_signature))
         return cn_png_decode(bytes, len, path, want, img, err);
     if (starts_with(bytes, len, jpeg_signature, sizeof jpeg_signature))
         return cn_jpeg_decode(bytes, len, path, want, img, err);
+    if (want->no_pgm) return cn_fail(err, "%s: not a PNG or JPEG image", path);
     if (len >= 2 && bytes[0] == 'P' && (bytes[1] == '2' || bytes[1] == '5'))
         return cn_pgm_decode(bytes, len, path, want, img, err);
     if (len >= 2 && bytes[0] == 'P' && bytes[1] >= '1' && bytes[1] <= '7')
@@ -68,11 +92,9 @@ static int decode(const uint8_t *bytes, size_t len, const char *path, const cn_i
     return cn_fail(err, "%s: not a PNG, JPEG or PGM image", path);
 }
 
-/* The image in the file at path, at its own size (want: any) or exactly want's. */
-static int read_grey(const char *path, const cn_image_want *want, cn_grey_image *img,
-                     cn_error *err)
+int cn_image_load(const char *path, const cn_image_want *want, cn_image *img, cn_error *err)
 {
-    *img = (cn_grey_image){0, 0, NULL};
+    *img = (cn_image){0, 0, 0, 0, NULL, 0};
     if (!path) return cn_fail(err, "image: no file name given");
     uint8_t *bytes = NULL;
     size_t len = 0;
@@ -82,39 +104,42 @@ static int read_grey(const char *path, const cn_image_want *want, cn_grey_image 
     return rc;
 }
 
-static int size_ok(const char *path, int rows, int cols, cn_error *err)
+static int shape_ok(const char *path, int channels, int height, int width, cn_error *err)
 {
-    if (rows < 1 || cols < 1 || rows > CN_IMAGE_MAX_SIDE || cols > CN_IMAGE_MAX_SIDE)
+    if (channels != 1 && channels != 3)
+        return cn_fail(err, "%s: cannot read an image as %d channels (1 grey or 3 colour)",
+                       path ? path : "image", channels);
+    if (height < 1 || width < 1 || height > CN_IMAGE_MAX_SIDE || width > CN_IMAGE_MAX_SIDE)
         return cn_fail(err, "%s: cannot read an image of %dx%d pixels", path ? path : "image",
-                       cols, rows);
+                       width, height);
     return 0;
 }
 
-int cn_image_read_grey(const char *path, int rows, int cols, uint8_t *pixels, cn_error *err)
+int cn_image_read(const char *path, int channels, int height, int width, uint8_t *pixels,
+                  cn_error *err)
 {
-    if (size_ok(path, rows, cols, err)) return -1;
-    cn_image_want want = {rows, cols};
-    cn_grey_image img;
-    int rc = read_grey(path, &want, &img, err);
-    if (rc == 0) memcpy(pixels, img.pixels, (size_t)rows * cols);
-    free(img.pixels);
+    if (shape_ok(path, channels, height, width, err)) return -1;
+    cn_image_want want = {channels, height, width, pixels, NULL, 0};
+    cn_image img;
+    int rc = cn_image_load(path, &want, &img, err);
+    cn_image_free(&img);
     return rc;
 }
 
-int cn_image_read_grey_resized(const char *path, int rows, int cols, uint8_t *pixels,
-                               int *file_rows, int *file_cols, cn_error *err)
+int cn_image_read_resized(const char *path, int channels, int height, int width,
+                          uint8_t *pixels, int *file_height, int *file_width, cn_error *err)
 {
-    if (size_ok(path, rows, cols, err)) return -1;
-    cn_image_want any = {0, 0};
-    cn_grey_image img;
+    if (shape_ok(path, channels, height, width, err)) return -1;
+    cn_image_want any = {channels, 0, 0, NULL, NULL, 0};
+    cn_image img;
     cn_error why = {{0}};
-    int rc = read_grey(path, &any, &img, err);
-    if (rc == 0 && cn_image_resize_grey(img.pixels, img.rows, img.cols, pixels, rows, cols,
-                                        &why) != 0)
+    int rc = cn_image_load(path, &any, &img, err);
+    if (rc == 0 && cn_image_resize(img.pixels, channels, img.height, img.width, pixels, height,
+                                   width, &why) != 0)
         rc = cn_fail(err, "%s: %s", path, why.msg);
-    if (rc == 0 && file_rows) *file_rows = img.rows;
-    if (rc == 0 && file_cols) *file_cols = img.cols;
-    free(img.pixels);
+    if (rc == 0 && file_height) *file_height = img.height;
+    if (rc == 0 && file_width) *file_width = img.width;
+    cn_image_free(&img);
     return rc;
 }
 

@@ -1,13 +1,13 @@
 /* jpeg.c — JPEG files for the image reader, decoded from memory by libjpeg-turbo (baseline,
- * progressive and arithmetic-coded; grey, YCbCr and RGB). Colour is decoded to RGB and made
- * grey with the same luma as PNG, so the pixels are those of PIL's Image.open().convert("L")
- * with the same library. libjpeg's fatal errors come back here through longjmp, never exit();
- * its warnings about damaged data (a truncated file, a bad Huffman code, ...) are fatal too, so
- * a damaged file is refused rather than predicted from grey filler; only warnings about
- * metadata (an unknown JFIF revision, a bad ICC profile, which is not used) are let through.
- * The size is checked from the header before any pixel is decoded, libjpeg's memory is capped,
- * and so is the number of progressive scans, against files crafted to decode forever. It does
- * not read CMYK / YCCK files, apply EXIF orientation, or write JPEG. */
+ * progressive and arithmetic-coded; grey, YCbCr and RGB). Colour is decoded to RGB, and made grey
+ * with the same luma as PNG when grey is asked for, so the pixels are those of PIL's
+ * Image.open().convert("L") or convert("RGB") with the same library. libjpeg's fatal errors come
+ * back here through longjmp, never exit(); its warnings about damaged data (a truncated file, a
+ * bad Huffman code, ...) are fatal too, so a damaged file is refused rather than predicted from
+ * grey filler; only warnings about metadata (an unknown JFIF revision, a bad ICC profile, which is
+ * not used) are let through. The size is checked from the header before any pixel is decoded,
+ * libjpeg's memory is capped, and so is the number of progressive scans, against files crafted to
+ * decode forever. It does not read CMYK / YCCK files, apply EXIF orientation, or write JPEG. */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +34,7 @@ typedef struct {
     jpeg_errors errors;
     struct jpeg_progress_mgr progress;
     int created;
-    JSAMPLE *row; /* one RGB scanline */
+    JSAMPLE *row; /* one scanline */
 } jpeg_job;
 
 static void stop(j_common_ptr cinfo)
@@ -84,28 +84,29 @@ static int choose_colour(j_decompress_ptr d, const char *path, cn_error *err)
     }
 }
 
-static int read_rows(jpeg_job *job, const char *path, cn_grey_image *img, cn_error *err)
+static int read_rows(jpeg_job *job, const char *path, cn_image *img, cn_error *err)
 {
     j_decompress_ptr d = &job->cinfo;
     int colour = d->out_color_space == JCS_RGB;
-    if ((int)d->output_width != img->cols || (int)d->output_height != img->rows ||
+    if ((int)d->output_width != img->width || (int)d->output_height != img->height ||
         d->output_components != (colour ? 3 : 1))
         return cn_fail(err, "%s: the JPEG decodes to another shape than its header gives", path);
-    if (colour && !(job->row = malloc((size_t)img->cols * 3)))
-        return cn_fail(err, "%s: out of memory for a JPEG row of %d pixels", path, img->cols);
-    while ((int)d->output_scanline < img->rows) {
-        uint8_t *out = img->pixels + (size_t)d->output_scanline * img->cols;
-        JSAMPROW row = colour ? job->row : out;
+    if (!(job->row = malloc((size_t)img->width * 3)))
+        return cn_fail(err, "%s: out of memory for a JPEG row of %d pixels", path, img->width);
+    while ((int)d->output_scanline < img->height) {
+        int r = (int)d->output_scanline;
+        JSAMPROW row = job->row;
         if (jpeg_read_scanlines(d, &row, 1) != 1)
             return cn_fail(err, "%s: the JPEG decoder returned no row", path);
-        for (int c = 0; colour && c < img->cols; c++)
-            out[c] = cn_luma(row[3 * c], row[3 * c + 1], row[3 * c + 2]);
+        for (int c = 0; c < img->width; c++)
+            if (colour) cn_image_put_rgb(img, r, c, row[3 * c], row[3 * c + 1], row[3 * c + 2]);
+            else cn_image_put_grey(img, r, c, row[c]);
     }
     return 0;
 }
 
 static int decode_guarded(jpeg_job *job, const uint8_t *bytes, size_t len, const char *path,
-                          const cn_image_want *want, cn_grey_image *img, cn_error *err)
+                          const cn_image_want *want, cn_image *img, cn_error *err)
 {
     if (setjmp(job->errors.jump))
         return job->errors.truncated
@@ -119,8 +120,9 @@ static int decode_guarded(jpeg_job *job, const uint8_t *bytes, size_t len, const
     d->progress = &job->progress;
     jpeg_mem_src(d, bytes, (unsigned long)len);
     jpeg_read_header(d, TRUE);
-    if (cn_image_start(path, "JPEG", (long)d->image_width, (long)d->image_height, want, img,
-                       err) ||
+    int file_channels = d->jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
+    if (cn_image_start(path, "JPEG", (long)d->image_width, (long)d->image_height, file_channels,
+                       want, img, err) ||
         choose_colour(d, path, err))
         return -1;
     jpeg_start_decompress(d);
@@ -130,7 +132,7 @@ static int decode_guarded(jpeg_job *job, const uint8_t *bytes, size_t len, const
 }
 
 int cn_jpeg_decode(const uint8_t *bytes, size_t len, const char *path, const cn_image_want *want,
-                   cn_grey_image *img, cn_error *err)
+                   cn_image *img, cn_error *err)
 {
     jpeg_job job = {0};
     job.cinfo.err = jpeg_std_error(&job.errors.mgr);

@@ -1,7 +1,8 @@
 /* pgm.c — a strict reader of Netpbm grey images: binary P5 and plain P2, maxval 1..65535, comments
  * in the header. The size is checked (cn_image_start) before the raster is read, and
  * anything the format does not allow is refused with a message saying where: missing or extra
- * samples, samples above maxval, a second image in the same file. It does not read PBM, PPM or
+ * samples, samples above maxval, a second image in the same file. A PGM is 1 channel, repeated
+ * in each plane when colour is asked for. It does not read PBM, PPM or
  * PAM, and does not resize (image.c does). */
 #include <stdio.h>
 #include <string.h>
@@ -79,7 +80,7 @@ static int sample_above_maxval(const cursor *c, long i, int cols, long v, long m
                    c->path, i, i / cols, i % cols, v, maxval);
 }
 
-static int binary_raster(cursor *c, int rows, int cols, long maxval, uint8_t *pixels,
+static int binary_raster(cursor *c, int rows, int cols, long maxval, cn_image *img,
                          cn_error *err)
 {
     size_t width = maxval < 256 ? 1 : 2, samples = (size_t)rows * (size_t)cols;
@@ -93,12 +94,13 @@ static int binary_raster(cursor *c, int rows, int cols, long maxval, uint8_t *pi
     for (size_t i = 0; i < samples; i++) {
         long v = width == 1 ? c->p[i] : (long)c->p[2 * i] << 8 | c->p[2 * i + 1];
         if (v > maxval) return sample_above_maxval(c, (long)i, cols, v, maxval, err);
-        pixels[i] = to_byte(v, maxval);
+        cn_image_put_grey(img, (int)(i / (size_t)cols), (int)(i % (size_t)cols),
+                          to_byte(v, maxval));
     }
     return 0;
 }
 
-static int plain_raster(cursor *c, int rows, int cols, long maxval, uint8_t *pixels,
+static int plain_raster(cursor *c, int rows, int cols, long maxval, cn_image *img,
                         cn_error *err)
 {
     long samples = (long)rows * cols;
@@ -109,7 +111,7 @@ static int plain_raster(cursor *c, int rows, int cols, long maxval, uint8_t *pix
         snprintf(what, sizeof what, "sample %ld of %ld", i, samples);
         if (read_number(c, "raster", what, MAX_SIDE, &v, err)) return -1;
         if (v > maxval) return sample_above_maxval(c, i, cols, v, maxval, err);
-        pixels[i] = to_byte(v, maxval);
+        cn_image_put_grey(img, (int)(i / cols), (int)(i % cols), to_byte(v, maxval));
     }
     while (c->p < c->end && is_space(*c->p)) c->p++;
     if (c->p < c->end)
@@ -119,7 +121,7 @@ static int plain_raster(cursor *c, int rows, int cols, long maxval, uint8_t *pix
 }
 
 int cn_pgm_decode(const uint8_t *bytes, size_t len, const char *path, const cn_image_want *want,
-                  cn_grey_image *img, cn_error *err)
+                  cn_image *img, cn_error *err)
 {
     cursor c = {bytes, bytes + len, path};
     if (len < 3 || bytes[0] != 'P' || (bytes[1] != '2' && bytes[1] != '5') ||
@@ -131,13 +133,12 @@ int cn_pgm_decode(const uint8_t *bytes, size_t len, const char *path, const cn_i
     if (header_field(&c, "width", 1, MAX_SIDE, &width, err) ||
         header_field(&c, "height", 1, MAX_SIDE, &height, err))
         return -1;
-    if (cn_image_start(path, "PGM", width, height, want, img, err)) return -1;
+    if (cn_image_start(path, "PGM", width, height, 1, want, img, err)) return -1;
     if (header_field(&c, "maxval", 1, 65535, &maxval, err)) return -1;
-    int rows = img->rows, cols = img->cols;
-    uint8_t *pixels = img->pixels;
-    if (!binary) return plain_raster(&c, rows, cols, maxval, pixels, err);
+    int rows = img->height, cols = img->width;
+    if (!binary) return plain_raster(&c, rows, cols, maxval, img, err);
     if (c.p >= c.end || !is_space(*c.p))
         return cn_fail(err, "%s: PGM header: no white space between maxval and the raster", path);
     c.p++; /* exactly one white space character before a binary raster */
-    return binary_raster(&c, rows, cols, maxval, pixels, err);
+    return binary_raster(&c, rows, cols, maxval, img, err);
 }

@@ -2,8 +2,9 @@
  * cairo sees a file, its chunks are walked here: each chunk's length must fit in the file, its
  * CRC must match, IHDR must come first with a size and a bit depth / colour type the format
  * allows, and IEND must be there. So a damaged or truncated file gets a message that says what
- * is wrong with it, and the size is checked before anything is decoded. cairo hands pixels over
- * already multiplied by their alpha, so transparency is composited over black. It does not
+ * is wrong with it, and the size is checked before anything is decoded. Grey files (colour
+ * types 0 and 4) count as 1 channel, the others as 3; cairo hands every file over as RGB,
+ * already multiplied by its alpha, so transparency is composited over black. It does not
  * write PNG files (picture.c and plot.c do, through cairo) or read APNG frames beyond the
  * first. */
 #include <string.h>
@@ -109,39 +110,44 @@ static int cairo_refusal(cairo_status_t st, const char *path, cn_error *err)
     }
 }
 
-static int surface_to_grey(cairo_surface_t *s, const char *path, cn_grey_image *img,
-                           cn_error *err)
+static int surface_to_image(cairo_surface_t *s, const char *path, cn_image *img,
+                            cn_error *err)
 {
     cairo_format_t format = cairo_image_surface_get_format(s);
     if (format != CAIRO_FORMAT_ARGB32 && format != CAIRO_FORMAT_RGB24)
         return cn_fail(err, "%s: the PNG decodes to an unexpected pixel format", path);
-    if (cairo_image_surface_get_width(s) != img->cols ||
-        cairo_image_surface_get_height(s) != img->rows)
+    if (cairo_image_surface_get_width(s) != img->width ||
+        cairo_image_surface_get_height(s) != img->height)
         return cn_fail(err, "%s: the PNG decodes to another size than its header gives", path);
     cairo_surface_flush(s);
     const unsigned char *data = cairo_image_surface_get_data(s);
     size_t stride = (size_t)cairo_image_surface_get_stride(s);
-    for (int r = 0; r < img->rows; r++) {
+    for (int r = 0; r < img->height; r++) {
         const uint32_t *row = (const uint32_t *)(const void *)(data + (size_t)r * stride);
-        uint8_t *out = img->pixels + (size_t)r * img->cols;
-        for (int c = 0; c < img->cols; c++)
-            out[c] = cn_luma((row[c] >> 16) & 255, (row[c] >> 8) & 255, row[c] & 255);
+        for (int c = 0; c < img->width; c++)
+            cn_image_put_rgb(img, r, c, (row[c] >> 16) & 255, (row[c] >> 8) & 255, row[c] & 255);
     }
     return 0;
 }
 
+/* Grey (colour types 0 and 4, with or without alpha) is 1 channel, the rest (RGB, palette) 3. */
+static int png_channels(const uint8_t *bytes)
+{
+    return bytes[25] == 0 || bytes[25] == 4 ? 1 : 3;
+}
+
 int cn_png_decode(const uint8_t *bytes, size_t len, const char *path, const cn_image_want *want,
-                  cn_grey_image *img, cn_error *err)
+                  cn_image *img, cn_error *err)
 {
     if (check_ihdr(bytes, len, path, err) ||
-        cn_image_start(path, "PNG", (long)be32(bytes + 16), (long)be32(bytes + 20), want, img,
-                       err) ||
+        cn_image_start(path, "PNG", (long)be32(bytes + 16), (long)be32(bytes + 20),
+                       png_channels(bytes), want, img, err) ||
         check_chunks(bytes, len, path, err))
         return -1;
     png_source src = {bytes, len};
     cairo_surface_t *s = cairo_image_surface_create_from_png_stream(png_read, &src);
     cairo_status_t st = cairo_surface_status(s);
-    int rc = st == CAIRO_STATUS_SUCCESS ? surface_to_grey(s, path, img, err)
+    int rc = st == CAIRO_STATUS_SUCCESS ? surface_to_image(s, path, img, err)
                                         : cairo_refusal(st, path, err);
     cairo_surface_destroy(s);
     return rc;

@@ -1,12 +1,12 @@
-/* resize.c — scaling a grey image to the model's input size, each axis on its own: area
- * averaging along an axis that shrinks (a box filter one output pixel wide: the mean of the
- * source pixels whose centres lie under the output pixel), bilinear interpolation along one that
- * grows (a triangle filter: the two nearest source pixels, by distance; edge pixels repeated).
- * This is PIL's separable resampler (Pillow's Resample.c) with Image.BOX and Image.BILINEAR,
- * computed the same way — weights in double, rounded to 22-bit fixed point, a horizontal pass
- * rounded to 8 bits, then a vertical one — so its pixels are exactly PIL's, which the tests
- * check against files PIL wrote. It keeps no aspect ratio and does no cropping, sharpening or
- * gamma correction (pixel values are averaged as stored). */
+/* resize.c — scaling an image to the model's input size, plane by plane ([channels, height,
+ * width]), each axis on its own: area averaging along an axis that shrinks (a box filter one
+ * output pixel wide: the mean of the source pixels whose centres lie under the output pixel),
+ * bilinear interpolation along one that grows (a triangle filter: the two nearest source pixels,
+ * by distance; edge pixels repeated). This is PIL's separable resampler (Pillow's Resample.c) with
+ * Image.BOX and Image.BILINEAR, computed the same way — weights in double, rounded to 22-bit fixed
+ * point, a horizontal pass rounded to 8 bits, then a vertical one — so its pixels are exactly
+ * PIL's, which the tests check against files PIL wrote. It keeps no aspect ratio and does no
+ * cropping, sharpening or gamma correction (pixel values are averaged as stored). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,9 +122,22 @@ static int side_ok(int side)
     return side >= 1 && side <= CN_IMAGE_MAX_SIDE;
 }
 
-int cn_image_resize_grey(const uint8_t *src, int src_rows, int src_cols, uint8_t *dst,
-                         int rows, int cols, cn_error *err)
+/* One plane [src_rows, src_cols] -> [rows, cols] through mid ([src_rows, cols]). */
+static void resize_plane(const uint8_t *src, int src_rows, int src_cols, uint8_t *mid,
+                         uint8_t *dst, int rows, int cols, const axis_weights *across,
+                         const axis_weights *down)
 {
+    if (cols == src_cols) memcpy(mid, src, (size_t)src_rows * cols);
+    else horizontal(src, src_rows, src_cols, mid, cols, across);
+    if (rows == src_rows) memcpy(dst, mid, (size_t)rows * cols);
+    else vertical(mid, cols, dst, rows, down);
+}
+
+int cn_image_resize(const uint8_t *src, int channels, int src_rows, int src_cols, uint8_t *dst,
+                    int rows, int cols, cn_error *err)
+{
+    if (channels != 1 && channels != 3)
+        return cn_fail(err, "resize: cannot scale an image of %d channels (1 or 3)", channels);
     if (!side_ok(src_rows) || !side_ok(src_cols) || !side_ok(rows) || !side_ok(cols))
         return cn_fail(err, "resize: cannot scale %dx%d pixels to %dx%d", src_cols, src_rows,
                        cols, rows);
@@ -135,12 +148,10 @@ int cn_image_resize_grey(const uint8_t *src, int src_rows, int src_cols, uint8_t
                  ? 0
                  : cn_fail(err, "resize: out of memory scaling %dx%d pixels to %dx%d",
                            src_cols, src_rows, cols, rows);
-    if (rc == 0) {
-        if (cols == src_cols) memcpy(mid, src, (size_t)src_rows * cols);
-        else horizontal(src, src_rows, src_cols, mid, cols, &across);
-        if (rows == src_rows) memcpy(dst, mid, (size_t)rows * cols);
-        else vertical(mid, cols, dst, rows, &down);
-    }
+    size_t src_plane = (size_t)src_rows * src_cols, plane = (size_t)rows * cols;
+    for (int ch = 0; rc == 0 && ch < channels; ch++)
+        resize_plane(src + ch * src_plane, src_rows, src_cols, mid, dst + ch * plane, rows, cols,
+                     &across, &down);
     free(mid);
     free_axis(&across);
     free_axis(&down);

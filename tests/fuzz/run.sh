@@ -23,7 +23,7 @@ for name in "$@"; do
   echo "== fuzz_$name for $seconds s"
   # shellcheck disable=SC2086
   clang -std=c11 -O1 -g -fno-omit-frame-pointer $sanitize -fsanitize=fuzzer -Iinclude \
-    -Icli -Itests/fuzz -D_GNU_SOURCE -o "$out/fuzz_$name" "tests/fuzz/fuzz_$name.c" \
+    -Isrc -Icli -Itests/fuzz -D_GNU_SOURCE -o "$out/fuzz_$name" "tests/fuzz/fuzz_$name.c" \
     $([ "$name" = cli ] && ls "$out"/cli/*.o | grep -v /main.o) "$out/libcnnc.a" $libs
   mkdir -p "$out/corpus/$name"
   if ! ASAN_OPTIONS="detect_leaks=1" \

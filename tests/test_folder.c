@@ -1,0 +1,351 @@
+/* test_folder.c — the image folder reader (cn_folder_split_read) on small ImageFolder trees
+ * written here in a temporary folder: PNG files by cairo (colour, and grey from A8 surfaces)
+ * and JPEG files by libjpeg; the classes, labels and pixels against what was written, in
+ * sorted order, hidden files skipped; grey and colour conversions (and channels 0, as the
+ * first image is); one test per refusal, each with its message naming the file or folder. It
+ * does not test cn_dataset_load's choice of format. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <sys/stat.h>
+
+#include "data/formats.h"
+
+/* ---------------------------------------------------------------- writing trees */
+
+/* path/.../name, made with its parent folders; the result is malloc'd. */
+static char *make_path(const char *root, const char *rel)
+{
+    char *path = tu_join(root, rel);
+    for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')) != NULL; p++) {
+        *p = '\0';
+        if (mkdir(path, 0755) != 0) assert_int_equal(errno, EEXIST);
+        *p = '/';
+    }
+    return path;
+}
+
+static void make_folder(const char *root, const char *rel)
+{
+    char *path = make_path(root, rel);
+    assert_int_equal(mkdir(path, 0755), 0);
+    free(path);
+}
+
+static void write_file(const char *root, const char *rel, const void *bytes, size_t len)
+{
+    char *path = make_path(root, rel);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    free(path);
+}
+
+/* Sample (channel ch, row r, col c) of test image id: a different value for each. */
+static uint8_t sample(int id, int ch, int r, int c)
+{
+    return (uint8_t)(id * 53 + ch * 91 + r * 17 + c * 29 + 7);
+}
+
+/* A PNG of image id (height x width) written by cairo: colour (RGB24) or grey (A8, which cairo
+ * writes as a grey PNG of channel 0's samples). */
+static void write_png(const char *root, const char *rel, int id, int height, int width,
+                      int colour)
+{
+    cairo_format_t format = colour ? CAIRO_FORMAT_RGB24 : CAIRO_FORMAT_A8;
+    cairo_surface_t *s = cairo_image_surface_create(format, width, height);
+    assert_int_equal(cairo_surface_status(s), CAIRO_STATUS_SUCCESS);
+    cairo_surface_flush(s);
+    unsigned char *data = cairo_image_surface_get_data(s);
+    int stride = cairo_image_surface_get_stride(s);
+    for (int r = 0; r < height; r++)
+        for (int c = 0; c < width; c++) {
+            unsigned char *row = data + (size_t)r * stride;
+            if (colour)
+                ((uint32_t *)(void *)row)[c] = 0xff000000u | (uint32_t)sample(id, 0, r, c) << 16 |
+                                               (uint32_t)sample(id, 1, r, c) << 8 |
+                                               sample(id, 2, r, c);
+            else
+                row[c] = sample(id, 0, r, c);
+        }
+    cairo_surface_mark_dirty(s);
+    char *path = make_path(root, rel);
+    assert_int_equal(cairo_surface_write_to_png(s, path), CAIRO_STATUS_SUCCESS);
+    cairo_surface_destroy(s);
+    free(path);
+}
+
+/* A JPEG (quality 100) of one constant colour (or grey, when colour is 0: value v[0]). */
+static void write_jpeg(const char *root, const char *rel, int height, int width, int colour,
+                       const uint8_t v[3])
+{
+    int components = colour ? 3 : 1;
+    uint8_t *pixels = malloc((size_t)height * width * components);
+    assert_non_null(pixels);
+    for (int i = 0; i < height * width; i++) memcpy(pixels + i * components, v, components);
+    unsigned long len = 0;
+    unsigned char *out = tu_jpeg_bytes(pixels, width, height, components,
+                                       colour ? JCS_RGB : JCS_GRAYSCALE, 100, 0, &len);
+    write_file(root, rel, out, len);
+    free(out);
+    free(pixels);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void remove_tree(char *root)
+{
+    assert_int_equal(nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+    free(root);
+}
+
+/* cn_dataset_free, with the class names. */
+static void free_dataset(cn_dataset *ds)
+{
+    for (int c = 0; ds->class_names && c < ds->classes; c++) free(ds->class_names[c]);
+    free(ds->class_names);
+    ds->class_names = NULL;
+    cn_dataset_free(ds);
+}
+
+/* ---------------------------------------------------------------- reading */
+
+enum { H = 4, W = 5 };
+
+/* Image i of ds is test image id as channels: colour planes or their luma. */
+static void expect_image(const cn_dataset *ds, int i, int id, int channels)
+{
+    const uint8_t *px = ds->pixels + (size_t)i * channels * H * W;
+    for (int r = 0; r < H; r++)
+        for (int c = 0; c < W; c++) {
+            unsigned rgb[3] = {sample(id, 0, r, c), sample(id, 1, r, c), sample(id, 2, r, c)};
+            for (int ch = 0; ch < channels; ch++) {
+                unsigned want = channels == 3 ? rgb[ch]
+                                              : (rgb[0] * 19595 + rgb[1] * 38470 +
+                                                 rgb[2] * 7471 + 0x8000) >> 16;
+                if (px[(ch * H + r) * W + c] != want)
+                    fail_msg("image %d, channel %d (%d, %d): %d, not %u", i, ch, r, c,
+                             px[(ch * H + r) * W + c], want);
+            }
+        }
+}
+
+/* Classes dog, ant, cat (read as ant, cat, dog) with 2, 1 and 2 colour PNG files, written out
+ * of order, beside hidden files and folders and a file outside the class folders. */
+static char *colour_tree(void)
+{
+    char *root = tu_make_temp_dir("folder");
+    write_png(root, "train/dog/b.png", 4, H, W, 1);
+    write_png(root, "train/dog/a.png", 3, H, W, 1);
+    write_png(root, "train/ant/only.png", 0, H, W, 1);
+    write_png(root, "train/cat/2.png", 2, H, W, 1);
+    write_png(root, "train/cat/10.png", 1, H, W, 1);
+    write_file(root, "train/cat/.DS_Store", "junk", 4);
+    write_file(root, "train/.hidden/x.png", "junk", 4);
+    write_file(root, "train/README", "a file beside the classes", 25);
+    return root;
+}
+
+static void test_colour_classes_and_labels(void **state)
+{
+    (void)state;
+    char *root = colour_tree();
+    static const int channels[] = {3, 0, 1};
+    for (int k = 0; k < 3; k++) {
+        cn_dataset ds = {0};
+        cn_error err = {{0}};
+        if (cn_folder_split_read(&ds, root, "train", channels[k], &err) != 0)
+            fail_msg("%s", err.msg);
+        int want_channels = channels[k] ? channels[k] : 3;
+        assert_int_equal(ds.count, 5);
+        assert_int_equal(ds.classes, 3);
+        assert_int_equal(ds.channels, want_channels);
+        assert_int_equal(ds.height, H);
+        assert_int_equal(ds.width, W);
+        assert_int_equal(ds.format, CN_DATA_FOLDER);
+        assert_string_equal(ds.class_names[0], "ant");
+        assert_string_equal(ds.class_names[1], "cat");
+        assert_string_equal(ds.class_names[2], "dog");
+        static const uint8_t labels[] = {0, 1, 1, 2, 2};
+        assert_memory_equal(ds.labels, labels, 5);
+        static const int ids[] = {0, 1, 2, 3, 4}; /* strcmp order: "10.png" before "2.png" */
+        for (int i = 0; i < 5; i++) expect_image(&ds, i, ids[i], want_channels);
+        free_dataset(&ds);
+    }
+    remove_tree(root);
+}
+
+/* Grey PNG files are 1 channel (channels 0), repeated as colour; JPEG files of both kinds mix
+ * with them, converted as asked. */
+static void test_grey_and_jpeg(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    write_png(root, "test/a/1.png", 5, H, W, 0);
+    static const uint8_t orange[3] = {200, 100, 50}, grey[3] = {90, 90, 90};
+    write_jpeg(root, "test/a/2.jpg", H, W, 1, orange);
+    write_jpeg(root, "test/b/3.jpeg", H, W, 0, grey);
+    cn_dataset ds = {0};
+    cn_error err = {{0}};
+    if (cn_folder_split_read(&ds, root, "test", 0, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(ds.channels, 1);
+    assert_int_equal(ds.count, 3);
+    for (int r = 0; r < H; r++)
+        for (int c = 0; c < W; c++) assert_int_equal(ds.pixels[r * W + c], sample(5, 0, r, c));
+    int luma = (200 * 19595 + 100 * 38470 + 50 * 7471 + 0x8000) >> 16;
+    for (int i = 0; i < H * W; i++) {
+        assert_true(abs(ds.pixels[H * W + i] - luma) <= 2);
+        assert_true(abs(ds.pixels[2 * H * W + i] - 90) <= 2);
+    }
+    free_dataset(&ds);
+    if (cn_folder_split_read(&ds, root, "test", 3, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(ds.channels, 3);
+    size_t plane = H * W;
+    for (int ch = 0; ch < 3; ch++)
+        for (size_t i = 0; i < plane; i++) {
+            assert_int_equal(ds.pixels[ch * plane + i], ds.pixels[i]); /* grey repeated */
+            assert_true(abs(ds.pixels[(3 + ch) * plane + i] - orange[ch]) <= 2);
+            assert_true(abs(ds.pixels[(6 + ch) * plane + i] - 90) <= 2);
+        }
+    free_dataset(&ds);
+    remove_tree(root);
+}
+
+/* ---------------------------------------------------------------- refusals */
+
+/* Reading split of root (channels 0) fails with each of the texts (NULL-terminated) in its
+ * message. */
+static void expect_refused(const char *root, const char *split, const char *const *texts)
+{
+    cn_dataset ds = {0};
+    cn_error err = {{0}};
+    int rc = cn_folder_split_read(&ds, root, split, 0, &err);
+    free_dataset(&ds);
+    if (rc != -1) fail_msg("%s/%s: read, expected \"%s\"", root, split, texts[0]);
+    for (int i = 0; texts[i]; i++)
+        if (!strstr(err.msg, texts[i]))
+            fail_msg("%s/%s: expected \"%s\" in \"%s\"", root, split, texts[i], err.msg);
+}
+
+#define REFUSED(root, split, ...) \
+    expect_refused(root, split, (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_mixed_sizes(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    write_png(root, "train/a/1.png", 0, H, W, 1);
+    write_png(root, "train/b/1.png", 1, H + 1, W, 1);
+    REFUSED(root, "train", "train/b/1.png: image is 5x5 pixels", "train/a/1.png) is 5x4",
+            "images of mixed sizes");
+    remove_tree(root);
+}
+
+static void test_empty_class_folder(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    write_png(root, "train/a/1.png", 0, H, W, 1);
+    make_folder(root, "train/b");
+    write_file(root, "train/b/.keep", "", 0);
+    REFUSED(root, "train", "train/b: an empty class folder");
+    remove_tree(root);
+}
+
+static void test_undecodable_files(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    write_png(root, "train/a/1.png", 0, H, W, 1);
+    write_file(root, "train/a/2.png", "not an image at all", 19);
+    REFUSED(root, "train", "train/a/2.png: not a PNG or JPEG image");
+    write_file(root, "train/a/2.png", "P5 5 4 255\n01234567890123456789", 31);
+    REFUSED(root, "train", "train/a/2.png: not a PNG or JPEG image"); /* PGM: not here */
+    write_file(root, "train/a/2.png", "\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", 16);
+    REFUSED(root, "train", "train/a/2.png: not a valid PNG");
+    remove_tree(root);
+}
+
+static void test_missing_split_and_classes(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    REFUSED(root, "train", "/train: cannot open the folder");
+    make_folder(root, "train");
+    write_file(root, "train/loose.png", "x", 1);
+    REFUSED(root, "train", "/train: no class folders");
+    remove_tree(root);
+    cn_dataset ds = {0};
+    cn_error err = {{0}};
+    assert_int_equal(cn_folder_split_read(&ds, "/tmp", "train", 2, &err), -1);
+    assert_non_null(strstr(err.msg, "as 2 channels"));
+}
+
+/* A named pipe in a class folder is refused at once, not waited on; so is a folder. */
+static void test_named_pipe(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    write_png(root, "train/a/1.png", 0, H, W, 1);
+    char *fifo = make_path(root, "train/a/2.png");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(20); /* a hang ends the test */
+    REFUSED(root, "train", "train/a/2.png: not a regular file (a named pipe)");
+    assert_int_equal(unlink(fifo), 0);
+    free(fifo);
+    make_folder(root, "train/b");
+    make_folder(root, "train/b/inner");
+    REFUSED(root, "train", "train/b/inner: not a regular file (a folder)");
+    alarm(0);
+    remove_tree(root);
+}
+
+static void test_class_names_and_count(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    char name[80];
+    memset(name, 'n', 64);
+    snprintf(name + 64, sizeof name - 64, "/1.png");
+    write_png(root, "train/a/1.png", 0, H, W, 1);
+    char rel[128];
+    snprintf(rel, sizeof rel, "train/%s", name);
+    write_png(root, rel, 0, H, W, 1);
+    REFUSED(root, "train", "a class name longer than 63 bytes");
+    snprintf(rel, sizeof rel, "train/%.64s", name);
+    char *long_class = tu_join(root, rel);
+    char *tab = tu_join(root, "train/tab\there");
+    assert_int_equal(rename(long_class, tab), 0);
+    REFUSED(root, "train", "a class folder whose name has a control character (byte 0x09)");
+    free(long_class);
+    free(tab);
+    remove_tree(root);
+    root = tu_make_temp_dir("folder");
+    for (int c = 0; c <= CN_MAX_CLASSES; c++) {
+        snprintf(rel, sizeof rel, "train/c%03d", c);
+        make_folder(root, rel);
+    }
+    REFUSED(root, "train", "/train: more than 256 class folders");
+    remove_tree(root);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_colour_classes_and_labels),
+        cmocka_unit_test(test_grey_and_jpeg),
+        cmocka_unit_test(test_mixed_sizes),
+        cmocka_unit_test(test_empty_class_folder),
+        cmocka_unit_test(test_undecodable_files),
+        cmocka_unit_test(test_missing_split_and_classes),
+        cmocka_unit_test(test_named_pipe),
+        cmocka_unit_test(test_class_names_and_count),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
