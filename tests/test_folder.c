@@ -105,12 +105,8 @@ static void remove_tree(char *root)
     free(root);
 }
 
-/* cn_dataset_free, with the class names. */
 static void free_dataset(cn_dataset *ds)
 {
-    for (int c = 0; ds->class_names && c < ds->classes; c++) free(ds->class_names[c]);
-    free(ds->class_names);
-    ds->class_names = NULL;
     cn_dataset_free(ds);
 }
 
@@ -322,7 +318,7 @@ static void test_class_names_and_count(void **state)
     char *long_class = tu_join(root, rel);
     char *tab = tu_join(root, "train/tab\there");
     assert_int_equal(rename(long_class, tab), 0);
-    REFUSED(root, "train", "a class folder whose name has a control character (byte 0x09)");
+    REFUSED(root, "train", "a class folder's name: class 1: a name may not hold control characters");
     free(long_class);
     free(tab);
     remove_tree(root);

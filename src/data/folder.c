@@ -101,16 +101,15 @@ static int list_folder(const char *dir, int folders_only, int max, const char *w
     return rc;
 }
 
-static int check_class_name(const char *split_dir, const char *name, cn_error *err)
+/* A class folder's name must be a class name (cn_class_name_check). */
+static int check_class_name(const char *split_dir, const char *name, int c, cn_error *err)
 {
+    cn_error why = {{0}};
+    if (cn_class_name_check(name, c, &why) == 0) return 0;
     if (strlen(name) > CN_CLASS_NAME_MAX)
-        return cn_fail(err, "%s/%s: a class name longer than %d bytes", split_dir, name,
-                       CN_CLASS_NAME_MAX);
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            return cn_fail(err, "%s: a class folder whose name has a control character (byte "
-                           "0x%02x)", split_dir, *p);
-    return 0;
+        return cn_fail(err, "%s/%.*s...: a class name longer than %d bytes", split_dir,
+                       CN_CLASS_NAME_MAX, name, CN_CLASS_NAME_MAX);
+    return cn_fail(err, "%s: a class folder's name: %s", split_dir, why.msg);
 }
 
 static int list_classes(folder_plan *plan, cn_error *err)
@@ -121,7 +120,7 @@ static int list_classes(folder_plan *plan, cn_error *err)
         return cn_fail(err, "%s: no class folders (images go in SPLIT/CLASS/IMAGE)",
                        plan->split_dir);
     for (int c = 0; c < plan->classes.n; c++)
-        if (check_class_name(plan->split_dir, plan->classes.names[c], err)) return -1;
+        if (check_class_name(plan->split_dir, plan->classes.names[c], c, err)) return -1;
     return 0;
 }
 

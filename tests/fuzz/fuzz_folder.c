@@ -89,9 +89,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         for (int i = 0; rc == 0 && i < ds.count; i++)
             if (ds.labels[i] >= ds.classes) abort();
-        for (int c = 0; ds.class_names && c < ds.classes; c++) free(ds.class_names[c]);
-        free(ds.class_names);
-        ds.class_names = NULL;
         cn_dataset_free(&ds);
     }
     return 0;
