@@ -3,7 +3,8 @@
 # tools/make_dataset.py: a CIFAR-10-format set trains models/cifar10.model and a folder of
 # colour PNG and JPEG images trains the grey models/lenet5.model (read as grey because the model
 # asks so) to the accuracy required below; eval, predict and the pictures show the data's class
-# names; a checkpoint records the data's shape; a model that does not fit the data, and every
+# names; a checkpoint records the data's shape; 1 and 2 threads and 2 processes save the same
+# weights from both formats; a model that does not fit the data, and every
 # kind of malformed file, is refused before training with one line naming it and no output
 # written. Needs /usr/bin/python3 with numpy and PIL (tools/deps.sh test).
 # Usage: sh tests/cli_datasets.sh BUILD_DIR
@@ -73,6 +74,31 @@ grep -q "\"classes\":\"$first\\\\n" "$tmp/f.st" ||
   fail "folder: the saved model does not record the folders' names"
 run eval --checkpoint "$tmp/f.st" --data-dir "$tmp/folder" --data-format folder
 grep -q "^  $first " "$tmp/out" || fail "folder: eval does not name the class $first"
+
+# ---------------------------------------------------------------- the same weights
+# Two replicas on 1 and 2 threads, and as 2 processes, save the same bytes, from both formats.
+same="--num-cores 2 --batch-size 16 --num-epochs 2 --plot none --result-image none -q"
+# shellcheck disable=SC2086
+for t in 1 2; do
+  "$cnnc" train --model "$root/models/lenet5.model" --data-dir "$tmp/folder" $same \
+    --threads $t --save "$tmp/f$t.st" >/dev/null 2>"$tmp/err" || fail "folder: $(cat "$tmp/err")"
+  "$cnnc" train --model "$root/models/cifar10.model" --data-dir "$tmp/c10" $same \
+    --train-samples 256 --threads $t --save "$tmp/c$t.st" >/dev/null 2>"$tmp/err" ||
+    fail "cifar10: $(cat "$tmp/err")"
+done
+cmp -s "$tmp/f1.st" "$tmp/f2.st" || fail "folder: 1 and 2 threads saved other weights"
+cmp -s "$tmp/c1.st" "$tmp/c2.st" || fail "cifar10: 1 and 2 threads saved other weights"
+if command -v mpirun >/dev/null 2>&1 && "$cnnc" info 2>/dev/null | grep -q "^MPI: *yes"; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_plm=isolated OMPI_MCA_btl=self,vader
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  [ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+  # shellcheck disable=SC2086
+  timeout 120 mpirun -np 2 "$cnnc" train --model "$root/models/lenet5.model" \
+    --data-dir "$tmp/folder" $same --save "$tmp/fp.st" >/dev/null 2>"$tmp/err" ||
+    fail "folder: mpirun -np 2: $(cat "$tmp/err")"
+  cmp -s "$tmp/f1.st" "$tmp/fp.st" || fail "folder: 2 processes saved other weights"
+fi
 
 # ---------------------------------------------------------------- refusals before training
 # refused NAME TEXT ARGS...: exit 1, TEXT in the one-line message, and nothing written.
