@@ -9,15 +9,18 @@
 
 static void print_class_accuracy(const int64_t *counts, int classes, const char *const *names)
 {
+    int width = 12; /* the names' column: Fashion-MNIST's longest, or the longest name */
+    for (int a = 0; a < classes; a++)
+        width = (int)strlen(names[a]) > width ? (int)strlen(names[a]) : width;
     printf("Per-class accuracy:\n");
     for (int a = 0; a < classes; a++) {
         int64_t total = 0, right = counts[a * classes + a];
         for (int p = 0; p < classes; p++) total += counts[a * classes + p];
         if (total == 0) {
-            cli_print_line("  %-12s      -  (0 images)", names[a]);
+            cli_print_line("  %-*s      -  (0 images)", width, names[a]);
             continue;
         }
-        cli_print_line("  %-12s %6.2f%%  (%lld/%lld)", names[a],
+        cli_print_line("  %-*s %6.2f%%  (%lld/%lld)", width, names[a],
                        100.0 * (double)right / (double)total, (long long)right,
                        (long long)total);
     }
