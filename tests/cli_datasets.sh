@@ -28,6 +28,7 @@ run train --model "$root/models/cifar10.model" --data-dir "$tmp/c10" --num-epoch
   --result-image "$tmp/c10.png" --checkpoint-dir "$tmp/c10-ck"
 [ "$status" -eq 0 ] || fail "cifar10: train: $(cat "$tmp/err")"
 acc=$(accuracy_of "$tmp/c10.jsonl")
+reached="cifar10.model on cifar10: $acc%"
 at_least "$acc" 65 || fail "cifar10: models/cifar10.model reached only $acc% (65% required)"
 first=$(sed -n 1p "$tmp/c10/batches.meta.txt")
 grep -q "\"classes\":\"$first\\\\n" "$tmp/c10.st" ||
@@ -68,6 +69,7 @@ run train --model "$root/models/lenet5.model" --data-dir "$tmp/folder" --num-epo
   --save "$tmp/f.st"
 [ "$status" -eq 0 ] || fail "folder: train: $(cat "$tmp/err")"
 acc=$(accuracy_of "$tmp/f.jsonl")
+reached="$reached, lenet5.model on a folder: $acc%"
 at_least "$acc" 70 || fail "folder: models/lenet5.model reached only $acc% (70% required)"
 first=$(ls "$tmp/folder/train" | sed -n 1p)
 grep -q "\"classes\":\"$first\\\\n" "$tmp/f.st" ||
@@ -152,4 +154,4 @@ printf 'a\nb\n' >"$tmp/two.txt"
 refused "names of --classes for other classes" "two.txt: names 2 classes, the data has 3" \
   --data-dir "$tmp/bad" --classes "$tmp/two.txt" --model "$root/models/lenet5.model"
 [ -n "$some" ] || fail "the folder set has no images"
-finish
+finish "$reached"
