@@ -24,15 +24,19 @@ cp "$root/tests/fixtures/pytorch_model.safetensors" model.safetensors
 model=$tmp/model.safetensors
 
 # quick STATUS TEXT ARGS...: as expect (TEXT may be empty: no message expected), under
-# `timeout 5`: a command that waits on a pipe fails (status 124) instead of hanging.
+# `timeout 5` (30 under the sanitizers, which run several times slower and share the machine's
+# cores with other tests): a command that waits on a pipe fails (status 124) instead of hanging.
+quick_limit=5
+[ -n "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ] && quick_limit=30
 quick() {
   quick_status=$1
   quick_text=$2
   shift 2
-  timeout 5 "$cnnc" "$@" >out 2>err
+  timeout "$quick_limit" "$cnnc" "$@" >out 2>err
   status=$?
   if [ "$status" -ne "$quick_status" ]; then
-    fail "cnnc $*: exit status $status, expected $quick_status (124: still waiting after 5 s):" \
+    fail "cnnc $*: exit status $status, expected $quick_status (124: still waiting after" \
+      "$quick_limit s):" \
       "$(cat err)"
   elif [ -n "$quick_text" ] && ! grep -q -e "$quick_text" err; then
     fail "cnnc $*: the message does not mention '$quick_text': $(cat err)"
