@@ -417,6 +417,8 @@ typedef struct {
     float momentum;      /* 0.5 */
     uint64_t seed;       /* 1: initialisation and shuffling */
     cn_precision precision; /* CN_PRECISION_FP32 (0) unless asked: part of the math */
+    float label_smoothing;  /* 0 unless asked, in [0, 1): the training loss is PyTorch's
+                             * CrossEntropyLoss(label_smoothing=a); evaluation's stays NLL */
 } cn_train_config;
 
 /* Wall-clock seconds spent in each phase of training, summed over steps. With several
@@ -436,7 +438,8 @@ typedef struct cn_trainer cn_trainer;
  * samples makes one thread's buffers for 10 samples, whatever the batch size and threads asked.
  * Returns a trainer the caller frees with cn_trainer_free, or NULL with a message: a setting
  * out of range (batch 1..65536, replicas 1..1024, threads 1..1024, learning rate > 0, momentum
- * in [0, 1), a precision this CPU supports), out of memory. Threads that cannot start and
+ * and label smoothing in [0, 1), a precision this CPU supports), out of memory. Threads that
+ * cannot start and
  * buffers that do not fit are reported by the call that needed them. */
 CN_API cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err);
 /* The same for one rank of several processes (comm borrowed, it must outlive the trainer; NULL

@@ -8,6 +8,8 @@ Outputs (in tests/fixtures/ unless --out is given):
   conv_stride_padding.safetensors
                               convolutions with stride, zero padding or no bias (forward and
                               backward)
+  label_smoothing.safetensors log_softmax followed by CrossEntropyLoss(label_smoothing=0.1):
+                              loss and gradient of the logits
   model_steps.safetensors     the seed's model: initial state, 3 data-parallel SGD steps, final
                               state
   pytorch_model.safetensors   a model-only state_dict trained 1 epoch in PyTorch, with its test
@@ -244,6 +246,21 @@ def case_nll(seed):
     loss.backward()
     out = [('logp', logp), ('labels', labels), ('loss', loss.reshape(1)), ('dlogp', logp.grad)]
     return named('nll', out), prefixed('nll', {'B': 4, 'N': 10, 'reduction': 'mean'})
+
+
+def case_smoothing(seed, a):
+    """CrossEntropyLoss(label_smoothing=a) on log-probabilities (log_softmax leaves them as
+    they are), mean over the batch; labels repeat and leave classes out. Its own log_softmax
+    projects the gradient of logp, not that of the logits x."""
+    torch.manual_seed(seed)
+    x = leaf(torch.randn(5, 10) * 2)
+    logp = F.log_softmax(x, dim=1)
+    labels = torch.tensor([3, 0, 9, 3, 7])
+    loss = nn.CrossEntropyLoss(label_smoothing=a)(logp, labels)
+    loss.backward()
+    out = [('x', x), ('logp', logp), ('labels', labels), ('loss', loss.reshape(1)),
+           ('dx', x.grad)]
+    return named('smooth', out), prefixed('smooth', {'B': 5, 'N': 10, 'label_smoothing': a})
 
 
 def named(prefix, items):
@@ -513,8 +530,8 @@ def gen_pytorch_model(path, train, test):
           f'smallest top-2 gap {gap:.3g})')
 
 
-OUTPUTS = ['layers', 'layers_pool_dropout', 'conv_stride_padding', 'model_steps',
-           'pytorch_model']
+OUTPUTS = ['layers', 'layers_pool_dropout', 'conv_stride_padding', 'label_smoothing',
+           'model_steps', 'pytorch_model']
 
 
 def main():
@@ -530,6 +547,7 @@ def main():
     writers = {'layers': lambda path: gen_layers(path),
                'layers_pool_dropout': lambda path: gen_layers_pool_dropout(path),
                'conv_stride_padding': lambda path: gen_conv_stride_padding(path),
+               'label_smoothing': lambda path: write_cases(path, [lambda: case_smoothing(11, 0.1)]),
                'model_steps': lambda path: gen_model_steps(path, train),
                'pytorch_model': lambda path: gen_pytorch_model(path, train, test)}
     for name in OUTPUTS:
