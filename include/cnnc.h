@@ -602,6 +602,7 @@ typedef struct {
     int batch_size;             /* per replica */
     float learning_rate;        /* per replica, as configured */
     float momentum;
+    float label_smoothing;      /* 0 for files that do not say */
     int train_samples;          /* training images used */
     uint32_t train_crc32;       /* CRC-32 of those images' pixels followed by their labels */
     int data_channels, data_height, data_width; /* of the images; 0 in files that do not say */
