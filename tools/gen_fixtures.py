@@ -12,6 +12,8 @@ Outputs (in tests/fixtures/ unless --out is given):
                               loss and gradient of the logits
   model_steps.safetensors     the seed's model: initial state, 3 data-parallel SGD steps, final
                               state
+  model_steps_smooth.safetensors
+                              the same with CrossEntropyLoss(label_smoothing=0.1)
   pytorch_model.safetensors   a model-only state_dict trained 1 epoch in PyTorch, with its test
                               accuracy in __metadata__ ("test_accuracy"); the data order is the
                               first one that leaves no test prediction near a tie
@@ -398,9 +400,11 @@ def bn_modules(m):
     return [mod for mod in m.modules() if isinstance(mod, nn.BatchNorm2d)]
 
 
-def data_parallel_step(m, opt, x, y, R):
+def data_parallel_step(m, opt, x, y, R, smoothing=0.0):
     """One step with R replicas: own batch statistics each, averaged gradients and loss, and
-    running statistics set to the mean of the replicas' updates from the same starting point."""
+    running statistics set to the mean of the replicas' updates from the same starting point.
+    The loss: NLL, or CrossEntropyLoss(label_smoothing=smoothing) of the log-probabilities."""
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing) if smoothing else F.nll_loss
     bns = bn_modules(m)
     start = [(b.running_mean.clone(), b.running_var.clone(), b.num_batches_tracked.clone())
              for b in bns]
@@ -412,7 +416,7 @@ def data_parallel_step(m, opt, x, y, R):
             b.running_var.copy_(rv)
             b.num_batches_tracked.copy_(nb)
         opt.zero_grad()
-        loss = F.nll_loss(m(x[r * B:(r + 1) * B]), y[r * B:(r + 1) * B])
+        loss = loss_fn(m(x[r * B:(r + 1) * B]), y[r * B:(r + 1) * B])
         loss.backward()
         losses.append(loss.detach())
         g = [p.grad.detach().clone() for p in m.parameters()]
@@ -437,7 +441,7 @@ def state_tensors(m, prefix):
     return res
 
 
-def gen_model_steps(path, train):
+def gen_model_steps(path, train, smoothing=0.0):
     R, B, steps = 2, 16, 3
     torch.manual_seed(0)
     m = FashionMNIST()
@@ -456,7 +460,7 @@ def gen_model_steps(path, train):
     losses = []
     for s in range(steps):
         sl = slice(s * R * B, (s + 1) * R * B)
-        losses.append(data_parallel_step(m, opt, x[sl], y[sl], R))
+        losses.append(data_parallel_step(m, opt, x[sl], y[sl], R, smoothing))
     tensors += [('steps.images', pixels.reshape(steps, R * B, 28, 28).astype(np.float32)),
                 ('steps.labels', labels.reshape(steps, R * B)),
                 ('steps.loss', np.array(losses, dtype=np.float32))]
@@ -465,6 +469,8 @@ def gen_model_steps(path, train):
             'learning_rate_applied': 0.01 * R, 'momentum': 0.5, 'init_seed': 'torch.manual_seed(0)',
             'images': source, 'images_encoding': 'raw pixels 0..255 stored as F32',
             'generator': f'tools/gen_fixtures.py, torch {torch.__version__}'}
+    if smoothing:
+        meta['label_smoothing'] = smoothing
     write_safetensors(path, tensors, meta)
 
 
@@ -531,7 +537,7 @@ def gen_pytorch_model(path, train, test):
 
 
 OUTPUTS = ['layers', 'layers_pool_dropout', 'conv_stride_padding', 'label_smoothing',
-           'model_steps', 'pytorch_model']
+           'model_steps', 'model_steps_smooth', 'pytorch_model']
 
 
 def main():
@@ -549,6 +555,7 @@ def main():
                'conv_stride_padding': lambda path: gen_conv_stride_padding(path),
                'label_smoothing': lambda path: write_cases(path, [lambda: case_smoothing(11, 0.1)]),
                'model_steps': lambda path: gen_model_steps(path, train),
+               'model_steps_smooth': lambda path: gen_model_steps(path, train, 0.1),
                'pytorch_model': lambda path: gen_pytorch_model(path, train, test)}
     for name in OUTPUTS:
         if a.only in (None, name):
