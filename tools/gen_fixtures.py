@@ -14,6 +14,8 @@ Outputs (in tests/fixtures/ unless --out is given):
                               state
   model_steps_smooth.safetensors
                               the same with CrossEntropyLoss(label_smoothing=0.1)
+  lr_schedule.safetensors     the learning rate of each step under StepLR, CosineAnnealingLR,
+                              OneCycleLR and a constant rate, with and without a LinearLR warmup
   pytorch_model.safetensors   a model-only state_dict trained 1 epoch in PyTorch, with its test
                               accuracy in __metadata__ ("test_accuracy"); the data order is the
                               first one that leaves no test prediction near a tie
@@ -474,6 +476,50 @@ def gen_model_steps(path, train, smoothing=0.0):
     write_safetensors(path, tensors, meta)
 
 
+# ---------------------------------------------------------------- lr_schedule.safetensors
+
+SCHEDULE_CASES = [  # kind, base, steps, warmup, step_size, gamma, total
+    ('constant', 0.1, 8, 3, 1, 0.1, 8), ('step', 0.1, 12, 0, 4, 0.5, 12),
+    ('step', 0.05, 12, 2, 3, 0.1, 12), ('cosine', 0.1, 10, 0, 1, 0.1, 10),
+    ('cosine', 0.2, 12, 3, 1, 0.1, 12), ('onecycle', 0.1, 20, 0, 1, 0.1, 20),
+    ('onecycle', 0.1, 23, 4, 1, 0.1, 23)]
+
+
+def schedule_rates(kind, base, steps, warmup, step_size, gamma, total):
+    """The rate of each of `steps` optimiser steps under torch.optim.lr_scheduler's StepLR,
+    CosineAnnealingLR or OneCycleLR (defaults; constant: ConstantLR(factor=1)), after
+    LinearLR(total_iters=warmup) in a SequentialLR when warmup > 0."""
+    p = [torch.nn.Parameter(torch.zeros(1))]
+    o = torch.optim.SGD(p, lr=base)
+    lrs = torch.optim.lr_scheduler
+    main = {'constant': lambda: lrs.ConstantLR(o, factor=1.0, total_iters=0),
+            'step': lambda: lrs.StepLR(o, step_size=step_size, gamma=gamma),
+            'cosine': lambda: lrs.CosineAnnealingLR(o, T_max=total - warmup),
+            'onecycle': lambda: lrs.OneCycleLR(o, max_lr=base, total_steps=total - warmup)}[kind]()
+    sched = main
+    if warmup:
+        sched = lrs.SequentialLR(o, [lrs.LinearLR(o, total_iters=warmup), main], [warmup])
+    out = []
+    for _ in range(steps):
+        out.append(o.param_groups[0]['lr'])
+        o.step()
+        sched.step()
+    return out
+
+
+def gen_lr_schedule(path):
+    tensors, meta = [], {}
+    for i, (kind, base, steps, warmup, step_size, gamma, total) in enumerate(SCHEDULE_CASES):
+        rates = schedule_rates(kind, base, steps, warmup, step_size, gamma, total)
+        tensors.append((f'case{i}.lr', np.array(rates, dtype=np.float32)))
+        meta.update(prefixed(f'case{i}', {'kind': kind, 'base': base, 'warmup': warmup,
+                                          'step_size': step_size, 'gamma': gamma,
+                                          'total': total}))
+    meta['cases'] = len(SCHEDULE_CASES)
+    meta['generator'] = f'tools/gen_fixtures.py, torch {torch.__version__}'
+    write_safetensors(path, tensors, meta)
+
+
 def evaluate(m, x, y):
     """Number of correct predictions and the smallest gap between the two largest
     log-probabilities of any sample (how far the argmax is from a rounding flip)."""
@@ -537,7 +583,7 @@ def gen_pytorch_model(path, train, test):
 
 
 OUTPUTS = ['layers', 'layers_pool_dropout', 'conv_stride_padding', 'label_smoothing',
-           'model_steps', 'model_steps_smooth', 'pytorch_model']
+           'model_steps', 'model_steps_smooth', 'lr_schedule', 'pytorch_model']
 
 
 def main():
@@ -556,6 +602,7 @@ def main():
                'label_smoothing': lambda path: write_cases(path, [lambda: case_smoothing(11, 0.1)]),
                'model_steps': lambda path: gen_model_steps(path, train),
                'model_steps_smooth': lambda path: gen_model_steps(path, train, 0.1),
+               'lr_schedule': gen_lr_schedule,
                'pytorch_model': lambda path: gen_pytorch_model(path, train, test)}
     for name in OUTPUTS:
         if a.only in (None, name):
