@@ -815,15 +815,18 @@ static void test_log_softmax_fd(void **state)
     tu_fd_check("log_softmax x", log_softmax_loss, &c, c.x, dx, c.n, NULL);
 }
 
-static softmax_case nll_load(void)
+/* Case p's input (its tensor field) and labels. */
+static softmax_case labelled_load(const char *p, const char *field)
 {
-    softmax_case c = softmax_load("nll");
+    softmax_case c = softmax_load(p);
     assert_true(c.B <= (int)sizeof c.labels);
-    c.x = fx_f32("nll", "logp", c.n);
-    const int64_t *labels = fx_i64("nll", "labels", (size_t)c.B);
+    c.x = fx_f32(p, field, c.n);
+    const int64_t *labels = fx_i64(p, "labels", (size_t)c.B);
     for (int b = 0; b < c.B; b++) c.labels[b] = (uint8_t)labels[b];
     return c;
 }
+
+static softmax_case nll_load(void) { return labelled_load("nll", "logp"); }
 
 static void test_nll_pytorch(void **state)
 {
@@ -855,13 +858,8 @@ static void test_nll_fd(void **state)
 
 static softmax_case smooth_load(float *a)
 {
-    softmax_case c = softmax_load("smooth");
-    assert_true(c.B <= (int)sizeof c.labels);
     *a = (float)atof(fx_meta("smooth", "label_smoothing"));
-    c.x = fx_f32("smooth", "x", c.n);
-    const int64_t *labels = fx_i64("smooth", "labels", (size_t)c.B);
-    for (int b = 0; b < c.B; b++) c.labels[b] = (uint8_t)labels[b];
-    return c;
+    return labelled_load("smooth", "x");
 }
 
 /* log_softmax, then the smoothed loss and the gradient of the logits, as PyTorch (the gradient
