@@ -21,6 +21,7 @@ enum {
     OPT_BATCH_SIZE,
     OPT_LEARNING_RATE,
     OPT_MOMENTUM,
+    OPT_LABEL_SMOOTHING,
     OPT_NUM_EPOCHS,
     OPT_NUM_CORES,
     OPT_THREADS,
@@ -52,6 +53,7 @@ static const struct option train_options[] = {
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
     {"learning-rate", required_argument, NULL, OPT_LEARNING_RATE},
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"label-smoothing", required_argument, NULL, OPT_LABEL_SMOOTHING},
     {"num-epochs", required_argument, NULL, OPT_NUM_EPOCHS},
     {"num-cores", required_argument, NULL, OPT_NUM_CORES},
     {"replicas", required_argument, NULL, OPT_REPLICAS},
@@ -99,6 +101,8 @@ void cli_train_help(FILE *out)
             "  --learning-rate X    per replica, > 0; the step uses X times --num-cores\n"
             "                       (default: 0.01)\n"
             "  --momentum X         SGD momentum, 0 <= X < 1 (default: 0.5)\n"
+            "  --label-smoothing A  training loss with label smoothing A, 0 <= A < 1, as\n"
+            "                       PyTorch's CrossEntropyLoss (default: 0; test loss: NLL)\n"
             "  --num-epochs N       1..100000 (default: 50)\n"
             "  --num-cores N        data-parallel replicas, 1..1024 (default: 8): each takes\n"
             "                       --batch-size samples a step and their gradients are\n"
@@ -209,12 +213,13 @@ static int parse_learning_rate(const char *text, float *out)
     return 0;
 }
 
-static int parse_momentum(const char *text, float *out)
+/* A flag's value in [0, 1) (what: its name in the message). */
+static int parse_below_one(const char *flag, const char *what, const char *text, float *out)
 {
-    if (cli_parse_float("train", "--momentum", text, out) != 0)
+    if (cli_parse_float("train", flag, text, out) != 0)
         return -1;
     if (!(*out >= 0 && *out < 1)) {
-        cli_usage_error("train", "--momentum: '%s' is out of range (0 <= momentum < 1)", text);
+        cli_usage_error("train", "%s: '%s' is out of range (0 <= %s < 1)", flag, text, what);
         return -1;
     }
     return 0;
@@ -247,6 +252,7 @@ static unsigned given_bit(int c)
     case OPT_BATCH_SIZE: return TRAIN_GIVEN_BATCH_SIZE;
     case OPT_LEARNING_RATE: return TRAIN_GIVEN_LEARNING_RATE;
     case OPT_MOMENTUM: return TRAIN_GIVEN_MOMENTUM;
+    case OPT_LABEL_SMOOTHING: return TRAIN_GIVEN_LABEL_SMOOTHING;
     case OPT_NUM_CORES: return TRAIN_GIVEN_NUM_CORES;
     case OPT_SEED: return TRAIN_GIVEN_SEED;
     case OPT_PRECISION: return TRAIN_GIVEN_PRECISION;
@@ -279,7 +285,9 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_BATCH_SIZE:
         return cli_parse_int("train", "--batch-size", arg, 1, 65536, &s->batch_size);
     case OPT_LEARNING_RATE: return parse_learning_rate(arg, &s->learning_rate);
-    case OPT_MOMENTUM: return parse_momentum(arg, &s->momentum);
+    case OPT_MOMENTUM: return parse_below_one("--momentum", "momentum", arg, &s->momentum);
+    case OPT_LABEL_SMOOTHING:
+        return parse_below_one("--label-smoothing", "A", arg, &s->label_smoothing);
     case OPT_NUM_EPOCHS:
         return cli_parse_int("train", "--num-epochs", arg, 1, TRAIN_MAX_EPOCHS, &s->num_epochs);
     case OPT_NUM_CORES:
@@ -419,6 +427,7 @@ static int build_model(const train_settings *s, train_run *run)
         .momentum = s->momentum,
         .seed = s->seed,
         .precision = s->precision,
+        .label_smoothing = s->label_smoothing,
     };
     run->trainer = cn_trainer_create_distributed(run->model, &run->config,
                                                  cli_dist_comm(run->dist), &err);

@@ -19,6 +19,7 @@ typedef struct {
     int batch_size;      /* per replica */
     float learning_rate; /* per replica; the library scales it by num_cores */
     float momentum;
+    float label_smoothing; /* of the training loss, 0 <= A < 1 */
     int num_epochs;
     int num_cores;       /* replicas */
     int threads;
@@ -65,6 +66,7 @@ enum {
     TRAIN_GIVEN_THREADS = 1u << 17,
     TRAIN_GIVEN_DATA_FORMAT = 1u << 18,
     TRAIN_GIVEN_CLASSES = 1u << 19,
+    TRAIN_GIVEN_LABEL_SMOOTHING = 1u << 20,
 };
 
 /* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */

@@ -106,6 +106,9 @@ static int adopt_settings(train_settings *s, const cn_train_state *st, const cha
         rc = adopt_float(s, TRAIN_GIVEN_MOMENTUM, "--momentum", &s->momentum, st->momentum,
                          path);
     if (rc == CLI_OK)
+        rc = adopt_float(s, TRAIN_GIVEN_LABEL_SMOOTHING, "--label-smoothing",
+                         &s->label_smoothing, st->label_smoothing, path);
+    if (rc == CLI_OK)
         rc = adopt_seed(s, st->seed, path);
     if (rc == CLI_OK)
         rc = adopt_precision(s, st->precision, path);

@@ -54,7 +54,7 @@ int train_dist_replicas(cli_dist *d, train_settings *s)
 typedef struct {
     int64_t batch_size, num_cores, num_epochs, threads;
     uint64_t seed;
-    float learning_rate, momentum;
+    float learning_rate, momentum, label_smoothing;
     int32_t isa;
     int32_t train_count, test_count;
     uint32_t train_crc, test_crc;
@@ -96,7 +96,8 @@ static fingerprint take_fingerprint(const train_settings *s, train_run *run)
     fingerprint f = {
         .batch_size = s->batch_size, .num_cores = s->num_cores, .num_epochs = s->num_epochs,
         .threads = s->threads, .seed = s->seed, .learning_rate = s->learning_rate,
-        .momentum = s->momentum, .isa = (int32_t)cn_isa_active(),
+        .momentum = s->momentum, .label_smoothing = s->label_smoothing,
+        .isa = (int32_t)cn_isa_active(),
         .train_count = run->train.count, .test_count = run->test.count,
         .train_crc = dataset_crc(&run->train), .test_crc = dataset_crc(&run->test),
         .state_crc = state_crc(run),
@@ -115,6 +116,8 @@ static const char *differing_flag(const fingerprint *zero, const fingerprint *k)
     if (memcmp(&k->learning_rate, &zero->learning_rate, sizeof(float)) != 0)
         return "--learning-rate";
     if (memcmp(&k->momentum, &zero->momentum, sizeof(float)) != 0) return "--momentum";
+    if (memcmp(&k->label_smoothing, &zero->label_smoothing, sizeof(float)) != 0)
+        return "--label-smoothing";
     return NULL;
 }
 

@@ -23,6 +23,9 @@ void print_settings_line(const train_settings *s, const train_run *run)
     printf("  SGD: learning rate %g (%g x %d), momentum %g, seed %llu, %s\n", (double)scaled_lr,
            (double)s->learning_rate, s->num_cores, (double)s->momentum,
            (unsigned long long)s->seed, cn_precision_name(s->precision));
+    if (s->label_smoothing > 0)
+        printf("  loss: cross-entropy with label smoothing %g (test loss: NLL)\n",
+               (double)s->label_smoothing);
     printf("  data: %d training image%s (%ld an epoch), %d test image%s\n", run->train.count,
            plural(run->train.count), per_epoch, run->test.count, plural(run->test.count));
 }

@@ -417,6 +417,8 @@ typedef struct {
     float momentum;      /* 0.5 */
     uint64_t seed;       /* 1: initialisation and shuffling */
     cn_precision precision; /* CN_PRECISION_FP32 (0) unless asked: part of the math */
+    float label_smoothing;  /* 0 unless asked, in [0, 1): the training loss is PyTorch's
+                             * CrossEntropyLoss(label_smoothing=a); evaluation's stays NLL */
 } cn_train_config;
 
 /* Wall-clock seconds spent in each phase of training, summed over steps. With several
@@ -436,7 +438,8 @@ typedef struct cn_trainer cn_trainer;
  * samples makes one thread's buffers for 10 samples, whatever the batch size and threads asked.
  * Returns a trainer the caller frees with cn_trainer_free, or NULL with a message: a setting
  * out of range (batch 1..65536, replicas 1..1024, threads 1..1024, learning rate > 0, momentum
- * in [0, 1), a precision this CPU supports), out of memory. Threads that cannot start and
+ * and label smoothing in [0, 1), a precision this CPU supports), out of memory. Threads that
+ * cannot start and
  * buffers that do not fit are reported by the call that needed them. */
 CN_API cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err);
 /* The same for one rank of several processes (comm borrowed, it must outlive the trainer; NULL
@@ -586,6 +589,32 @@ CN_API int cn_model_load(cn_model *m, const char *path, cn_error *err);
 CN_API int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs,
                             cn_error *err);
 
+/* ---------------------------------------------------------------- learning-rate schedules */
+
+/* The rate of each optimiser step as torch.optim.lr_scheduler gives it: CONSTANT (the base
+ * rate), STEP (StepLR: times gamma every step_size steps), COSINE (CosineAnnealingLR, eta_min 0,
+ * T_max = total_steps - warmup_steps), ONECYCLE (OneCycleLR with its defaults and max_lr the base
+ * rate over total_steps - warmup_steps steps; later steps keep its last rate). warmup_steps > 0
+ * puts a LinearLR(start_factor=warmup_start, total_iters=warmup_steps) first, as SequentialLR
+ * does: the schedule's first rate times warmup_start rising linearly to 1. */
+typedef enum { CN_LR_CONSTANT, CN_LR_STEP, CN_LR_COSINE, CN_LR_ONECYCLE } cn_lr_kind;
+typedef struct {
+    cn_lr_kind kind;
+    long warmup_steps; /* 0: no warmup */
+    float warmup_start; /* (0, 1]; 0: PyTorch's default 1/3 */
+    long step_size;    /* STEP */
+    float gamma;       /* STEP */
+    long total_steps;  /* COSINE, ONECYCLE: the whole run's steps, the warmup's included */
+} cn_lr_schedule;
+
+/* 0, or -1 with a message for a schedule out of range: an unknown kind, warmup_steps < 0,
+ * warmup_start outside [0, 1], STEP with step_size < 1 or gamma not above 0, COSINE or
+ * ONECYCLE with fewer than 2 steps after the warmup. */
+CN_API int cn_lr_schedule_check(const cn_lr_schedule *s, cn_error *err);
+/* The learning rate of optimiser step `step` (0 first; below 0 counts as 0) for base rate base,
+ * of a schedule that cn_lr_schedule_check accepts. */
+CN_API float cn_lr_at(const cn_lr_schedule *s, float base, long step);
+
 /* ---------------------------------------------------------------- training checkpoints */
 
 /* What a training checkpoint records in __metadata__ besides its tensors: where training
@@ -599,6 +628,7 @@ typedef struct {
     int batch_size;             /* per replica */
     float learning_rate;        /* per replica, as configured */
     float momentum;
+    float label_smoothing;      /* 0 for files that do not say */
     int train_samples;          /* training images used */
     uint32_t train_crc32;       /* CRC-32 of those images' pixels followed by their labels */
     int data_channels, data_height, data_width; /* of the images; 0 in files that do not say */

@@ -1,6 +1,7 @@
 /* test_layers.c — every layer kernel of src/layers/layers.h against PyTorch (tests/fixtures/
- * layers.safetensors, and conv_stride_padding.safetensors for convolutions with stride, padding
- * or no bias, written by tools/gen_fixtures.py) and against central finite differences
+ * layers.safetensors, conv_stride_padding.safetensors for convolutions with stride, padding
+ * or no bias, label_smoothing.safetensors for the smoothed loss, written by
+ * tools/gen_fixtures.py) and against central finite differences
  * of L = sum(y * r). It also checks the backward contract: parameter gradients accumulate (+=),
  * input gradients are overwritten (=).
  * It does not test models, trainers or the safetensors reader beyond loading the fixture.
@@ -814,15 +815,18 @@ static void test_log_softmax_fd(void **state)
     tu_fd_check("log_softmax x", log_softmax_loss, &c, c.x, dx, c.n, NULL);
 }
 
-static softmax_case nll_load(void)
+/* Case p's input (its tensor field) and labels. */
+static softmax_case labelled_load(const char *p, const char *field)
 {
-    softmax_case c = softmax_load("nll");
+    softmax_case c = softmax_load(p);
     assert_true(c.B <= (int)sizeof c.labels);
-    c.x = fx_f32("nll", "logp", c.n);
-    const int64_t *labels = fx_i64("nll", "labels", (size_t)c.B);
+    c.x = fx_f32(p, field, c.n);
+    const int64_t *labels = fx_i64(p, "labels", (size_t)c.B);
     for (int b = 0; b < c.B; b++) c.labels[b] = (uint8_t)labels[b];
     return c;
 }
+
+static softmax_case nll_load(void) { return labelled_load("nll", "logp"); }
 
 static void test_nll_pytorch(void **state)
 {
@@ -850,6 +854,72 @@ static void test_nll_fd(void **state)
     tu_fd_check("nll logp", nll_loss, &c, c.x, dx, c.n, NULL);
 }
 
+/* ---------------------------------------------------------------- label smoothing */
+
+static softmax_case smooth_load(float *a)
+{
+    *a = (float)atof(fx_meta("smooth", "label_smoothing"));
+    return labelled_load("smooth", "x");
+}
+
+/* log_softmax, then the smoothed loss and the gradient of the logits, as PyTorch (the gradient
+ * of logp is checked against finite differences below). */
+static void test_smoothed_nll_pytorch(void **state)
+{
+    (void)state;
+    float a;
+    softmax_case c = smooth_load(&a);
+    assert_true(a > 0);
+    cn_log_softmax_forward(c.y, c.x, c.B, c.N);
+    expect_pt("smoothed logp", c.y, fx_f32("smooth", "logp", c.n), c.n);
+    float loss = cn_smoothed_nll_loss(c.y, c.labels, c.B, c.N, a);
+    expect_pt("smoothed loss", &loss, fx_f32("smooth", "loss", 1), 1);
+    float *dlogp = nans(c.n), *dx = nans(c.n);
+    cn_smoothed_nll_backward(dlogp, c.labels, c.B, c.N, a);
+    cn_log_softmax_backward(dx, dlogp, c.y, c.B, c.N);
+    expect_pt("smoothed dx", dx, fx_f32("smooth", "dx", c.n), c.n);
+}
+
+/* Smoothing 0 is the plain NLL, bit for bit. */
+static void test_smoothed_nll_zero_is_nll(void **state)
+{
+    (void)state;
+    float a;
+    softmax_case c = smooth_load(&a);
+    cn_log_softmax_forward(c.y, c.x, c.B, c.N);
+    float plain = cn_nll_loss(c.y, c.labels, c.B, c.N);
+    float zero = cn_smoothed_nll_loss(c.y, c.labels, c.B, c.N, 0.0f);
+    assert_memory_equal(&plain, &zero, sizeof plain);
+    float *want = nans(c.n), *got = nans(c.n);
+    cn_nll_backward(want, c.labels, c.B, c.N);
+    cn_smoothed_nll_backward(got, c.labels, c.B, c.N, 0.0f);
+    assert_memory_equal(want, got, c.n * sizeof *got);
+}
+
+static double smoothed_loss(void *ctx)
+{
+    softmax_case *c = ctx;
+    return cn_smoothed_nll_loss(c->y, c->labels, c->B, c->N, 0.1f);
+}
+
+static void test_smoothed_nll_fd(void **state)
+{
+    (void)state;
+    float a;
+    softmax_case c = smooth_load(&a);
+    cn_log_softmax_forward(c.y, c.x, c.B, c.N);
+    float *dlogp = zeros(c.n);
+    cn_smoothed_nll_backward(dlogp, c.labels, c.B, c.N, 0.1f);
+    tu_fd_check("smoothed logp", smoothed_loss, &c, c.y, dlogp, c.n, NULL);
+}
+
+static int load_smoothing_fixture(void **state)
+{
+    (void)state;
+    fixture = tu_read_fixture("label_smoothing.safetensors");
+    return fixture ? 0 : -1;
+}
+
 /* ---------------------------------------------------------------- main */
 
 #define T(f) cmocka_unit_test_teardown(f, free_allocs)
@@ -874,6 +944,10 @@ int main(void)
         T(test_nobias_k3p1_pytorch), T(test_nobias_k3_pytorch),   T(test_k3p1_small_fd),
         T(test_k3s2p1_fd),           T(test_k5s2p2_fd),           T(test_nobias_k3p1_fd),
     };
+    const struct CMUnitTest smoothing[] = {
+        T(test_smoothed_nll_pytorch), T(test_smoothed_nll_zero_is_nll), T(test_smoothed_nll_fd),
+    };
     int failed = cmocka_run_group_tests(tests, load_fixture, free_fixture);
+    failed += cmocka_run_group_tests(smoothing, load_smoothing_fixture, free_fixture);
     return failed + cmocka_run_group_tests(stride_padding, load_conv_fixture, free_fixture);
 }

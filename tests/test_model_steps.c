@@ -2,7 +2,8 @@
  * samples, lr 0.01 per replica, momentum 0.5) against PyTorch (tests/fixtures/
  * model_steps.safetensors, written by tools/gen_fixtures.py): each step's loss and the final
  * state_dict (weights, BatchNorm running statistics, num_batches_tracked). Then the same run
- * with 2 threads must give bit-identical results.
+ * with 2 threads must give bit-identical results. The same again with label smoothing 0.1
+ * (model_steps_smooth.safetensors, its "label_smoothing" in __metadata__).
  * Also the model's flop counts, against a count by hand.
  * It does not test single layers (test_layers.c) or the trainer's epoch loop and evaluation.
  *
@@ -25,6 +26,7 @@
 #define STATE_RTOL 1e-5
 
 static cn_safetensors *fixture;
+static float label_smoothing; /* the fixture's; 0 when it does not say */
 
 typedef struct {
     cn_model *model;
@@ -107,7 +109,8 @@ static void step_data(int step, uint8_t *images, uint8_t *labels)
 static void train_steps(run_result *r, int threads)
 {
     cn_train_config cfg = {.batch_size = BATCH, .num_replicas = REPLICAS, .threads = threads,
-                           .learning_rate = 0.01f, .momentum = 0.5f, .seed = 1};
+                           .learning_rate = 0.01f, .momentum = 0.5f, .seed = 1,
+                           .label_smoothing = label_smoothing};
     cn_error err = {{0}};
     cn_trainer *t = cn_trainer_create(r->model, &cfg, &err);
     if (!t) fail_msg("cn_trainer_create: %s", err.msg);
@@ -199,11 +202,26 @@ static void test_flop_counts(void **state)
     cn_model_free(m);
 }
 
+static int load_named(const char *name)
+{
+    fixture = tu_read_fixture(name);
+    if (!fixture) return -1;
+    const char *a = cn_safetensors_meta(fixture, "label_smoothing");
+    label_smoothing = a ? strtof(a, NULL) : 0.0f;
+    return 0;
+}
+
 static int load_fixture(void **state)
 {
     (void)state;
-    fixture = tu_read_fixture("model_steps.safetensors");
-    return fixture ? 0 : -1;
+    return load_named("model_steps.safetensors");
+}
+
+static int load_smooth_fixture(void **state)
+{
+    (void)state;
+    if (load_named("model_steps_smooth.safetensors") != 0) return -1;
+    return label_smoothing > 0 ? 0 : -1;
 }
 
 static int free_fixture(void **state)
@@ -221,5 +239,10 @@ int main(void)
         cmocka_unit_test(test_threads_do_not_change_results),
         cmocka_unit_test(test_flop_counts),
     };
-    return cmocka_run_group_tests(tests, load_fixture, free_fixture);
+    const struct CMUnitTest smooth[] = {
+        cmocka_unit_test(test_three_steps_match_pytorch),
+        cmocka_unit_test(test_threads_do_not_change_results),
+    };
+    int failed = cmocka_run_group_tests(tests, load_fixture, free_fixture);
+    return failed + cmocka_run_group_tests(smooth, load_smooth_fixture, free_fixture);
 }

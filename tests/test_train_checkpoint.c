@@ -380,21 +380,23 @@ static void test_save_refuses_non_finite_and_keeps_the_old_file(void **state)
     rig_close(&g);
 }
 
-/* The 16 metadata pairs of a valid checkpoint, with key `change` given `value` (NULL: left out). */
-static const char *const meta_keys[16] = {
+/* The 17 metadata pairs of a valid checkpoint, with key `change` given `value` (NULL: left out). */
+#define NUM_KEYS 17
+static const char *const meta_keys[NUM_KEYS] = {
     "cnnc_checkpoint", "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
     "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
-    "train_samples", "train_data_crc32", "sampler", "isa"};
+    "train_samples", "train_data_crc32", "sampler", "isa", "label_smoothing"};
 
-static void expect_state_refused(const char *valid, const char *change, const char *value,
-                                 const char *what)
+/* valid's tensors and metadata pairs, with the change, written to *path and read back. */
+static cn_safetensors *rewritten(const char *valid, const char *change, const char *value,
+                                 char **path)
 {
     cn_tensor_ref refs[MAX_TENSORS];
     int count;
     cn_safetensors *f = read_tensors(valid, refs, &count);
-    const char *meta[32];
+    const char *meta[2 * NUM_KEYS];
     int n = 0;
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < NUM_KEYS; i++) {
         const char *v = strcmp(meta_keys[i], change) == 0 ? value : cn_safetensors_meta(f, meta_keys[i]);
         assert_true(v || strcmp(meta_keys[i], change) == 0);
         if (!v) continue;
@@ -402,9 +404,16 @@ static void expect_state_refused(const char *valid, const char *change, const ch
         meta[2 * n + 1] = v;
         n++;
     }
-    char *path;
-    cn_safetensors *changed = write_and_read(refs, count, meta, n, &path);
+    cn_safetensors *changed = write_and_read(refs, count, meta, n, path);
     cn_safetensors_free(f);
+    return changed;
+}
+
+static void expect_state_refused(const char *valid, const char *change, const char *value,
+                                 const char *what)
+{
+    char *path;
+    cn_safetensors *changed = rewritten(valid, change, value, &path);
     cn_error err = {{0}};
     cn_train_state s;
     assert_int_equal(cn_train_checkpoint_state(changed, path, &s, &err), -1);
@@ -434,6 +443,9 @@ static void test_state_refuses_bad_metadata(void **state)
     expect_state_refused(path, "num_cores", "0", "\"num_cores\" is \"0\"");
     expect_state_refused(path, "learning_rate", "-0.5", "not a positive number");
     expect_state_refused(path, "momentum", "1", "not a number in [0, 1)");
+    expect_state_refused(path, "label_smoothing", "1", "not a number in [0, 1)");
+    expect_state_refused(path, "label_smoothing", "-0.1", "not a number in [0, 1)");
+    expect_state_refused(path, "label_smoothing", "abc", "not a finite number");
     expect_state_refused(path, "train_data_crc32", "1234", "not 8 lower-case hex digits");
     expect_state_refused(path, "sampler", "numpy", "\"sampler\" is \"numpy\"; this cnnc reads");
     expect_state_refused(path, "cnnc_checkpoint", "training v2",
@@ -442,6 +454,36 @@ static void test_state_refuses_bad_metadata(void **state)
     expect_state_refused(path, "train_samples", "700",
                          "\"steps_per_epoch\" 20 does not match 700 samples, 2 replicas and batch 16");
     saved_remove(&ck);
+    rig_close(&g);
+}
+
+/* Label smoothing is recorded and read back; a file without the key had none. */
+static void test_state_records_label_smoothing(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open(&g);
+    cn_error err = {{0}};
+    cn_train_config cfg = config();
+    cfg.label_smoothing = 0.25f;
+    cn_train_state s, back;
+    cn_train_state_init(&s, &cfg, &g.train);
+    char *dir = tu_make_temp_dir("tck"), *file = tu_join(dir, "smooth.safetensors"), *path;
+    assert_int_equal(cn_train_checkpoint_save(g.model, cn_trainer_momentum(g.trainer), &s, NULL,
+                                              0, file, &err), 0);
+    cn_safetensors *f = cn_safetensors_read(file, &err);
+    assert_non_null(f);
+    assert_string_equal(cn_safetensors_meta(f, "label_smoothing"), "0.25");
+    assert_int_equal(cn_train_checkpoint_state(f, file, &back, &err), 0);
+    assert_true(back.label_smoothing == 0.25f);
+    cn_safetensors_free(f);
+    f = rewritten(file, "label_smoothing", NULL, &path);
+    assert_null(cn_safetensors_meta(f, "label_smoothing"));
+    if (cn_train_checkpoint_state(f, path, &back, &err) != 0) fail_msg("%s", err.msg);
+    assert_true(back.label_smoothing == 0.0f);
+    cn_safetensors_free(f);
+    unlink(path), unlink(file), rmdir(dir);
+    free(path), free(file), free(dir);
     rig_close(&g);
 }
 
@@ -691,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_stop_request_ends_after_the_step),
         cmocka_unit_test(test_save_refuses_non_finite_and_keeps_the_old_file),
         cmocka_unit_test(test_state_refuses_bad_metadata),
+        cmocka_unit_test(test_state_records_label_smoothing),
         cmocka_unit_test(test_restore_refuses_damaged_tensors),
         cmocka_unit_test(test_restore_refuses_non_finite_momentum),
         cmocka_unit_test(test_model_only_file_is_not_a_training_checkpoint),

@@ -8,8 +8,14 @@ Outputs (in tests/fixtures/ unless --out is given):
   conv_stride_padding.safetensors
                               convolutions with stride, zero padding or no bias (forward and
                               backward)
+  label_smoothing.safetensors log_softmax followed by CrossEntropyLoss(label_smoothing=0.1):
+                              loss and gradient of the logits
   model_steps.safetensors     the seed's model: initial state, 3 data-parallel SGD steps, final
                               state
+  model_steps_smooth.safetensors
+                              the same with CrossEntropyLoss(label_smoothing=0.1)
+  lr_schedule.safetensors     the learning rate of each step under StepLR, CosineAnnealingLR,
+                              OneCycleLR and a constant rate, with and without a LinearLR warmup
   pytorch_model.safetensors   a model-only state_dict trained 1 epoch in PyTorch, with its test
                               accuracy in __metadata__ ("test_accuracy"); the data order is the
                               first one that leaves no test prediction near a tie
@@ -246,6 +252,21 @@ def case_nll(seed):
     return named('nll', out), prefixed('nll', {'B': 4, 'N': 10, 'reduction': 'mean'})
 
 
+def case_smoothing(seed, a):
+    """CrossEntropyLoss(label_smoothing=a) on log-probabilities (log_softmax leaves them as
+    they are), mean over the batch; labels repeat and leave classes out. Its own log_softmax
+    projects the gradient of logp, not that of the logits x."""
+    torch.manual_seed(seed)
+    x = leaf(torch.randn(5, 10) * 2)
+    logp = F.log_softmax(x, dim=1)
+    labels = torch.tensor([3, 0, 9, 3, 7])
+    loss = nn.CrossEntropyLoss(label_smoothing=a)(logp, labels)
+    loss.backward()
+    out = [('x', x), ('logp', logp), ('labels', labels), ('loss', loss.reshape(1)),
+           ('dx', x.grad)]
+    return named('smooth', out), prefixed('smooth', {'B': 5, 'N': 10, 'label_smoothing': a})
+
+
 def named(prefix, items):
     res = []
     for name, t in items:
@@ -381,9 +402,11 @@ def bn_modules(m):
     return [mod for mod in m.modules() if isinstance(mod, nn.BatchNorm2d)]
 
 
-def data_parallel_step(m, opt, x, y, R):
+def data_parallel_step(m, opt, x, y, R, smoothing=0.0):
     """One step with R replicas: own batch statistics each, averaged gradients and loss, and
-    running statistics set to the mean of the replicas' updates from the same starting point."""
+    running statistics set to the mean of the replicas' updates from the same starting point.
+    The loss: NLL, or CrossEntropyLoss(label_smoothing=smoothing) of the log-probabilities."""
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing) if smoothing else F.nll_loss
     bns = bn_modules(m)
     start = [(b.running_mean.clone(), b.running_var.clone(), b.num_batches_tracked.clone())
              for b in bns]
@@ -395,7 +418,7 @@ def data_parallel_step(m, opt, x, y, R):
             b.running_var.copy_(rv)
             b.num_batches_tracked.copy_(nb)
         opt.zero_grad()
-        loss = F.nll_loss(m(x[r * B:(r + 1) * B]), y[r * B:(r + 1) * B])
+        loss = loss_fn(m(x[r * B:(r + 1) * B]), y[r * B:(r + 1) * B])
         loss.backward()
         losses.append(loss.detach())
         g = [p.grad.detach().clone() for p in m.parameters()]
@@ -420,7 +443,7 @@ def state_tensors(m, prefix):
     return res
 
 
-def gen_model_steps(path, train):
+def gen_model_steps(path, train, smoothing=0.0):
     R, B, steps = 2, 16, 3
     torch.manual_seed(0)
     m = FashionMNIST()
@@ -439,7 +462,7 @@ def gen_model_steps(path, train):
     losses = []
     for s in range(steps):
         sl = slice(s * R * B, (s + 1) * R * B)
-        losses.append(data_parallel_step(m, opt, x[sl], y[sl], R))
+        losses.append(data_parallel_step(m, opt, x[sl], y[sl], R, smoothing))
     tensors += [('steps.images', pixels.reshape(steps, R * B, 28, 28).astype(np.float32)),
                 ('steps.labels', labels.reshape(steps, R * B)),
                 ('steps.loss', np.array(losses, dtype=np.float32))]
@@ -448,6 +471,52 @@ def gen_model_steps(path, train):
             'learning_rate_applied': 0.01 * R, 'momentum': 0.5, 'init_seed': 'torch.manual_seed(0)',
             'images': source, 'images_encoding': 'raw pixels 0..255 stored as F32',
             'generator': f'tools/gen_fixtures.py, torch {torch.__version__}'}
+    if smoothing:
+        meta['label_smoothing'] = smoothing
+    write_safetensors(path, tensors, meta)
+
+
+# ---------------------------------------------------------------- lr_schedule.safetensors
+
+SCHEDULE_CASES = [  # kind, base, steps, warmup, step_size, gamma, total
+    ('constant', 0.1, 8, 3, 1, 0.1, 8), ('step', 0.1, 12, 0, 4, 0.5, 12),
+    ('step', 0.05, 12, 2, 3, 0.1, 12), ('cosine', 0.1, 10, 0, 1, 0.1, 10),
+    ('cosine', 0.2, 12, 3, 1, 0.1, 12), ('onecycle', 0.1, 20, 0, 1, 0.1, 20),
+    ('onecycle', 0.1, 23, 4, 1, 0.1, 23)]
+
+
+def schedule_rates(kind, base, steps, warmup, step_size, gamma, total):
+    """The rate of each of `steps` optimiser steps under torch.optim.lr_scheduler's StepLR,
+    CosineAnnealingLR or OneCycleLR (defaults; constant: ConstantLR(factor=1)), after
+    LinearLR(total_iters=warmup) in a SequentialLR when warmup > 0."""
+    p = [torch.nn.Parameter(torch.zeros(1))]
+    o = torch.optim.SGD(p, lr=base)
+    lrs = torch.optim.lr_scheduler
+    main = {'constant': lambda: lrs.ConstantLR(o, factor=1.0, total_iters=0),
+            'step': lambda: lrs.StepLR(o, step_size=step_size, gamma=gamma),
+            'cosine': lambda: lrs.CosineAnnealingLR(o, T_max=total - warmup),
+            'onecycle': lambda: lrs.OneCycleLR(o, max_lr=base, total_steps=total - warmup)}[kind]()
+    sched = main
+    if warmup:
+        sched = lrs.SequentialLR(o, [lrs.LinearLR(o, total_iters=warmup), main], [warmup])
+    out = []
+    for _ in range(steps):
+        out.append(o.param_groups[0]['lr'])
+        o.step()
+        sched.step()
+    return out
+
+
+def gen_lr_schedule(path):
+    tensors, meta = [], {}
+    for i, (kind, base, steps, warmup, step_size, gamma, total) in enumerate(SCHEDULE_CASES):
+        rates = schedule_rates(kind, base, steps, warmup, step_size, gamma, total)
+        tensors.append((f'case{i}.lr', np.array(rates, dtype=np.float32)))
+        meta.update(prefixed(f'case{i}', {'kind': kind, 'base': base, 'warmup': warmup,
+                                          'step_size': step_size, 'gamma': gamma,
+                                          'total': total}))
+    meta['cases'] = len(SCHEDULE_CASES)
+    meta['generator'] = f'tools/gen_fixtures.py, torch {torch.__version__}'
     write_safetensors(path, tensors, meta)
 
 
@@ -513,8 +582,8 @@ def gen_pytorch_model(path, train, test):
           f'smallest top-2 gap {gap:.3g})')
 
 
-OUTPUTS = ['layers', 'layers_pool_dropout', 'conv_stride_padding', 'model_steps',
-           'pytorch_model']
+OUTPUTS = ['layers', 'layers_pool_dropout', 'conv_stride_padding', 'label_smoothing',
+           'model_steps', 'model_steps_smooth', 'lr_schedule', 'pytorch_model']
 
 
 def main():
@@ -530,7 +599,10 @@ def main():
     writers = {'layers': lambda path: gen_layers(path),
                'layers_pool_dropout': lambda path: gen_layers_pool_dropout(path),
                'conv_stride_padding': lambda path: gen_conv_stride_padding(path),
+               'label_smoothing': lambda path: write_cases(path, [lambda: case_smoothing(11, 0.1)]),
                'model_steps': lambda path: gen_model_steps(path, train),
+               'model_steps_smooth': lambda path: gen_model_steps(path, train, 0.1),
+               'lr_schedule': gen_lr_schedule,
                'pytorch_model': lambda path: gen_pytorch_model(path, train, test)}
     for name in OUTPUTS:
         if a.only in (None, name):

@@ -91,6 +91,11 @@ void cn_log_softmax_backward(float *din, const float *dout, const float *out, in
 float cn_nll_loss(const float *logp, const uint8_t *labels, int B, int N);
 /* dlogp [B,N] = -1/B at each label, 0 elsewhere. */
 void cn_nll_backward(float *dlogp, const uint8_t *labels, int B, int N);
+/* With label smoothing a in [0, 1), as PyTorch's CrossEntropyLoss(label_smoothing=a) on logp:
+ * the mean over the batch of (1-a) * -logp[label] + a * mean_k(-logp[k]), and its gradient
+ * (-a/N/B everywhere, -(1-a)/B more at each label). a == 0: exactly cn_nll_loss/backward. */
+float cn_smoothed_nll_loss(const float *logp, const uint8_t *labels, int B, int N, float a);
+void cn_smoothed_nll_backward(float *dlogp, const uint8_t *labels, int B, int N, float a);
 /* The index of the largest of x[0..n) (the first one on a tie). */
 int cn_argmax(const float *x, int n);
 /* How many rows of logp [B,N] have their largest value at their label. */

@@ -1,7 +1,7 @@
 /* log_softmax.c — the log_softmax layer type (the last layer of a classifier): log-softmax over
- * the features, and the negative log-likelihood loss (mean over the batch), each with its
- * backward, and the count of right answers. The maximum is subtracted first so large logits
- * do not overflow. No class weights, no ignore_index, no label smoothing. */
+ * the features, and the negative log-likelihood loss (mean over the batch), plain or with label
+ * smoothing, each with its backward, and the count of right answers. The maximum is subtracted
+ * first so large logits do not overflow. No class weights, no ignore_index. */
 #include <math.h>
 
 #include "layers/layer.h"
@@ -43,6 +43,30 @@ void cn_nll_backward(float *dlogp, const uint8_t *labels, int B, int N)
 {
     for (int i = 0; i < B * N; i++) dlogp[i] = 0.0f;
     for (int b = 0; b < B; b++) dlogp[(size_t)b * N + labels[b]] = -1.0f / (float)B;
+}
+
+float cn_smoothed_nll_loss(const float *logp, const uint8_t *labels, int B, int N, float a)
+{
+    if (a == 0.0f) return cn_nll_loss(logp, labels, B, N);
+    double sum = 0;
+    for (int b = 0; b < B; b++) {
+        const float *row = logp + (size_t)b * N;
+        double all = 0;
+        for (int k = 0; k < N; k++) all -= row[k];
+        sum += (1.0 - a) * -(double)row[labels[b]] + a * all / N;
+    }
+    return (float)(sum / B);
+}
+
+void cn_smoothed_nll_backward(float *dlogp, const uint8_t *labels, int B, int N, float a)
+{
+    if (a == 0.0f) {
+        cn_nll_backward(dlogp, labels, B, N);
+        return;
+    }
+    float spread = -a / (float)N / (float)B, hit = -(1.0f - a) / (float)B;
+    for (int i = 0; i < B * N; i++) dlogp[i] = spread;
+    for (int b = 0; b < B; b++) dlogp[(size_t)b * N + labels[b]] += hit;
 }
 
 int cn_argmax(const float *x, int n)

@@ -8,7 +8,7 @@
 #include "clock.h"
 #include "model/executor.h"
 #include "kernels/gemm.h"
-#include "layers/layers.h" /* cn_nll_backward, CN_LINE_FLOATS */
+#include "layers/layers.h" /* cn_smoothed_nll_backward, CN_LINE_FLOATS */
 
 /* Transient floats per segment pass: small enough to stay in a core's L2 cache. */
 #define CN_CHUNK_FLOATS 32768
@@ -329,7 +329,8 @@ void cn_backward_start(const cn_plan *p, cn_workspace *w)
     int last = m->num_layers - 1;
     memset(w->dparams, 0, m->num_params * sizeof *w->dparams);
     memset(w->partials, 0, p->partial_floats * sizeof *w->partials);
-    cn_nll_backward(w->grad[last], w->labels, p->batch, m->layers[last].out.c);
+    cn_smoothed_nll_backward(w->grad[last], w->labels, p->batch, m->layers[last].out.c,
+                             p->label_smoothing);
 }
 
 void cn_backward_chunk(const cn_plan *p, cn_workspace *w, cn_workspace *scratch, int seg,

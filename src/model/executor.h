@@ -33,6 +33,7 @@ typedef struct {
     int bf16;                 /* 1: the convolutions' products in bf16 (CN_PRECISION_BF16) */
     size_t packed_words;      /* their packed operands, when bf16 */
     size_t partial_floats;    /* per-chunk gradients of the segments with several chunks */
+    float label_smoothing;    /* of the loss backward starts from (0 after cn_plan_init) */
 } cn_plan;
 
 typedef struct {
@@ -61,8 +62,9 @@ void cn_workspace_free(cn_workspace *w);
  * log-probabilities end in w->out[last], [count, classes]. */
 void cn_forward(const cn_plan *p, cn_workspace *w, int count, int training);
 /* After a training forward of the whole batch: w->dparams = gradient of the mean NLL of
- * w->labels. The gradient of a segment with several chunks is summed per chunk, and the chunk
- * sums are added in chunk order, so the chunks may run on different threads. */
+ * w->labels (smoothed by p->label_smoothing). The gradient of a segment with several chunks is
+ * summed per chunk, and the chunk sums are added in chunk order, so the chunks may run on
+ * different threads. */
 void cn_backward(const cn_plan *p, cn_workspace *w);
 
 /* The same passes piece by piece, for running the chunks of one batch on several threads.

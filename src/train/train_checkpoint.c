@@ -23,7 +23,7 @@
 #define SAMPLER_VALUE "xoshiro256** Fisher-Yates permutation per (seed, epoch), v1"
 #define MOMENTUM_PREFIX "optimizer."
 #define MOMENTUM_SUFFIX ".momentum_buffer"
-#define NUM_META 20
+#define NUM_META 21
 #define VALUE_CAP 96
 
 /* ---------------------------------------------------------------- state */
@@ -51,6 +51,7 @@ void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn
     s->batch_size = cfg->batch_size;
     s->learning_rate = cfg->learning_rate;
     s->momentum = cfg->momentum;
+    s->label_smoothing = cfg->label_smoothing;
     s->precision = cfg->precision;
     s->train_samples = train->count;
     s->train_crc32 = data_crc32(train);
@@ -159,7 +160,7 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
         KIND_KEY, "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
         "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
         "train_samples", "train_data_crc32", "sampler", "isa", "precision", "epoch_correct",
-        "data_shape", "data_classes"};
+        "data_shape", "data_classes", "label_smoothing"};
     snprintf(text[0], VALUE_CAP, "%s", KIND_VALUE);
     snprintf(text[1], VALUE_CAP, "%s", CN_VERSION);
     snprintf(text[2], VALUE_CAP, "%d", p->epoch);
@@ -180,6 +181,7 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     snprintf(text[17], VALUE_CAP, "%lld", (long long)p->correct);
     snprintf(text[18], VALUE_CAP, "%dx%dx%d", s->data_channels, s->data_height, s->data_width);
     snprintf(text[19], VALUE_CAP, "%d", s->data_classes);
+    format_float(text[20], VALUE_CAP, s->label_smoothing);
     for (int i = 0; i < NUM_META; i++) {
         meta[2 * i] = keys[i];
         meta[2 * i + 1] = text[i];
@@ -357,6 +359,14 @@ static int read_settings(const cn_safetensors *f, const char *path, cn_train_sta
                          "a positive number", err);
     if (!(s->momentum >= 0 && s->momentum < 1))
         return bad_value(path, "momentum", cn_safetensors_meta(f, "momentum"),
+                         "a number in [0, 1)", err);
+    /* files from before label smoothing say nothing: they had none */
+    s->label_smoothing = 0;
+    if (cn_safetensors_meta(f, "label_smoothing") &&
+        meta_float(f, "label_smoothing", &s->label_smoothing, path, err))
+        return -1;
+    if (!(s->label_smoothing >= 0 && s->label_smoothing < 1))
+        return bad_value(path, "label_smoothing", cn_safetensors_meta(f, "label_smoothing"),
                          "a number in [0, 1)", err);
     const char *isa = meta_value(f, "isa", path, err);
     if (!isa) return -1;

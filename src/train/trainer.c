@@ -58,6 +58,8 @@ static int check_config(const cn_train_config *c, cn_error *err)
         return cn_fail(err, "learning rate must be a positive number");
     if (!(c->momentum >= 0 && c->momentum < 1))
         return cn_fail(err, "momentum must be in [0, 1)");
+    if (!(c->label_smoothing >= 0 && c->label_smoothing < 1))
+        return cn_fail(err, "label smoothing must be in [0, 1)");
     if (!cn_precision_supported(c->precision))
         return cn_fail(err, "precision %s: this CPU cannot run it%s",
                        cn_precision_name(c->precision),
@@ -116,6 +118,14 @@ static int eval_threads(const cn_trainer *t, int n)
     return share < 1 ? 1 : share < t->cfg.threads ? share : t->cfg.threads;
 }
 
+/* The plan for batches of up to batch samples, with the loss of the configuration. */
+static int make_plan(cn_trainer *t, int batch)
+{
+    if (cn_plan_init(&t->plan, t->m, batch, t->cfg.precision)) return -1;
+    t->plan.label_smoothing = t->cfg.label_smoothing;
+    return 0;
+}
+
 static int allocate(cn_trainer *t)
 {
     int R = t->cfg.num_replicas, B = t->cfg.batch_size;
@@ -124,7 +134,7 @@ static int allocate(cn_trainer *t)
     int end = R;
     if (cn_comm_is_distributed(c)) cn_comm_share(R, c->rank, c->size, &t->first_replica, &end);
     int local = t->local_replicas = end - t->first_replica;
-    if (cn_plan_init(&t->plan, t->m, B, t->cfg.precision)) return -1;
+    if (make_plan(t, B)) return -1;
     t->step_threads = most_step_threads(t);
     t->ws = calloc((size_t)t->cfg.threads, sizeof *t->ws); /* made by use_workspaces */
     t->part_seconds = calloc((size_t)local, sizeof *t->part_seconds);
@@ -159,7 +169,7 @@ static int use_workspaces(cn_trainer *t, int batch, int count, cn_error *err)
         t->pool = NULL;
         drop_workspaces(t);
         cn_plan_free(&t->plan);
-        if (cn_plan_init(&t->plan, t->m, batch, t->cfg.precision))
+        if (make_plan(t, batch))
             return cn_fail(err, "trainer: out of memory for a batch of %d", batch);
     }
     for (; t->num_workspaces < count; t->num_workspaces++)
@@ -274,7 +284,8 @@ static void replica_pass(void *ctx, int i, int thread)
     double loaded = cn_seconds();
     cn_forward(&t->plan, w, B, 1);
     int classes = t->m->layers[last].out.c;
-    float loss = cn_nll_loss(w->out[last], w->labels, B, classes);
+    float loss = cn_smoothed_nll_loss(w->out[last], w->labels, B, classes,
+                                      t->cfg.label_smoothing);
     int correct = cn_count_correct(w->out[last], w->labels, B, classes);
     double forwarded = cn_seconds();
     cn_backward(&t->plan, w);
@@ -324,7 +335,8 @@ static void replica_split_pass(const step_job *job, int i, cn_phase_times *tm)
     double loaded = cn_seconds();
     for (j.seg = 0; j.seg < p->num_segments; j.seg++) run_chunks(t, &j, forward_chunk_task);
     int classes = t->m->layers[last].out.c;
-    float loss = cn_nll_loss(j.w->out[last], j.w->labels, B, classes);
+    float loss = cn_smoothed_nll_loss(j.w->out[last], j.w->labels, B, classes,
+                                      t->cfg.label_smoothing);
     int correct = cn_count_correct(j.w->out[last], j.w->labels, B, classes);
     double forwarded = cn_seconds();
     cn_backward_start(p, j.w);
