@@ -409,6 +409,12 @@ CN_API int cn_precision_from_name(const char *name, cn_precision *p);
 /* 1 when this CPU can run it, else 0. */
 CN_API int cn_precision_supported(cn_precision p);
 
+/* The optimisers of cn_train_config. */
+typedef enum { CN_OPTIMIZER_SGD, CN_OPTIMIZER_ADAMW, CN_OPTIMIZER_COUNT } cn_optimizer;
+CN_API const char *cn_optimizer_name(cn_optimizer o); /* "sgd", "adamw"; "unknown" else */
+/* Sets *o from its name; -1 for any other text. */
+CN_API int cn_optimizer_from_name(const char *name, cn_optimizer *o);
+
 typedef struct {
     int batch_size;      /* per replica, 128 */
     int num_replicas;    /* data-parallel replicas ("cores"), 8: defines the math */
@@ -419,6 +425,12 @@ typedef struct {
     cn_precision precision; /* CN_PRECISION_FP32 (0) unless asked: part of the math */
     float label_smoothing;  /* 0 unless asked, in [0, 1): the training loss is PyTorch's
                              * CrossEntropyLoss(label_smoothing=a); evaluation's stays NLL */
+    /* The optimiser, as torch.optim's SGD (momentum above, dampening 0) or AdamW (with bias
+     * correction; momentum unused); weight decay applies to every parameter. */
+    cn_optimizer optimizer; /* CN_OPTIMIZER_SGD (0) unless asked */
+    int nesterov;           /* sgd: Nesterov momentum (needs momentum > 0); 0 */
+    float weight_decay;     /* >= 0; sgd: L2 added to the gradient, adamw: decoupled; 0 */
+    float beta1, beta2, eps; /* adamw, each 0 for PyTorch's 0.9, 0.999, 1e-8 */
 } cn_train_config;
 
 /* Wall-clock seconds spent in each phase of training, summed over steps. With several
@@ -506,6 +518,14 @@ CN_API int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, c
  * zero before the first step (so the first step's buffer is the gradient, as in PyTorch).
  * Training checkpoints save them; a resumed run writes them back before its first step. */
 CN_API float *cn_trainer_momentum(cn_trainer *t);
+/* With AdamW the same call gives its state instead: exp_avg followed by exp_avg_sq, 2 x
+ * cn_model_num_params floats; the steps it has taken (its bias correction) are read and set
+ * here (set: before a step, steps >= 0). */
+CN_API int64_t cn_trainer_optimizer_steps(const cn_trainer *t);
+CN_API int cn_trainer_set_optimizer_steps(cn_trainer *t, int64_t steps, cn_error *err);
+/* The learning rate per replica, as cfg's (> 0 and finite), from the next step on: what a
+ * schedule changes between steps. */
+CN_API int cn_trainer_set_learning_rate(cn_trainer *t, float learning_rate, cn_error *err);
 
 /* Where training stands inside an epoch. A checkpoint records it so that a later run, in
  * another process, continues with exactly the steps, samples and sums of an uninterrupted one. */
@@ -634,6 +654,7 @@ typedef struct {
     int data_channels, data_height, data_width; /* of the images; 0 in files that do not say */
     int data_classes;           /* the data's class count; 0 in files that do not say */
     cn_precision precision;     /* of the products; fp32 for files that do not say */
+    cn_optimizer optimizer;     /* SGD; a training checkpoint of another is not written yet */
     char isa[16];               /* instruction set of the kernels that wrote it; informational */
 } cn_train_state;
 

@@ -147,7 +147,9 @@ static void *train_one(void *arg)
     cn_error err = {{0}};
     cn_model *m = cn_model_fashion_mnist(&err);
     cn_model_init(m, 9);
-    cn_train_config cfg = {BATCH, REPLICAS, res->threads, 0.01f, 0.5f, 9, CN_PRECISION_FP32, 0.0f};
+    cn_train_config cfg = {.batch_size = BATCH, .num_replicas = REPLICAS,
+                           .threads = res->threads,
+                           .learning_rate = 0.01f, .momentum = 0.5f, .seed = 9};
     cn_trainer *t = cn_trainer_create_distributed(m, &cfg, res->comm, &err);
     res->rc = t ? train_and_score(t, res, &err) : -1;
     copy_state(m, res);
@@ -226,7 +228,8 @@ static void test_other_replica_count_differs(void **state)
     cn_error err = {{0}};
     cn_model *m = cn_model_fashion_mnist(&err);
     cn_model_init(m, 9);
-    cn_train_config cfg = {BATCH, REPLICAS / 2, 1, 0.01f * 2, 0.5f, 9, CN_PRECISION_FP32, 0.0f};
+    cn_train_config cfg = {.batch_size = BATCH, .num_replicas = REPLICAS / 2,
+                           .threads = 1, .learning_rate = 0.01f * 2, .momentum = 0.5f, .seed = 9};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     b->train = &train, b->test = &test;
     assert_int_equal(train_and_score(t, b, &err), 0);
@@ -248,7 +251,8 @@ static void test_replicas_must_divide_among_ranks(void **state)
     world_init(&w, 4, ctx);
     cn_error err = {{0}};
     cn_model *m = cn_model_fashion_mnist(&err);
-    cn_train_config cfg = {BATCH, 6, 1, 0.01f, 0.5f, 1, CN_PRECISION_FP32, 0.0f};
+    cn_train_config cfg = {.batch_size = BATCH, .num_replicas = 6,
+                           .threads = 1, .learning_rate = 0.01f, .momentum = 0.5f, .seed = 1};
     assert_null(cn_trainer_create_distributed(m, &cfg, &ctx[1].comm, &err));
     assert_non_null(strstr(err.msg, "6 replicas"));
     assert_non_null(strstr(err.msg, "4 processes"));

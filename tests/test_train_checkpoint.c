@@ -457,6 +457,28 @@ static void test_state_refuses_bad_metadata(void **state)
     rig_close(&g);
 }
 
+/* A checkpoint records SGD's momentum buffers only: one of an AdamW run is refused, and no
+ * file appears, rather than AdamW's state saved under the momentum buffers' names. */
+static void test_save_refuses_adamw(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open(&g);
+    cn_error err = {{0}};
+    cn_train_config cfg = config();
+    cfg.optimizer = CN_OPTIMIZER_ADAMW;
+    cn_train_state s;
+    cn_train_state_init(&s, &cfg, &g.train);
+    char *dir = tu_make_temp_dir("tck"), *file = tu_join(dir, "adamw.safetensors");
+    assert_int_equal(cn_train_checkpoint_save(g.model, cn_trainer_momentum(g.trainer), &s, NULL,
+                                              0, file, &err), -1);
+    assert_non_null(strstr(err.msg, "adamw are not supported yet"));
+    assert_int_equal(access(file, F_OK), -1);
+    free(file);
+    tu_remove_dir(dir);
+    rig_close(&g);
+}
+
 /* Label smoothing is recorded and read back; a file without the key had none. */
 static void test_state_records_label_smoothing(void **state)
 {
@@ -734,6 +756,7 @@ int main(void)
         cmocka_unit_test(test_save_refuses_non_finite_and_keeps_the_old_file),
         cmocka_unit_test(test_state_refuses_bad_metadata),
         cmocka_unit_test(test_state_records_label_smoothing),
+        cmocka_unit_test(test_save_refuses_adamw),
         cmocka_unit_test(test_restore_refuses_damaged_tensors),
         cmocka_unit_test(test_restore_refuses_non_finite_momentum),
         cmocka_unit_test(test_model_only_file_is_not_a_training_checkpoint),

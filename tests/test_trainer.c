@@ -194,7 +194,9 @@ static float *train_copy(const cn_dataset *ds, int replicas, int threads, int ba
     cn_model *m = cn_model_fashion_mnist(&err);
     assert_non_null(m);
     cn_model_init(m, 5);
-    cn_train_config cfg = {batch, replicas, threads, 0.01f, 0.5f, 5, precision, 0.0f};
+    cn_train_config cfg = {.batch_size = batch, .num_replicas = replicas, .threads = threads,
+                           .learning_rate = 0.01f, .momentum = 0.5f, .seed = 5,
+                           .precision = precision};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
     for (int e = 1; e <= epochs; e++) {
@@ -258,7 +260,8 @@ static void test_threads_follow_the_work(void **state)
     cn_error err;
     cn_model *m = cn_model_fashion_mnist(&err);
     assert_non_null(m);
-    cn_train_config cfg = {32, 8, 1024, 0.01f, 0.5f, 5, CN_PRECISION_FP32, 0.0f};
+    cn_train_config cfg = {.batch_size = 32, .num_replicas = 8,
+                           .threads = 1024, .learning_rate = 0.01f, .momentum = 0.5f, .seed = 5};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
     int step = cn_trainer_threads(t, 1, 0);
@@ -302,7 +305,8 @@ static void test_evaluation_sized_by_its_samples(void **state)
     assert_non_null(m);
     cn_model_init(m, 3);
     cn_dataset ds = tu_synthetic_set(2048, 12);
-    cn_train_config cfg = {2048, 1, 8, 0.01f, 0.5f, 5, CN_PRECISION_FP32, 0.0f};
+    cn_train_config cfg = {.batch_size = 2048, .num_replicas = 1,
+                           .threads = 8, .learning_rate = 0.01f, .momentum = 0.5f, .seed = 5};
     size_t before = heap_in_use();
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
@@ -367,7 +371,8 @@ static void test_running_stats_are_mean_of_replica_updates(void **state)
     for (int replicas = 1; replicas <= 2; replicas++) {
         cn_model *m = cn_model_fashion_mnist(&err);
         cn_model_init(m, 1);
-        cn_train_config cfg = {4, replicas, 1, 0.01f, 0.5f, 1, CN_PRECISION_FP32, 0.0f};
+        cn_train_config cfg = {.batch_size = 4, .num_replicas = replicas,
+                               .threads = 1, .learning_rate = 0.01f, .momentum = 0.5f, .seed = 1};
         cn_trainer *t = cn_trainer_create(m, &cfg, &err);
         float loss;
         assert_int_equal(cn_trainer_step(t, images, labels, &loss, NULL, &err), 0);
@@ -392,7 +397,8 @@ static void test_divergence_stops_before_the_weights_break(void **state)
     cn_error err;
     cn_model *m = cn_model_fashion_mnist(&err);
     cn_model_init(m, 1);
-    cn_train_config cfg = {32, 2, 2, 3e37f, 0.5f, 1, CN_PRECISION_FP32, 0.0f};
+    cn_train_config cfg = {.batch_size = 32, .num_replicas = 2,
+                           .threads = 2, .learning_rate = 3e37f, .momentum = 0.5f, .seed = 1};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
     static float before[21900];
@@ -428,7 +434,8 @@ static void test_another_model_trains_through_the_library(void **state)
     assert_non_null(m);
     assert_int_equal(cn_model_num_params(m), 4 * 9 + 4 + 4 + 4 + 10 * 4 * 13 * 13 + 10);
     cn_model_init(m, 3);
-    cn_train_config cfg = {32, 2, 2, 0.01f, 0.5f, 3, CN_PRECISION_FP32, 0.0f};
+    cn_train_config cfg = {.batch_size = 32, .num_replicas = 2,
+                           .threads = 2, .learning_rate = 0.01f, .momentum = 0.5f, .seed = 3};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
     cn_dataset train = tu_synthetic_set(2048, 21), test = tu_synthetic_set(500, 22);
@@ -483,7 +490,9 @@ static void test_step_reports_right_answers(void **state)
             right += best == set.labels[i];
         }
         free(logp);
-        cn_train_config cfg = {64, 4, threads, 0.01f, 0.5f, 9, CN_PRECISION_FP32, 0.0f};
+        cn_train_config cfg = {.batch_size = 64, .num_replicas = 4,
+                               .threads = threads,
+                               .learning_rate = 0.01f, .momentum = 0.5f, .seed = 9};
         cn_trainer *t = cn_trainer_create(m, &cfg, &err);
         assert_non_null(t);
         step_log log = {0};
@@ -513,7 +522,8 @@ static void test_short_run_on_fashion_mnist_learns(void **state)
     train.count = 12000;
     cn_model *m = cn_model_fashion_mnist(&err);
     cn_model_init(m, 1);
-    cn_train_config cfg = {64, 4, 2, 0.01f, 0.5f, 1, CN_PRECISION_FP32, 0.0f};
+    cn_train_config cfg = {.batch_size = 64, .num_replicas = 4,
+                           .threads = 2, .learning_rate = 0.01f, .momentum = 0.5f, .seed = 1};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     assert_non_null(t);
     float first = 0, mean = 0;

@@ -53,6 +53,7 @@ void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn
     s->momentum = cfg->momentum;
     s->label_smoothing = cfg->label_smoothing;
     s->precision = cfg->precision;
+    s->optimizer = cfg->optimizer;
     s->train_samples = train->count;
     s->train_crc32 = data_crc32(train);
     s->data_channels = train->channels, s->data_height = train->height;
@@ -212,6 +213,10 @@ int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_
                              const char *const *extra, int num_extra, const char *path,
                              cn_error *err)
 {
+    if (s->optimizer != CN_OPTIMIZER_SGD)
+        return cn_fail(err, "%s: not saved: training checkpoints of %s are not supported yet "
+                       "(only SGD's momentum buffers are recorded)", path,
+                       cn_optimizer_name(s->optimizer));
     int n_model = 0, n = 0;
     cn_tensor_ref *refs = all_refs(m, (float *)(uintptr_t)momentum, &n_model, &n, path, err);
     if (!refs) return -1;

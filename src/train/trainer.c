@@ -2,7 +2,7 @@
  * and backward on their own batch in the workspace of the thread that runs them and leave their
  * results in the exchange (dist.h); the gradients are then summed in replica
  * order and averaged, BatchNorm running statistics become the mean of the replicas' updates,
- * and one SGD-with-momentum step updates the single model. When the threads
+ * and one optimiser step (optimizer.c: SGD or AdamW) updates the single model. When the threads
  * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
  * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
  * either way, so the weights do not depend on the thread count. With a communicator each process
@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "train/dist.h"
+#include "train/optimizer.h"
 #include "model/executor.h"
 #include "layers/layers.h"
 
@@ -37,7 +38,10 @@ struct cn_trainer {
     cn_replica_result *result; /* [R] where replica r's results of the step are read from */
     const float **reports; /* [R] one layer's part of each replica's report (running stats) */
     float *grad;         /* [num_params] averaged gradient, then the candidate momentum */
-    float *momentum;     /* [num_params] */
+    float *momentum;     /* [num_params] sgd; adamw: exp_avg then exp_avg_sq [2 x num_params] */
+    float *next_state2;  /* adamw: [num_params] the candidate exp_avg_sq; NULL for sgd */
+    int64_t optimizer_steps; /* steps taken (adamw's bias correction) */
+    cn_optim_rule rule;  /* the step being taken */
     float *next_params;  /* [num_params] candidate weights, kept only when all are finite */
     uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
     int epoch, step;     /* the step being run: what its random draws (dropout) depend on */
@@ -45,6 +49,22 @@ struct cn_trainer {
 };
 
 /* ------------------------------------------------------------------ set-up */
+
+static int check_optimizer(const cn_train_config *c, cn_error *err)
+{
+    if ((unsigned)c->optimizer >= CN_OPTIMIZER_COUNT)
+        return cn_fail(err, "optimizer %d is not one of sgd, adamw", (int)c->optimizer);
+    if (c->nesterov != 0 && (c->nesterov != 1 || c->optimizer != CN_OPTIMIZER_SGD ||
+                             !(c->momentum > 0)))
+        return cn_fail(err, "nesterov is 0 or 1, and 1 needs sgd with a momentum above 0");
+    if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
+        return cn_fail(err, "weight decay must be a number >= 0");
+    if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
+        return cn_fail(err, "adamw's betas must be in [0, 1) (0: 0.9, 0.999)");
+    if (!(c->eps >= 0) || !isfinite(c->eps))
+        return cn_fail(err, "adamw's eps must be a number >= 0 (0: 1e-8)");
+    return 0;
+}
 
 static int check_config(const cn_train_config *c, cn_error *err)
 {
@@ -60,6 +80,7 @@ static int check_config(const cn_train_config *c, cn_error *err)
         return cn_fail(err, "momentum must be in [0, 1)");
     if (!(c->label_smoothing >= 0 && c->label_smoothing < 1))
         return cn_fail(err, "label smoothing must be in [0, 1)");
+    if (check_optimizer(c, err)) return -1;
     if (!cn_precision_supported(c->precision))
         return cn_fail(err, "precision %s: this CPU cannot run it%s",
                        cn_precision_name(c->precision),
@@ -139,7 +160,9 @@ static int allocate(cn_trainer *t)
     t->ws = calloc((size_t)t->cfg.threads, sizeof *t->ws); /* made by use_workspaces */
     t->part_seconds = calloc((size_t)local, sizeof *t->part_seconds);
     t->grad = calloc(n, sizeof *t->grad);
-    t->momentum = calloc(n, sizeof *t->momentum);
+    int adamw = t->cfg.optimizer == CN_OPTIMIZER_ADAMW;
+    t->momentum = calloc(adamw ? 2 * n : n, sizeof *t->momentum);
+    if (adamw && !(t->next_state2 = calloc(n, sizeof *t->next_state2))) return -1;
     t->next_params = calloc(n, sizeof *t->next_params);
     t->batch_index = calloc((size_t)R * B, sizeof *t->batch_index);
     if (!t->ws || !t->part_seconds || !t->grad || !t->momentum || !t->next_params ||
@@ -234,6 +257,7 @@ void cn_trainer_free(cn_trainer *t)
     free(t->part_seconds);
     free(t->grad);
     free(t->momentum);
+    free(t->next_state2);
     free(t->next_params);
     free(t->batch_index);
     free(t->result);
@@ -387,20 +411,19 @@ static void reduce_slice(void *ctx, int task, int thread)
     }
 }
 
-/* The SGD step into candidate buffers: momentum = mu * momentum + grad (in t->grad) and
- * params - lr * momentum (in t->next_params); commit_step keeps them. */
-static void sgd_slice(void *ctx, int task, int thread)
+/* The optimiser's step into candidate buffers: the new momentum or exp_avg in t->grad, adamw's
+ * exp_avg_sq in t->next_state2, the weights in t->next_params; commit_slice keeps them. */
+static void optimizer_slice(void *ctx, int task, int thread)
 {
     (void)thread;
     cn_trainer *t = ((const step_job *)ctx)->t;
-    size_t begin, end;
+    size_t begin, end, n = t->m->num_params;
     slice_of(t, task, &begin, &end);
-    float lr = t->cfg.learning_rate * (float)t->cfg.num_replicas, mu = t->cfg.momentum;
-    const float *p = t->m->params;
-    for (size_t j = begin; j < end; j++) {
-        t->grad[j] = mu * t->momentum[j] + t->grad[j];
-        t->next_params[j] = p[j] - lr * t->grad[j];
-    }
+    int adamw = t->next_state2 != NULL;
+    cn_optim_buffers b = {t->m->params + begin, t->grad + begin, t->momentum + begin,
+                          adamw ? t->momentum + n + begin : NULL,
+                          adamw ? t->next_state2 + begin : NULL, t->next_params + begin};
+    cn_optimizer_step(&t->rule, &b, end - begin);
 }
 
 static void commit_slice(void *ctx, int task, int thread)
@@ -410,6 +433,9 @@ static void commit_slice(void *ctx, int task, int thread)
     size_t begin, end;
     slice_of(t, task, &begin, &end);
     memcpy(t->momentum + begin, t->grad + begin, (end - begin) * sizeof(float));
+    if (t->next_state2)
+        memcpy(t->momentum + t->m->num_params + begin, t->next_state2 + begin,
+               (end - begin) * sizeof(float));
     memcpy(t->m->params + begin, t->next_params + begin, (end - begin) * sizeof(float));
 }
 
@@ -484,11 +510,13 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, int *correct,
         return cn_fail(err, "training diverged: the gradient holds non-finite values (try a "
                        "smaller --learning-rate)");
     double start = cn_seconds();
-    cn_pool_run(t->pool, T, sgd_slice, job);
+    cn_optim_rule_init(&t->rule, &t->cfg, t->cfg.learning_rate, t->optimizer_steps + 1);
+    cn_pool_run(t->pool, T, optimizer_slice, job);
     if (!all_finite(t->next_params, t->m->num_params))
         return cn_fail(err, "training diverged: the step would make weights non-finite (try a "
                        "smaller --learning-rate)");
     cn_pool_run(t->pool, T, commit_slice, job);
+    t->optimizer_steps++;
     update_running_stats(t);
     tm->optimizer += cn_seconds() - start;
     return 0;
@@ -612,6 +640,26 @@ int cn_trainer_epoch(cn_trainer *t, const cn_dataset *train, int epoch, cn_step_
 float *cn_trainer_momentum(cn_trainer *t)
 {
     return t->momentum;
+}
+
+int64_t cn_trainer_optimizer_steps(const cn_trainer *t)
+{
+    return t->optimizer_steps;
+}
+
+int cn_trainer_set_optimizer_steps(cn_trainer *t, int64_t steps, cn_error *err)
+{
+    if (steps < 0) return cn_fail(err, "optimizer steps %lld is below 0", (long long)steps);
+    t->optimizer_steps = steps;
+    return 0;
+}
+
+int cn_trainer_set_learning_rate(cn_trainer *t, float learning_rate, cn_error *err)
+{
+    if (!(learning_rate > 0) || !isfinite(learning_rate))
+        return cn_fail(err, "learning rate must be a positive number");
+    t->cfg.learning_rate = learning_rate;
+    return 0;
 }
 
 /* ------------------------------------------------------------------ evaluation */
