@@ -180,6 +180,8 @@ const char *cli_class_name(const cn_model *m, int c);
  * they are kept; when the data names none, m keeps its own or gets the label numbers "0", "1",
  * .... CLI_OK, or CLI_FAILURE after the message. */
 int cli_name_classes(cn_model *m, const cn_dataset *ds, const char *model_what);
+/* The width of a column of the model's class names: the longest, at least 12. */
+int cli_class_name_width(const cn_model *m);
 /* Where a dataset's class names came from, for messages. */
 const char *cli_data_names_source(const cn_dataset *ds);
 /* CLI_OK when the model reads the data's images into its classes (cn_model_fits_data); else

@@ -507,6 +507,15 @@ static int number_classes(cn_model *m)
     return rc;
 }
 
+int cli_class_name_width(const cn_model *m)
+{
+    int width = 12; /* Fashion-MNIST's longest name, so its tables keep their look */
+    for (int c = 0; c < cn_model_num_outputs(m); c++)
+        if ((int)strlen(cli_class_name(m, c)) > width)
+            width = (int)strlen(cli_class_name(m, c));
+    return width;
+}
+
 const char *cli_data_names_source(const cn_dataset *ds)
 {
     return ds->format == CN_DATA_FOLDER ? "its folders' names" : "its class names";

@@ -306,10 +306,7 @@ static void print_prediction(const cn_model *model, const predict_shape *shape,
         snprintf(note + at, sizeof note - at, "%sinverted", at ? ", " : "");
     cli_print_line("%s: %s (%.2f%%)%s%s%s", item->name, cli_class_name(model, best),
                    100 * exp((double)logp[best]), *note ? " [" : "", note, *note ? "]" : "");
-    int width = 12; /* the names' column: Fashion-MNIST's longest, or the longest name */
-    for (int c = 0; c < shape->classes; c++)
-        if ((int)strlen(cli_class_name(model, c)) > width)
-            width = (int)strlen(cli_class_name(model, c));
+    int width = cli_class_name_width(model);
     for (int c = 0; c < shape->classes; c++)
         cli_print_line("  %-*s %.6f", width, cli_class_name(model, c), exp((double)logp[c]));
 }

@@ -93,10 +93,7 @@ done
 cmp -s "$tmp/f1.st" "$tmp/f2.st" || fail "folder: 1 and 2 threads saved other weights"
 cmp -s "$tmp/c1.st" "$tmp/c2.st" || fail "cifar10: 1 and 2 threads saved other weights"
 if command -v mpirun >/dev/null 2>&1 && "$cnnc" info 2>/dev/null | grep -q "^MPI: *yes"; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_plm=isolated OMPI_MCA_btl=self,vader
-  export OMPI_MCA_btl_vader_single_copy_mechanism=none
-  [ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+  mpi_env
   # shellcheck disable=SC2086
   timeout 120 mpirun -np 2 "$cnnc" train --model "$root/models/lenet5.model" \
     --data-dir "$tmp/folder" $same --save "$tmp/fp.st" >/dev/null 2>"$tmp/err" ||

@@ -67,10 +67,7 @@ cmp -s t1.st resumed.st || fail "the resumed run saved other weights than the st
 
 detail="threads 1, 2, 3 and a resumed run equal, bit for bit"
 if command -v mpirun >/dev/null 2>&1 && "$cnnc" info 2>/dev/null | grep -q "^MPI: *yes"; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_plm=isolated OMPI_MCA_btl=self,vader
-  export OMPI_MCA_btl_vader_single_copy_mechanism=none
-  [ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+  mpi_env
   # shellcheck disable=SC2086
   timeout 120 mpirun -np 2 "$cnnc" train $small --save p2.st >p2.out 2>p2.err ||
     fail "mpirun -np 2: exit status $?: $(cat p2.err)"

@@ -20,15 +20,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
 fi
 require_data
 
-# One machine, no network, no ssh; root allowed (containers, CI); more processes than cores.
-# Containers often forbid cross-process memory access, so shared memory copies through a buffer.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_plm=isolated OMPI_MCA_btl=self,vader
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-# Open MPI keeps allocations at exit, some in plugins it has already unloaded, which
-# LeakSanitizer cannot name for a suppression: under `make test-sanitize` leaks go unchecked
-# here (AddressSanitizer's other checks stay on; the other tests check leaks).
-[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+mpi_env
 
 make_tmp
 cd "$tmp" || exit 1

@@ -13,10 +13,6 @@
 
 #include "data/formats.h"
 
-#define FASHION_INSTALL_HINT                                                                      \
-    "install Debian's dataset-fashion-mnist (sudo apt-get install dataset-fashion-mnist) or "    \
-    "pass --data-dir DIR"
-
 const char *const cn_fashion_mnist_names[CN_FASHION_MNIST_CLASSES] = {
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
     "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot",
@@ -112,7 +108,7 @@ static int check_data_dir(const char *dir, cn_error *err)
 {
     struct stat st;
     if (stat(dir, &st) != 0)
-        return cn_fail(err, "%s: data folder not found (%s) — " FASHION_INSTALL_HINT, dir,
+        return cn_fail(err, "%s: data folder not found (%s) — " CN_DATA_FASHION_HINT, dir,
                        strerror(errno));
     if (!S_ISDIR(st.st_mode))
         return cn_fail(err, "%s: not a folder (%s) — pass the folder that holds the dataset's "
@@ -137,7 +133,7 @@ static int detect_format(const char *dir, cn_data_format *f, cn_error *err)
             }
     return cn_fail(err, "%s: no dataset found: expected IDX files (train-images-idx3-ubyte[.gz], "
                    "...), CIFAR-10 batches (data_batch_1.bin, test_batch.bin) or folders "
-                   "train/CLASS/ and test/CLASS/ of images — " FASHION_INSTALL_HINT, dir);
+                   "train/CLASS/ and test/CLASS/ of images — " CN_DATA_FASHION_HINT, dir);
 }
 
 static int is_fashion_mnist(const cn_dataset *ds)

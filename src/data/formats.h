@@ -8,6 +8,10 @@
 #include "cnnc.h"
 
 #define CN_DATA_PATH_MAX 4096
+/* How to get the default dataset, for messages about a missing one. */
+#define CN_DATA_FASHION_HINT                                                                      \
+    "install Debian's dataset-fashion-mnist (sudo apt-get install dataset-fashion-mnist) or "    \
+    "pass --data-dir DIR"
 
 /* out = DIR/NAME (no doubled slash); -1 when it does not fit CN_DATA_PATH_MAX. */
 int cn_data_path(char *out, const char *dir, const char *name, cn_error *err);

@@ -9,10 +9,6 @@
 #include "data/formats.h"
 #include "data/idx.h"
 
-#define FASHION_HINT                                                                              \
-    "install Debian's dataset-fashion-mnist (sudo apt-get install dataset-fashion-mnist) or "    \
-    "pass --data-dir DIR"
-
 /* Picks DIR/PREFIX-KIND.gz, else DIR/PREFIX-KIND. */
 static int find_file(char *out, const char *dir, const char *prefix, const char *kind,
                      cn_error *err)
@@ -24,7 +20,7 @@ static int find_file(char *out, const char *dir, const char *prefix, const char 
     snprintf(name, sizeof name, "%s-%s", prefix, kind);
     if (cn_data_path(out, dir, name, err)) return -1;
     if (cn_data_path_may_exist(out)) return 0;
-    return cn_fail(err, "%s.gz: not found (nor without .gz) — " FASHION_HINT, out);
+    return cn_fail(err, "%s.gz: not found (nor without .gz) — " CN_DATA_FASHION_HINT, out);
 }
 
 static int check_counts(const char *image_path, int images, const char *label_path, int labels,
