@@ -1,6 +1,7 @@
 /* train.c — `cnnc train`: the seed's Fashion-MNIST job. Parses and checks every flag, loads the
  * data and checks the outputs (each a file of its own, of a kind it may be) before any work,
- * then trains epoch by epoch with a test pass after each, shows progress, writes a metrics line
+ * then trains epoch by epoch with a test pass (and a validation pass with --val-samples, whose
+ * best epoch --keep-best keeps) after each, shows progress, writes a metrics line
  * per epoch, at the end saves the model and draws the result picture and the training curves.
  * The numerics live in the library; this file only drives them and reports. Reporting (epoch
  * lines, metrics file) is in train_report.c, the progress bar and plain lines in progress.c,

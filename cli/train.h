@@ -171,7 +171,8 @@ int resume_read(train_settings *s, train_run *run);
 int checkpoints_prepare(const train_settings *s, train_run *run);
 /* Before anything is written: refuses an output (checked by cli_output_check) in the
  * checkpoint folder dir under a checkpoint's name (or, with keep_best, the best checkpoint's) or
- * that is one of them by another name, and one that is the folder itself. CLI_OK or CLI_USAGE after the message. */
+ * that is one of them by another name, and one that is the folder itself. CLI_OK or CLI_USAGE
+ * after the message. */
 int checkpoints_check_outputs(const char *dir, const cli_output *outputs, int n, int keep_best);
 /* Opens the metrics file of a resumed run for appending, dropping lines of epochs the
  * checkpoint does not hold. */

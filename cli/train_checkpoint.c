@@ -3,7 +3,8 @@
  * refusing differing ones, checking the data, restoring weights and momentum), the
  * --checkpoint-dir folder (created, locked against a second run, cleared of temporaries left by
  * a killed write, never holding checkpoints newer than the run, nor another output under a
- * checkpoint's name), saving and pruning, and the metrics file of a resumed run. The file format
+ * checkpoint's name), saving and pruning, the best checkpoint of --keep-best (DIR/best.safetensors,
+ * which pruning leaves alone), and the metrics file of a resumed run. The file format
  * and the folder's naming rules are the library's; when to save is train.c's. */
 #include <dirent.h>
 #include <errno.h>

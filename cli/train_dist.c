@@ -103,7 +103,8 @@ static fingerprint take_fingerprint(const train_settings *s, train_run *run)
         .train_count = run->train.count, .test_count = run->test.count,
         .train_crc = dataset_crc(&run->train), .test_crc = dataset_crc(&run->test),
         .state_crc = state_crc(run),
-        .val_samples = s->val_samples, .val_count = run->val.count, .val_crc = dataset_crc(&run->val),
+        .val_samples = s->val_samples, .val_count = run->val.count,
+        .val_crc = dataset_crc(&run->val),
     };
     gethostname(f.host, sizeof f.host - 1);
     return f;

@@ -820,7 +820,8 @@ typedef struct {
  * legend under it, then two panels over one epoch axis: train loss (blue) and test loss (orange)
  * above, test accuracy in percent (green) below, each with grid lines, ticks at round numbers and
  * an axis label; "Epoch" along the bottom. When an epoch has_validation, validation loss (red)
- * joins the upper panel and validation accuracy (purple) the lower one, and the legend. Text keeps its proportions at other sizes.
+ * joins the upper panel and validation accuracy (purple) the lower one, and the legend. Text
+ * keeps its proportions at other sizes.
  * epochs[0..n) is read only. width 400..8192, height 300..8192, n >= 1, epochs strictly
  * increasing; title may be NULL. The file appears whole or not at all (temporary file, rename).
  * Errors: bad arguments, a folder that is missing or not writable (path named), or a missing
