@@ -319,12 +319,36 @@ static int check_nothing_newer(const train_settings *s, const train_run *run)
     return CLI_OK;
 }
 
+/* With --keep-best: the temporaries a killed write of the best checkpoint left (the library's
+ * pruning clears those of the checkpoints). */
+static int remove_best_temporaries(const train_settings *s)
+{
+    static const char mark[] = BEST_CHECKPOINT_NAME ".tmp.";
+    DIR *d = s->keep_best ? opendir(s->checkpoint_dir) : NULL;
+    if (!d)
+        return CLI_OK; /* no --keep-best, or a folder cn_checkpoint_prune reports on */
+    struct dirent *e;
+    int rc = CLI_OK;
+    while (rc == CLI_OK && (e = readdir(d)) != NULL) {
+        struct stat st;
+        if (strncmp(e->d_name, mark, sizeof mark - 1) == 0 &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT)
+            rc = cli_failure("--checkpoint-dir: %s/%s: cannot remove: %s", s->checkpoint_dir,
+                             e->d_name, strerror(errno));
+    }
+    closedir(d);
+    return rc;
+}
+
 static int open_folder(const train_settings *s, train_run *run)
 {
     cn_error err = {{0}};
     int rc = make_folder(s->checkpoint_dir);
     if (rc == CLI_OK)
         rc = lock_folder(s->checkpoint_dir, run);
+    if (rc == CLI_OK)
+        rc = remove_best_temporaries(s);
     if (rc == CLI_OK && cn_checkpoint_prune(s->checkpoint_dir, INT_MAX, &err) != 0)
         rc = cli_library_error(&err, "--checkpoint-dir");
     if (rc == CLI_OK)

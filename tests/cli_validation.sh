@@ -145,8 +145,10 @@ run train $small $quiet --num-epochs 4 --threads 2 --val-samples 256 --checkpoin
 grep -q "^Best" out && fail "-q printed a line on the best epoch: $(grep '^Best' out)"
 mkdir part
 cp all/checkpoint-epoch-0002.safetensors all/best.safetensors part/
+echo partial >part/best.safetensors.tmp.12345.0 # as a write killed half-way leaves it
 run train --resume part --threads 1 -q
 [ "$status" -eq 0 ] || fail "the resume: exit status $status: $(cat err)"
+[ -e part/best.safetensors.tmp.12345.0 ] && fail "the resume left a killed write's temporary"
 cmp -s part/best.safetensors all/best.safetensors ||
   fail "resumed after the best epoch: best.safetensors is not the straight run's (epoch \
 $(meta part/best.safetensors run.best_epoch))"
