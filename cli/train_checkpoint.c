@@ -3,9 +3,9 @@
  * refusing differing ones, checking the data, restoring weights and momentum), the
  * --checkpoint-dir folder (created, locked against a second run, cleared of temporaries left by
  * a killed write, never holding checkpoints newer than the run, nor another output under a
- * checkpoint's name), saving and pruning, the best checkpoint of --keep-best (DIR/best.safetensors,
- * which pruning leaves alone), and the metrics file of a resumed run. The file format
- * and the folder's naming rules are the library's; when to save is train.c's. */
+ * checkpoint's name), saving and pruning, the best checkpoint of --keep-best
+ * (DIR/best.safetensors, which pruning leaves alone), and the metrics file of a resumed run. The
+ * file format and the folder's naming rules are the library's; when to save is train.c's. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -81,7 +81,7 @@ static int adopt_precision(train_settings *s, cn_precision saved, const char *pa
 {
     if ((s->given & TRAIN_GIVEN_PRECISION) && s->precision != saved)
         return refuse_math_setting("--precision", cn_precision_name(s->precision),
-                              cn_precision_name(saved), path);
+                                   cn_precision_name(saved), path);
     if (!cn_precision_supported(saved))
         return cli_usage_error("train", "%s was trained with --precision %s, which this CPU "
                                "cannot run (it needs AVX512_BF16)", path,
@@ -396,13 +396,12 @@ static int check_output_name(const char *dir, const char *real_dir, const cli_ou
     if (strcmp(o->where, real_dir) == 0)
         return cli_usage_error("train", "%s %s is the --checkpoint-dir folder %s", o->flag,
                                o->path, dir);
-    if (strlen(real_dir) == folder_len && strncmp(o->where, real_dir, folder_len) == 0 &&
-        keep_best && strcmp(slash + 1, BEST_CHECKPOINT_NAME) == 0)
+    int in_folder = strlen(real_dir) == folder_len && strncmp(o->where, real_dir, folder_len) == 0;
+    if (in_folder && keep_best && strcmp(slash + 1, BEST_CHECKPOINT_NAME) == 0)
         return cli_usage_error("train", "%s %s: with --keep-best, " BEST_CHECKPOINT_NAME " in the "
                                "--checkpoint-dir folder %s is the run's best checkpoint, which it "
                                "writes: give the output another name", o->flag, o->path, dir);
-    if (strlen(real_dir) == folder_len && strncmp(o->where, real_dir, folder_len) == 0 &&
-        strncmp(slash + 1, CN_CHECKPOINT_PREFIX, strlen(CN_CHECKPOINT_PREFIX)) == 0)
+    if (in_folder && strncmp(slash + 1, CN_CHECKPOINT_PREFIX, strlen(CN_CHECKPOINT_PREFIX)) == 0)
         return cli_usage_error("train", "%s %s: in the --checkpoint-dir folder %s the names "
                                "that begin " CN_CHECKPOINT_PREFIX " are the run's checkpoints, "
                                "which it writes and deletes: give the output another name",

@@ -147,10 +147,14 @@ int run_settings_adopt(train_settings *s, train_run *run, const cn_safetensors *
     for (int i = 0; i < RUN_SETTINGS_COUNT; i++) {
         const run_setting *r = &run_settings[i];
         const char *value = cn_safetensors_meta(f, r->key);
-        if (!value)
-            continue; /* written before the setting was recorded: the default stands */
-        int rc = r->kind != RUN_PATH ? adopt_int(&recorded, r, value, path)
+        int rc = CLI_OK;
+        if (value)
+            rc = r->kind != RUN_PATH ? adopt_int(&recorded, r, value, path)
                                      : adopt_path(&recorded, run, i, value, path);
+        else if (r->kind == RUN_MATH) /* written before it was recorded: the run had none */
+            *int_at(&recorded, r) = 0;
+        else
+            continue; /* written before the setting was recorded: the default stands */
         if (rc == CLI_OK)
             rc = check_math(s, &recorded, r, path);
         if (rc != CLI_OK)

@@ -3,8 +3,10 @@
 # held-out samples are scored after every epoch (what `cnnc eval` gives on them), take no part
 # in training or in the normalisation, the same bytes on 1 and 2 threads; --val-samples 0 is the
 # plain run; best.safetensors is the epoch of the highest validation accuracy, survives --keep 1
-# and evaluates; a resume keeps choosing as the straight run; refusals. The numbers of training
-# itself are other tests' business. Needs Debian's Fashion-MNIST; skipped without it.
+# and evaluates; a resume keeps choosing as the straight run; 2 processes equal one and refuse
+# to differ in --val-samples; refusals. The numbers of training itself are other tests'
+# business. Needs Debian's Fashion-MNIST; skipped without it; the mpirun part is skipped when
+# mpirun or MPI in this cnnc is missing.
 # Usage: sh tests/cli_validation.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
@@ -169,6 +171,26 @@ run eval --checkpoint straight/best.safetensors --test-samples 128
 run plot m.jsonl --output replot.png
 [ "$status" -eq 0 ] || fail "cnnc plot of the metrics file: $(cat err)"
 
+# ---------------------------------------------------------------- processes
+detail="mpirun part skipped (no mpirun or no MPI in this cnnc)"
+if command -v mpirun >/dev/null 2>&1 && "$cnnc" info 2>/dev/null | grep -q "^MPI: *yes"; then
+  mpi_env
+  # shellcheck disable=SC2086
+  timeout 120 mpirun -np 2 "$cnnc" train $small $quiet --num-epochs 4 --val-samples 256 \
+    --checkpoint-dir mp --keep-best --save p2.st >p2.out 2>p2.err ||
+    fail "mpirun -np 2: exit status $?: $(cat p2.err)"
+  body mp/best.safetensors >bestp
+  cmp -s v1.st p2.st && cmp -s best1 bestp ||
+    fail "2 processes saved another model or best checkpoint than one process"
+  # shellcheck disable=SC2086
+  timeout 120 mpirun -np 1 "$cnnc" train $small $quiet --val-samples 256 : \
+    -np 1 "$cnnc" train $small $quiet --val-samples 128 >pd.out 2>pd.err &&
+    fail "processes with different --val-samples trained"
+  grep -q "rank 1 runs with another --val-samples than rank 0" pd.err ||
+    fail "processes with different --val-samples: $(head -3 pd.err)"
+  detail="2 processes equal one, bit for bit"
+fi
+
 # ---------------------------------------------------------------- refusals
 expect 2 "--val-samples 1000 leaves 24 of the 1024 training images used for training, but" \
   train $small --val-samples 1000
@@ -181,7 +203,22 @@ expect 2 "--val-samples 128 differs from the checkpoint's 256" \
   train --resume part --num-epochs 5 --val-samples 128
 expect 2 "--val-samples 0 differs from the checkpoint's 256" \
   train --resume part --num-epochs 5 --val-samples 0
+# a checkpoint written before --val-samples existed trained on every image used
+mkdir old
+/usr/bin/python3 - all/checkpoint-epoch-0004.safetensors old/checkpoint-epoch-0004.safetensors \
+  <<'PY' || fail "writing a checkpoint without run.val_samples"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+del head["__metadata__"]["run.val_samples"]
+text = json.dumps(head, separators=(",", ":")).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
+expect 2 "--val-samples 256 differs from the checkpoint's 0" \
+  train --resume old --num-epochs 5 --val-samples 256
 mkdir new
 expect 2 "with --keep-best, best.safetensors in the --checkpoint-dir folder" \
   train $small --val-samples 256 --checkpoint-dir new --keep-best --save new/best.safetensors
-finish
+finish "$detail"
