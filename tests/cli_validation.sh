@@ -167,9 +167,19 @@ cmp -s one/best.safetensors all/best.safetensors ||
 # ---------------------------------------------------------------- eval, plot
 run eval --checkpoint straight/best.safetensors --test-samples 128
 [ "$status" -eq 0 ] || fail "eval --checkpoint DIR/best.safetensors: $(cat err)"
-[ -s curves.png ] || fail "no training curves"
+# purple FILE: how many pixels of FILE are the validation accuracy's purple (below the legend).
+purple() {
+  /usr/bin/python3 -c 'import sys
+from PIL import Image
+im = Image.open(sys.argv[1]).convert("RGB")
+w = im.size[0]
+print(sum(1 for p in list(im.getdata())[90 * w:]
+          if all(abs(a - b) < 40 for a, b in zip(p, (148, 103, 189)))))' "$1"
+}
+[ "$(purple curves.png)" -gt 100 ] || fail "the training curves show no validation accuracy"
 run plot m.jsonl --output replot.png
 [ "$status" -eq 0 ] || fail "cnnc plot of the metrics file: $(cat err)"
+[ "$(purple replot.png)" -gt 100 ] || fail "cnnc plot shows no validation accuracy"
 
 # ---------------------------------------------------------------- processes
 detail="mpirun part skipped (no mpirun or no MPI in this cnnc)"
