@@ -120,6 +120,9 @@ static int epoch_from_json(const char *path, long line, json_t *obj, cn_epoch_me
             cli_failure("%s:%ld: \"%s\" is missing or not a number", path, line, keys[k]);
             return -1;
         }
+    /* a run with --val-samples: both or neither */
+    e->has_validation = read_value(obj, "val_loss", &e->val_loss) == 0 &&
+                        read_value(obj, "val_accuracy", &e->val_accuracy) == 0;
     return 0;
 }
 
@@ -139,7 +142,7 @@ static int read_line(const char *path, long line, const char *text, cli_epoch_li
         cli_failure("%s:%ld: not JSON: %s", path, line, jerr.text);
         return -1;
     }
-    cn_epoch_metrics e;
+    cn_epoch_metrics e = {0};
     int rc = epoch_from_json(path, line, obj, &e);
     json_decref(obj);
     if (rc != 0) return -1;

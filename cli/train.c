@@ -1,6 +1,7 @@
 /* train.c — `cnnc train`: the seed's Fashion-MNIST job. Parses and checks every flag, loads the
  * data and checks the outputs (each a file of its own, of a kind it may be) before any work,
- * then trains epoch by epoch with a test pass after each, shows progress, writes a metrics line
+ * then trains epoch by epoch with a test pass (and a validation pass with --val-samples, whose
+ * best epoch --keep-best keeps) after each, shows progress, writes a metrics line
  * per epoch, at the end saves the model and draws the result picture and the training curves.
  * The numerics live in the library; this file only drives them and reports. Reporting (epoch
  * lines, metrics file) is in train_report.c, the progress bar and plain lines in progress.c,
@@ -44,6 +45,8 @@ enum {
     OPT_MODEL,
     OPT_DATA_FORMAT,
     OPT_CLASSES,
+    OPT_VAL_SAMPLES,
+    OPT_KEEP_BEST,
 };
 
 static const struct option train_options[] = {
@@ -64,12 +67,14 @@ static const struct option train_options[] = {
     {"precision", required_argument, NULL, OPT_PRECISION},
     {"train-samples", required_argument, NULL, OPT_TRAIN_SAMPLES},
     {"test-samples", required_argument, NULL, OPT_TEST_SAMPLES},
+    {"val-samples", required_argument, NULL, OPT_VAL_SAMPLES},
     {"save", required_argument, NULL, OPT_SAVE},
     {"result-image", required_argument, NULL, OPT_RESULT_IMAGE},
     {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
     {"checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR},
     {"save-every", required_argument, NULL, OPT_SAVE_EVERY},
     {"keep", required_argument, NULL, OPT_KEEP},
+    {"keep-best", no_argument, NULL, OPT_KEEP_BEST},
     {"resume", required_argument, NULL, OPT_RESUME},
     {"plot", required_argument, NULL, OPT_PLOT},
     {"mpi-timeout", required_argument, NULL, OPT_MPI_TIMEOUT},
@@ -123,7 +128,10 @@ void cli_train_help(FILE *out)
             "                       the math (default: fp32)\n"
             "  --train-samples N    use only the first N training images, 0 = all\n"
             "                       (default: 0)\n"
-            "  --test-samples N     use only the first N test images, 0 = all (default: 0)\n",
+            "  --test-samples N     use only the first N test images, 0 = all (default: 0)\n"
+            "  --val-samples N      hold the last N of the training images used out of\n"
+            "                       training and score them after every epoch, as the\n"
+            "                       test images; defines the math (default: 0, none)\n",
             CLI_DEFAULT_DATA_DIR, cli_default_threads());
     fputs("  --model FILE         the network, a model file (models/*.model); it must read\n"
           "                       the data's images and give its classes; without mean=\n"
@@ -144,6 +152,10 @@ void cli_train_help(FILE *out)
           "                       1..100000 (default: 1)\n"
           "  --keep K             keep the newest K checkpoints in DIR, 1..100000\n"
           "                       (default: 3)\n"
+          "  --keep-best          also keep the checkpoint of the epoch with the highest\n"
+          "                       validation accuracy (the first of equals) as\n"
+          "                       DIR/best.safetensors; needs --checkpoint-dir and\n"
+          "                       --val-samples (default: off)\n"
           "  --resume FILE|DIR    continue the run saved in FILE, or in the newest\n"
           "                       checkpoint of DIR (then also --checkpoint-dir), as it\n"
           "                       was started: every setting comes from the checkpoint.\n"
@@ -270,6 +282,8 @@ static unsigned given_bit(int c)
     case OPT_RESULT_IMAGE: return TRAIN_GIVEN_RESULT_IMAGE;
     case OPT_PLOT: return TRAIN_GIVEN_PLOT;
     case OPT_THREADS: return TRAIN_GIVEN_THREADS;
+    case OPT_VAL_SAMPLES: return TRAIN_GIVEN_VAL_SAMPLES;
+    case OPT_KEEP_BEST: return TRAIN_GIVEN_KEEP_BEST;
     default: return 0;
     }
 }
@@ -303,6 +317,9 @@ static int apply_option(train_settings *s, int c, const char *arg)
         return cli_parse_int("train", "--train-samples", arg, 0, INT_MAX, &s->train_samples);
     case OPT_TEST_SAMPLES:
         return cli_parse_int("train", "--test-samples", arg, 0, INT_MAX, &s->test_samples);
+    case OPT_VAL_SAMPLES:
+        return cli_parse_int("train", "--val-samples", arg, 0, INT_MAX, &s->val_samples);
+    case OPT_KEEP_BEST: s->keep_best = 1; return 0;
     case OPT_SAVE: s->save_path = optional_path(arg); return 0;
     case OPT_RESULT_IMAGE: s->result_image = optional_path(arg); return 0;
     case OPT_METRICS_FILE: s->metrics_path = optional_path(arg); return 0;
@@ -397,10 +414,34 @@ static int check_outputs(const train_settings *s, const train_run *run)
                                  "the output a file of its own", outputs[i].flag,
                                  outputs[i].path, run->resume_path);
     if (rc == CLI_OK && s->checkpoint_dir)
-        rc = checkpoints_check_outputs(s->checkpoint_dir, outputs, n);
+        rc = checkpoints_check_outputs(s->checkpoint_dir, outputs, n, s->keep_best);
     for (int i = 0; i < n; i++)
         cli_output_free(&outputs[i]);
     return rc;
+}
+
+/* --val-samples N: the last N of the training samples used become run->val, a view of train's
+ * arrays, and train keeps the ones before; refused when what is left cannot make one step. */
+static int split_validation(const train_settings *s, train_run *run)
+{
+    cn_dataset *train = &run->train;
+    long per_step = (long)s->num_cores * s->batch_size;
+    int n = s->val_samples, used = train->count;
+    if (n == 0)
+        return CLI_OK;
+    if (n >= used || used - n < per_step)
+        return cli_usage_error("train", "--val-samples %d leaves %d of the %d training images "
+                               "used for training, but --num-cores/--replicas %d x "
+                               "--batch-size %d needs at least %ld for one step",
+                               n, n >= used ? 0 : used - n, used, s->num_cores, s->batch_size,
+                               per_step);
+    size_t image = (size_t)train->channels * train->height * train->width;
+    run->val = *train;
+    run->val.count = n;
+    run->val.pixels = train->pixels + (size_t)(used - n) * image;
+    run->val.labels = train->labels + (used - n);
+    train->count = used - n;
+    return CLI_OK;
 }
 
 static int check_one_step_fits(const train_settings *s, const cn_dataset *train)
@@ -543,6 +584,8 @@ static int prepare_run(const train_settings *s, train_run *run)
     if (rc == CLI_OK)
         rc = load_data(s, run);
     if (rc == CLI_OK)
+        rc = split_validation(s, run);
+    if (rc == CLI_OK)
         rc = check_one_step_fits(s, &run->train);
     if (rc == CLI_OK)
         rc = normalize_from_data(s, run);
@@ -571,7 +614,7 @@ static void free_run(train_run *run)
         cn_trainer_free(run->trainer);
     if (run->model)
         cn_model_free(run->model);
-    cn_dataset_free(&run->train);
+    cn_dataset_free(&run->train); /* and with it run->val, a view of its arrays */
     cn_dataset_free(&run->test);
 }
 
@@ -613,8 +656,14 @@ static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
         progress_break(&run->progress);
         return cli_dist_library_error(run->dist, &err);
     }
+    if (run->val.count > 0 && cn_evaluate(run->trainer, &run->val, run->val.count, &r->val_loss,
+                                          &r->val_accuracy, NULL, &err) != 0) {
+        progress_break(&run->progress);
+        return cli_dist_library_error(run->dist, &err);
+    }
     r->eval_seconds = cli_seconds() - trained;
     r->test_samples = run->test.count;
+    r->val_samples = run->val.count;
     return CLI_OK;
 }
 
@@ -683,7 +732,18 @@ static int checkpoint_after_epoch(const train_settings *s, train_run *run)
     return checkpoint_save(s, run);
 }
 
-/* After a complete epoch: its report, metrics line, curve point and checkpoint. */
+/* An epoch whose validation accuracy beats every earlier one's (the first of equals stays) is
+ * the best so far, and with --keep-best its checkpoint is kept. */
+static int track_best(const train_settings *s, train_run *run, const epoch_report *last)
+{
+    if (last->val_samples == 0 || !(last->val_accuracy > run->best_val_accuracy))
+        return CLI_OK;
+    run->best_val_accuracy = last->val_accuracy;
+    run->best_epoch = last->epoch;
+    return best_checkpoint_save(s, run, last->val_accuracy);
+}
+
+/* After a complete epoch: its report, metrics line, curve point and checkpoints. */
 static int finish_epoch(const train_settings *s, train_run *run, const epoch_report *last)
 {
     progress_epoch_report(&run->progress, last, s->metrics_debug);
@@ -691,7 +751,8 @@ static int finish_epoch(const train_settings *s, train_run *run, const epoch_rep
         return cli_failure("--metrics-file: %s: %s", s->metrics_path, strerror(errno));
     if (record_curves(run, last) != 0)
         return cli_failure("out of memory for the training curves");
-    return checkpoint_after_epoch(s, run);
+    int rc = track_best(s, run, last);
+    return rc == CLI_OK ? checkpoint_after_epoch(s, run) : rc;
 }
 
 /* Every rank runs the same epochs: each ends with an agreement, so that a failure on any rank
@@ -828,7 +889,7 @@ int cli_train(int argc, char **argv)
     if (rc != CLI_OK)
         return rc;
     train_settings s;
-    train_run run = {.dist = &dist, .checkpoint_fd = -1};
+    train_run run = {.dist = &dist, .checkpoint_fd = -1, .best_val_accuracy = -1};
     cli_dist_hold_errors(&dist); /* one message where every rank would say the same */
     rc = cli_dist_agree(&dist, set_up(&s, &run, argc, argv));
     if (rc == CLI_OK)

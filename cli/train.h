@@ -41,6 +41,8 @@ typedef struct {
     progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
     int mpi_timeout;          /* seconds an exchange waits for another process; 0: for ever */
     const char *model_path;   /* --model FILE; NULL: the seed's network */
+    int val_samples;          /* the last of the training samples used, held out; 0: none */
+    int keep_best;            /* --keep-best: DIR/best.safetensors after each best epoch */
 } train_settings;
 
 /* Flags whose presence matters: on resume a given flag wins over what the checkpoint says; a
@@ -67,6 +69,8 @@ enum {
     TRAIN_GIVEN_DATA_FORMAT = 1u << 18,
     TRAIN_GIVEN_CLASSES = 1u << 19,
     TRAIN_GIVEN_LABEL_SMOOTHING = 1u << 20,
+    TRAIN_GIVEN_VAL_SAMPLES = 1u << 29,
+    TRAIN_GIVEN_KEEP_BEST = 1u << 30,
 };
 
 /* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */
@@ -95,6 +99,9 @@ typedef struct {
     char *adopted[16];            /* copies of the paths a resumed run took from its checkpoint */
     progress progress;    /* what the terminal or log shows */
     cli_epoch_list history; /* the epochs so far, for the curves */
+    cn_dataset val;       /* --val-samples: a view of the end of train's arrays (not owned) */
+    double best_val_accuracy; /* the highest validation accuracy so far; -1: none yet */
+    int best_epoch;           /* its epoch; 0: none yet */
 } train_run;
 
 /* The measurements of one epoch. */
@@ -111,6 +118,9 @@ typedef struct epoch_report {
     long timed_samples;    /* those trained in train_seconds (fewer after a resume) */
     int test_samples;
     cn_phase_times phases; /* this epoch only */
+    int val_samples;       /* 0: no validation split */
+    double val_loss;       /* mean NLL over the validation images */
+    double val_accuracy;   /* percent */
 } epoch_report;
 
 /* "cnnc 0.1.0: 50 epochs of 58 steps, ..." — the settings a run uses, printed once, in lines
@@ -124,7 +134,7 @@ int write_metrics_line(FILE *f, const epoch_report *r);
 /* The settings that shape a run besides its math (train_run_settings.c), recorded in every
  * checkpoint: RUN_SETTINGS_COUNT key/value pairs into meta (2 * RUN_SETTINGS_COUNT pointers),
  * numbers written into text; the paths point into s. */
-#define RUN_SETTINGS_COUNT 12
+#define RUN_SETTINGS_COUNT 14
 #define RUN_VALUE_MAX 24
 void run_settings_record(const train_settings *s, char text[][RUN_VALUE_MAX], const char **meta);
 /* Takes the recorded settings of the --resume checkpoint f (at path) that the command line did
@@ -138,6 +148,17 @@ int run_settings_check_epochs(const train_settings *s, int done, const char *pat
 /* "Resuming from ...", and the one line that says a run was made longer or shorter. */
 void run_settings_print_resume(const train_settings *s, const train_run *run);
 void run_settings_free(train_run *run);
+/* The best epoch of a run with a validation split, recorded in every checkpoint: 2 key/value
+ * pairs into meta (4 pointers; text holds the numbers), or 0 before an epoch was validated;
+ * taken back on resume from f, whose position has done complete epochs (CLI_FAILURE after a
+ * message when damaged; none recorded: none yet). */
+#define BEST_ACCURACY_KEY "run.best_val_accuracy"
+#define BEST_EPOCH_KEY "run.best_epoch"
+int run_best_record(const train_run *run, char text[][RUN_VALUE_MAX], const char **meta);
+int run_best_adopt(train_run *run, const cn_safetensors *f, const char *path, int done);
+/* "FLAG MINE differs from the checkpoint's SAVED (PATH): ..." for a setting that defines the
+ * math (train_checkpoint.c); returns CLI_USAGE. */
+int refuse_math_setting(const char *flag, const char *mine, const char *saved, const char *path);
 
 /* Checkpoints and resume (train_checkpoint.c); each returns a CLI_* status after printing
  * what went wrong. In the order a run calls them: */
@@ -149,15 +170,22 @@ int resume_read(train_settings *s, train_run *run);
  * weights and momentum; opens, locks and tidies the checkpoint folder. */
 int checkpoints_prepare(const train_settings *s, train_run *run);
 /* Before anything is written: refuses an output (checked by cli_output_check) in the
- * checkpoint folder dir under a checkpoint's name or that is one of its checkpoints by another
- * name, and one that is the folder itself. CLI_OK or CLI_USAGE after the message. */
-int checkpoints_check_outputs(const char *dir, const cli_output *outputs, int n);
+ * checkpoint folder dir under a checkpoint's name (or, with keep_best, the best checkpoint's) or
+ * that is one of them by another name, and one that is the folder itself. CLI_OK or CLI_USAGE
+ * after the message. */
+int checkpoints_check_outputs(const char *dir, const cli_output *outputs, int n, int keep_best);
 /* Opens the metrics file of a resumed run for appending, dropping lines of epochs the
  * checkpoint does not hold. */
 int metrics_open_for_resume(const train_settings *s, train_run *run);
 /* Writes a checkpoint of run->position into the checkpoint folder (when there is one and that
  * position is not saved yet) and prunes the folder to --keep. */
 int checkpoint_save(const train_settings *s, train_run *run);
+/* With --keep-best: writes the checkpoint of run->position, an epoch's end that is the best so
+ * far, to DIR/BEST_CHECKPOINT_NAME (what checkpoint_save would write there, plus its validation
+ * accuracy under VAL_ACCURACY_KEY); pruning leaves it alone. */
+#define BEST_CHECKPOINT_NAME "best.safetensors"
+#define VAL_ACCURACY_KEY "run.val_accuracy"
+int best_checkpoint_save(const train_settings *s, train_run *run, double val_accuracy);
 void checkpoints_close(train_run *run);
 
 /* SIGINT and SIGTERM (train_signals.c): the first one sets a flag, a second one kills; one

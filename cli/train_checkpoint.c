@@ -3,8 +3,9 @@
  * refusing differing ones, checking the data, restoring weights and momentum), the
  * --checkpoint-dir folder (created, locked against a second run, cleared of temporaries left by
  * a killed write, never holding checkpoints newer than the run, nor another output under a
- * checkpoint's name), saving and pruning, and the metrics file of a resumed run. The file format
- * and the folder's naming rules are the library's; when to save is train.c's. */
+ * checkpoint's name), saving and pruning, the best checkpoint of --keep-best
+ * (DIR/best.safetensors, which pruning leaves alone), and the metrics file of a resumed run. The
+ * file format and the folder's naming rules are the library's; when to save is train.c's. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +28,7 @@ static int is_folder(const char *path)
 
 /* ---------------------------------------------------------------- settings */
 
-static int refuse_setting(const char *flag, const char *mine, const char *saved,
-                          const char *path)
+int refuse_math_setting(const char *flag, const char *mine, const char *saved, const char *path)
 {
     return cli_usage_error("train", "%s %s differs from the checkpoint's %s (%s): a resumed run "
                            "keeps the settings that define the math; leave %s out to use it",
@@ -42,7 +42,7 @@ static int adopt_int(const train_settings *s, unsigned bit, const char *flag, in
     if ((s->given & bit) && *value != saved) {
         snprintf(mine, sizeof mine, "%d", *value);
         snprintf(theirs, sizeof theirs, "%d", saved);
-        return refuse_setting(flag, mine, theirs, path);
+        return refuse_math_setting(flag, mine, theirs, path);
     }
     *value = saved;
     return CLI_OK;
@@ -59,7 +59,7 @@ static int adopt_float(const train_settings *s, unsigned bit, const char *flag, 
             snprintf(mine, sizeof mine, "%.9g", (double)*value);
             snprintf(theirs, sizeof theirs, "%.9g", (double)saved);
         }
-        return refuse_setting(flag, mine, theirs, path);
+        return refuse_math_setting(flag, mine, theirs, path);
     }
     *value = saved;
     return CLI_OK;
@@ -71,7 +71,7 @@ static int adopt_seed(train_settings *s, uint64_t saved, const char *path)
     if ((s->given & TRAIN_GIVEN_SEED) && s->seed != saved) {
         snprintf(mine, sizeof mine, "%" PRIu64, s->seed);
         snprintf(theirs, sizeof theirs, "%" PRIu64, saved);
-        return refuse_setting("--seed", mine, theirs, path);
+        return refuse_math_setting("--seed", mine, theirs, path);
     }
     s->seed = saved;
     return CLI_OK;
@@ -80,8 +80,8 @@ static int adopt_seed(train_settings *s, uint64_t saved, const char *path)
 static int adopt_precision(train_settings *s, cn_precision saved, const char *path)
 {
     if ((s->given & TRAIN_GIVEN_PRECISION) && s->precision != saved)
-        return refuse_setting("--precision", cn_precision_name(s->precision),
-                              cn_precision_name(saved), path);
+        return refuse_math_setting("--precision", cn_precision_name(s->precision),
+                                   cn_precision_name(saved), path);
     if (!cn_precision_supported(saved))
         return cli_usage_error("train", "%s was trained with --precision %s, which this CPU "
                                "cannot run (it needs AVX512_BF16)", path,
@@ -163,9 +163,27 @@ static int check_name_matches(const char *path, const cn_train_state *st)
 
 static int check_checkpoint_flags(const train_settings *s)
 {
-    if (!s->checkpoint_dir && (s->given & (TRAIN_GIVEN_SAVE_EVERY | TRAIN_GIVEN_KEEP)))
+    if (!s->checkpoint_dir &&
+        (s->given & (TRAIN_GIVEN_SAVE_EVERY | TRAIN_GIVEN_KEEP | TRAIN_GIVEN_KEEP_BEST)))
         return cli_usage_error("train", "--%s needs --checkpoint-dir (or --resume DIR)",
-                               (s->given & TRAIN_GIVEN_SAVE_EVERY) ? "save-every" : "keep");
+                               (s->given & TRAIN_GIVEN_SAVE_EVERY) ? "save-every"
+                               : (s->given & TRAIN_GIVEN_KEEP)     ? "keep"
+                                                                   : "keep-best");
+    if (s->keep_best && s->val_samples == 0)
+        return cli_usage_error("train", "--keep-best needs --val-samples N: the best epoch is "
+                               "the one with the highest validation accuracy");
+    return CLI_OK;
+}
+
+/* The checkpoint's training samples are those trained on; the held-out ones follow them. */
+static int adopt_train_samples(train_settings *s, const train_run *run, const char *path)
+{
+    if ((s->given & TRAIN_GIVEN_TRAIN_SAMPLES) || s->val_samples == 0)
+        return CLI_OK;
+    if (s->val_samples > INT_MAX - run->state.train_samples)
+        return cli_failure("%s: __metadata__ \"run.val_samples\" is %d, too many (the file is "
+                           "damaged)", path, s->val_samples);
+    s->train_samples = run->state.train_samples + s->val_samples;
     return CLI_OK;
 }
 
@@ -188,6 +206,10 @@ int resume_read(train_settings *s, train_run *run)
         rc = adopt_settings(s, &run->state, path);
     if (rc == CLI_OK)
         rc = run_settings_adopt(s, run, run->resume_file, path);
+    if (rc == CLI_OK)
+        rc = adopt_train_samples(s, run, path);
+    if (rc == CLI_OK)
+        rc = run_best_adopt(run, run->resume_file, path, done);
     if (rc == CLI_OK)
         rc = run_settings_check_epochs(s, done, path);
     if (rc == CLI_OK)
@@ -297,12 +319,36 @@ static int check_nothing_newer(const train_settings *s, const train_run *run)
     return CLI_OK;
 }
 
+/* With --keep-best: the temporaries a killed write of the best checkpoint left (the library's
+ * pruning clears those of the checkpoints). */
+static int remove_best_temporaries(const train_settings *s)
+{
+    static const char mark[] = BEST_CHECKPOINT_NAME ".tmp.";
+    DIR *d = s->keep_best ? opendir(s->checkpoint_dir) : NULL;
+    if (!d)
+        return CLI_OK; /* no --keep-best, or a folder cn_checkpoint_prune reports on */
+    struct dirent *e;
+    int rc = CLI_OK;
+    while (rc == CLI_OK && (e = readdir(d)) != NULL) {
+        struct stat st;
+        if (strncmp(e->d_name, mark, sizeof mark - 1) == 0 &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT)
+            rc = cli_failure("--checkpoint-dir: %s/%s: cannot remove: %s", s->checkpoint_dir,
+                             e->d_name, strerror(errno));
+    }
+    closedir(d);
+    return rc;
+}
+
 static int open_folder(const train_settings *s, train_run *run)
 {
     cn_error err = {{0}};
     int rc = make_folder(s->checkpoint_dir);
     if (rc == CLI_OK)
         rc = lock_folder(s->checkpoint_dir, run);
+    if (rc == CLI_OK)
+        rc = remove_best_temporaries(s);
     if (rc == CLI_OK && cn_checkpoint_prune(s->checkpoint_dir, INT_MAX, &err) != 0)
         rc = cli_library_error(&err, "--checkpoint-dir");
     if (rc == CLI_OK)
@@ -329,9 +375,19 @@ int checkpoints_prepare(const train_settings *s, train_run *run)
     return rc;
 }
 
-/* An output in the checkpoint folder under a name that begins like the checkpoints' would be
- * overwritten or deleted by the run's saves and pruning; the folder itself is no output file. */
-static int check_output_name(const char *dir, const char *real_dir, const cli_output *o)
+/* A file name of the folder the run writes: a checkpoint's (by its beginning), or the best
+ * checkpoint with --keep-best. */
+static int is_run_file(const char *name, int keep_best)
+{
+    return strncmp(name, CN_CHECKPOINT_PREFIX, strlen(CN_CHECKPOINT_PREFIX)) == 0 ||
+           (keep_best && strcmp(name, BEST_CHECKPOINT_NAME) == 0);
+}
+
+/* An output in the checkpoint folder under a name that begins like the checkpoints', or that is
+ * the best checkpoint's, would be overwritten or deleted by the run's saves and pruning; the
+ * folder itself is no output file. */
+static int check_output_name(const char *dir, const char *real_dir, const cli_output *o,
+                             int keep_best)
 {
     const char *slash = o->where ? strrchr(o->where, '/') : NULL;
     if (!slash)
@@ -340,8 +396,12 @@ static int check_output_name(const char *dir, const char *real_dir, const cli_ou
     if (strcmp(o->where, real_dir) == 0)
         return cli_usage_error("train", "%s %s is the --checkpoint-dir folder %s", o->flag,
                                o->path, dir);
-    if (strlen(real_dir) == folder_len && strncmp(o->where, real_dir, folder_len) == 0 &&
-        strncmp(slash + 1, CN_CHECKPOINT_PREFIX, strlen(CN_CHECKPOINT_PREFIX)) == 0)
+    int in_folder = strlen(real_dir) == folder_len && strncmp(o->where, real_dir, folder_len) == 0;
+    if (in_folder && keep_best && strcmp(slash + 1, BEST_CHECKPOINT_NAME) == 0)
+        return cli_usage_error("train", "%s %s: with --keep-best, " BEST_CHECKPOINT_NAME " in the "
+                               "--checkpoint-dir folder %s is the run's best checkpoint, which it "
+                               "writes: give the output another name", o->flag, o->path, dir);
+    if (in_folder && strncmp(slash + 1, CN_CHECKPOINT_PREFIX, strlen(CN_CHECKPOINT_PREFIX)) == 0)
         return cli_usage_error("train", "%s %s: in the --checkpoint-dir folder %s the names "
                                "that begin " CN_CHECKPOINT_PREFIX " are the run's checkpoints, "
                                "which it writes and deletes: give the output another name",
@@ -351,7 +411,7 @@ static int check_output_name(const char *dir, const char *real_dir, const cli_ou
 
 /* An existing output that is one of the folder's checkpoints under another name (a hard link)
  * would be written through or lose its contents to a save. */
-static int check_output_links(const char *dir, const cli_output *outputs, int n)
+static int check_output_links(const char *dir, const cli_output *outputs, int n, int keep_best)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -360,7 +420,7 @@ static int check_output_links(const char *dir, const cli_output *outputs, int n)
     int rc = CLI_OK;
     while (rc == CLI_OK && (e = readdir(d)) != NULL) {
         struct stat st;
-        if (strncmp(e->d_name, CN_CHECKPOINT_PREFIX, strlen(CN_CHECKPOINT_PREFIX)) != 0 ||
+        if (!is_run_file(e->d_name, keep_best) ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
         for (int i = 0; rc == CLI_OK && i < n; i++)
@@ -374,14 +434,14 @@ static int check_output_links(const char *dir, const cli_output *outputs, int n)
     return rc;
 }
 
-int checkpoints_check_outputs(const char *dir, const cli_output *outputs, int n)
+int checkpoints_check_outputs(const char *dir, const cli_output *outputs, int n, int keep_best)
 {
     char *real_dir = cli_resolve_path(dir);
     int rc = CLI_OK;
     for (int i = 0; real_dir && rc == CLI_OK && i < n; i++)
-        rc = check_output_name(dir, real_dir, &outputs[i]);
+        rc = check_output_name(dir, real_dir, &outputs[i], keep_best);
     free(real_dir);
-    return rc == CLI_OK ? check_output_links(dir, outputs, n) : rc;
+    return rc == CLI_OK ? check_output_links(dir, outputs, n, keep_best) : rc;
 }
 
 void checkpoints_close(train_run *run)
@@ -403,6 +463,34 @@ static int same_position(const cn_epoch_position *a, const cn_epoch_position *b)
     return a->epoch == b->epoch && a->step == b->step;
 }
 
+/* Writes the checkpoint of run->position to path: the run settings, the best epoch so far and
+ * the curves' history, and with val_accuracy (may be NULL) that epoch's validation accuracy. */
+static int write_checkpoint(const train_settings *s, train_run *run, const char *path,
+                            const char *val_accuracy)
+{
+    cn_error err = {{0}};
+    char text[RUN_SETTINGS_COUNT + 2][RUN_VALUE_MAX], *history;
+    const char *meta[2 * (RUN_SETTINGS_COUNT + 4)];
+    run->state.position = run->position;
+    run_settings_record(s, text, meta);
+    int n = RUN_SETTINGS_COUNT;
+    n += run_best_record(run, &text[RUN_SETTINGS_COUNT], &meta[2 * n]);
+    if (curves_history_text(run, &history) != 0)
+        return cli_failure("out of memory");
+    meta[2 * n] = CURVES_HISTORY_KEY;
+    meta[2 * n + 1] = history;
+    n++;
+    if (val_accuracy) {
+        meta[2 * n] = VAL_ACCURACY_KEY;
+        meta[2 * n + 1] = val_accuracy;
+        n++;
+    }
+    int rc = cn_train_checkpoint_save(run->model, cn_trainer_momentum(run->trainer), &run->state,
+                                      meta, n, path, &err);
+    free(history);
+    return rc == 0 ? CLI_OK : cli_library_error(&err, NULL);
+}
+
 int checkpoint_save(const train_settings *s, train_run *run)
 {
     if (!s->checkpoint_dir || (run->have_saved && same_position(&run->saved, &run->position)))
@@ -413,32 +501,37 @@ int checkpoint_save(const train_settings *s, train_run *run)
     char *path = cli_join_path(s->checkpoint_dir, name);
     if (!path)
         return cli_failure("out of memory");
-    run->state.position = run->position;
-    char text[RUN_SETTINGS_COUNT][RUN_VALUE_MAX], *history;
-    const char *meta[2 * (RUN_SETTINGS_COUNT + 1)];
-    run_settings_record(s, text, meta);
-    if (curves_history_text(run, &history) != 0) {
-        free(path);
-        return cli_failure("out of memory");
-    }
-    meta[2 * RUN_SETTINGS_COUNT] = CURVES_HISTORY_KEY;
-    meta[2 * RUN_SETTINGS_COUNT + 1] = history;
     double start = cli_seconds();
-    int rc = cn_train_checkpoint_save(run->model, cn_trainer_momentum(run->trainer), &run->state,
-                                      meta, RUN_SETTINGS_COUNT + 1, path, &err);
-    free(history);
-    if (rc == 0) {
+    int rc = write_checkpoint(s, run, path, NULL);
+    if (rc == CLI_OK) {
         if (s->verbosity >= PROGRESS_NORMAL)
             cli_print_line("Saved checkpoint %s in %.3f s", path, cli_seconds() - start);
         run->saved = run->position;
         run->have_saved = 1;
     }
     free(path);
-    if (rc != 0)
-        return cli_library_error(&err, NULL);
+    if (rc != CLI_OK)
+        return rc;
     if (cn_checkpoint_prune(s->checkpoint_dir, s->keep, &err) != 0)
         return cli_library_error(&err, "--checkpoint-dir");
     return CLI_OK;
+}
+
+int best_checkpoint_save(const train_settings *s, train_run *run, double val_accuracy)
+{
+    if (!s->keep_best || !s->checkpoint_dir)
+        return CLI_OK;
+    char *path = cli_join_path(s->checkpoint_dir, BEST_CHECKPOINT_NAME);
+    if (!path)
+        return cli_failure("out of memory");
+    char accuracy[32];
+    snprintf(accuracy, sizeof accuracy, "%.17g", val_accuracy);
+    int rc = write_checkpoint(s, run, path, accuracy);
+    if (rc == CLI_OK && s->verbosity >= PROGRESS_NORMAL)
+        cli_print_line("Best validation accuracy so far (%.2f%%, epoch %d): saved %s",
+                       val_accuracy, run->position.epoch, path);
+    free(path);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- metrics file */

@@ -1,5 +1,6 @@
 /* train_curves.c — the training-curves picture `cnnc train` writes at the end of a run (--plot):
- * it keeps each epoch's train loss, test loss and test accuracy in memory and hands them to the
+ * it keeps each epoch's train loss, test loss and test accuracy (and validation loss and
+ * accuracy with --val-samples) in memory and hands them to the
  * library's cn_plot_curves; also the list of epochs and the picture's title, which `cnnc plot`
  * shares. Every checkpoint carries the list as text (CURVES_HISTORY_KEY), so a resumed run
  * draws the whole run, not the epochs since the resume. It does not read the metrics file;
@@ -32,13 +33,17 @@ int record_curves(train_run *run, const epoch_report *r)
         .train_loss = r->train_loss,
         .test_loss = r->test_loss,
         .test_accuracy = r->test_accuracy,
+        .has_validation = r->val_samples > 0,
+        .val_loss = r->val_loss,
+        .val_accuracy = r->val_accuracy,
     };
     return cli_epoch_list_append(&run->history, &e);
 }
 
-/* One epoch in the checkpoint's text: "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY;", each value
+/* One epoch in the checkpoint's text: "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY;", or with a
+ * validation split "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY VAL_LOSS VAL_ACCURACY;", each value
  * with the 17 digits that read back as the same double, so the picture is drawn the same. */
-#define HISTORY_ENTRY_MAX (12 + 3 * 26)
+#define HISTORY_ENTRY_MAX (12 + 5 * 26)
 
 int curves_history_text(const train_run *run, char **text)
 {
@@ -50,31 +55,36 @@ int curves_history_text(const train_run *run, char **text)
     (*text)[0] = '\0';
     for (int i = 0; i < list->count; i++) {
         const cn_epoch_metrics *e = &list->epochs[i];
-        len += (size_t)snprintf(*text + len, cap - len, "%d %.17g %.17g %.17g;", e->epoch,
+        len += (size_t)snprintf(*text + len, cap - len, "%d %.17g %.17g %.17g", e->epoch,
                                 e->train_loss, e->test_loss, e->test_accuracy);
+        if (e->has_validation)
+            len += (size_t)snprintf(*text + len, cap - len, " %.17g %.17g", e->val_loss,
+                                    e->val_accuracy);
+        len += (size_t)snprintf(*text + len, cap - len, ";");
     }
     return 0;
 }
 
-/* Reads one "EPOCH A B C;" at *p into e; 0, or -1 when it is not one. */
+/* Reads one "EPOCH A B C;" or "EPOCH A B C D E;" at *p into e; 0, or -1 when it is not one. */
 static int read_entry(const char **p, cn_epoch_metrics *e)
 {
     char *end;
     long epoch = strtol(*p, &end, 10);
     if (end == *p || epoch < 1 || epoch > TRAIN_MAX_EPOCHS)
         return -1;
-    e->epoch = (int)epoch;
-    double *value[3] = {&e->train_loss, &e->test_loss, &e->test_accuracy};
-    for (int k = 0; k < 3; k++) {
+    *e = (cn_epoch_metrics){.epoch = (int)epoch};
+    double *value[5] = {&e->train_loss, &e->test_loss, &e->test_accuracy, &e->val_loss,
+                        &e->val_accuracy};
+    int k = 0;
+    for (; k < 5 && *end == ' '; k++) {
         const char *at = end;
-        if (*at != ' ')
-            return -1;
         *value[k] = strtod(at + 1, &end);
         if (end == at + 1)
             return -1;
     }
-    if (*end != ';')
+    if ((k != 3 && k != 5) || *end != ';')
         return -1;
+    e->has_validation = k == 5;
     *p = end + 1;
     return 0;
 }

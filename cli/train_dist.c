@@ -58,6 +58,8 @@ typedef struct {
     int32_t isa;
     int32_t train_count, test_count;
     uint32_t train_crc, test_crc;
+    int32_t val_samples, val_count; /* --val-samples, and the images it holds out */
+    uint32_t val_crc;
     uint32_t state_crc; /* weights, statistics, momentum and position the run starts from */
     char host[64];
 } fingerprint;
@@ -101,6 +103,8 @@ static fingerprint take_fingerprint(const train_settings *s, train_run *run)
         .train_count = run->train.count, .test_count = run->test.count,
         .train_crc = dataset_crc(&run->train), .test_crc = dataset_crc(&run->test),
         .state_crc = state_crc(run),
+        .val_samples = s->val_samples, .val_count = run->val.count,
+        .val_crc = dataset_crc(&run->val),
     };
     gethostname(f.host, sizeof f.host - 1);
     return f;
@@ -118,6 +122,7 @@ static const char *differing_flag(const fingerprint *zero, const fingerprint *k)
     if (memcmp(&k->momentum, &zero->momentum, sizeof(float)) != 0) return "--momentum";
     if (memcmp(&k->label_smoothing, &zero->label_smoothing, sizeof(float)) != 0)
         return "--label-smoothing";
+    if (k->val_samples != zero->val_samples) return "--val-samples";
     return NULL;
 }
 
@@ -126,6 +131,7 @@ static const char *differing_split(const fingerprint *zero, const fingerprint *k
 {
     if (k->train_count != zero->train_count || k->train_crc != zero->train_crc) return "train";
     if (k->test_count != zero->test_count || k->test_crc != zero->test_crc) return "test";
+    if (k->val_count != zero->val_count || k->val_crc != zero->val_crc) return "validation";
     return NULL;
 }
 
@@ -144,7 +150,7 @@ static int compare(const fingerprint *zero, const fingerprint *k, int rank, int 
     else if (split && speak)
         cli_failure("rank %d (on host %s) reads other %s images or labels than rank 0 (a "
                     "different count or CRC-32): every process needs the same dataset files "
-                    "and --train-samples/--test-samples", rank, k->host, split);
+                    "and --train-samples/--val-samples/--test-samples", rank, k->host, split);
     else if (k->state_crc != zero->state_crc && speak)
         cli_failure("rank %d (on host %s) starts from another model state than rank 0: with "
                     "--resume, every process must read the same checkpoint (a shared folder, "

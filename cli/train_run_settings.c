@@ -1,12 +1,16 @@
-/* train_run_settings.c — the settings of `cnnc train` that shape a run without defining its
- * math: the planned epochs, the test images, the log interval, the checkpoint cadence and how
- * many are kept, the data (folder, format and class-names file) and the output files. Every checkpoint records them under
- * "run.*" keys and --resume takes them back, so that a resumed run is the run that was started.
- * A flag given on the resume line wins; --num-epochs may make the run longer or shorter, never
- * end it at or before the epochs already done. The math settings are train_checkpoint.c's
- * business; what changes only how a run looks or how fast it goes (--threads, --quiet,
- * --verbose, --metrics-debug) is not recorded. Paths are recorded as they were given. */
+/* train_run_settings.c — the settings of `cnnc train` recorded under "run.*" keys besides the
+ * math the library records: the planned epochs, the test images, the log interval, the
+ * checkpoint cadence and how many are kept, the data (folder, format and class-names file), the
+ * output files, --keep-best, and the validation split (--val-samples, which defines the math);
+ * and the best validation accuracy so far with its epoch. Every checkpoint records them and
+ * --resume takes them back, so that a resumed run is the run that was started. A flag given on
+ * the resume line wins, apart from --val-samples, which cannot change; --num-epochs may make the
+ * run longer or shorter, never end it at or before the epochs already done. The other math
+ * settings are train_checkpoint.c's business; what changes only how a run looks or how fast it
+ * goes (--threads, --quiet, --verbose, --metrics-debug) is not recorded. Paths are recorded as
+ * they were given. */
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +18,9 @@
 #include "cli.h"
 #include "train.h"
 
-typedef enum { RUN_INT, RUN_PATH } run_kind;
+/* RUN_MATH: an int that defines the math (--val-samples): taken back as the others, but a
+ * differing value given on the resume line is refused, as train_checkpoint.c refuses those. */
+typedef enum { RUN_INT, RUN_PATH, RUN_MATH } run_kind;
 
 typedef struct {
     const char *key;  /* in __metadata__ */
@@ -46,12 +52,15 @@ static const run_setting run_settings[] = {
     {"run.result_image", "--result-image", TRAIN_GIVEN_RESULT_IMAGE, RUN_PATH, AT(result_image),
      0, 0},
     {"run.plot", "--plot", TRAIN_GIVEN_PLOT, RUN_PATH, AT(plot_path), 0, 0},
+    {"run.val_samples", "--val-samples", TRAIN_GIVEN_VAL_SAMPLES, RUN_MATH, AT(val_samples), 0,
+     INT_MAX},
+    {"run.keep_best", "--keep-best", TRAIN_GIVEN_KEEP_BEST, RUN_INT, AT(keep_best), 0, 1},
 };
 #undef AT
 _Static_assert(sizeof run_settings / sizeof run_settings[0] == RUN_SETTINGS_COUNT,
                "RUN_SETTINGS_COUNT counts run_settings");
-_Static_assert(RUN_SETTINGS_COUNT + 1 <= CN_TRAIN_EXTRA_MAX,
-               "a checkpoint holds them all and the history");
+_Static_assert(RUN_SETTINGS_COUNT + 4 <= CN_TRAIN_EXTRA_MAX,
+               "a checkpoint holds them all, the best epoch, the history and a val accuracy");
 _Static_assert(RUN_SETTINGS_COUNT <= sizeof((train_run *)0)->adopted /
                                          sizeof((train_run *)0)->adopted[0],
                "room for every adopted path");
@@ -68,7 +77,7 @@ static const char **path_at(train_settings *s, const run_setting *r)
 
 static size_t field_size(const run_setting *r)
 {
-    return r->kind == RUN_INT ? sizeof(int) : sizeof(const char *);
+    return r->kind == RUN_PATH ? sizeof(const char *) : sizeof(int);
 }
 
 void run_settings_record(const train_settings *s, char text[][RUN_VALUE_MAX], const char **meta)
@@ -77,7 +86,7 @@ void run_settings_record(const train_settings *s, char text[][RUN_VALUE_MAX], co
         const run_setting *r = &run_settings[i];
         const char *field = (const char *)s + r->offset;
         meta[2 * i] = r->key;
-        if (r->kind == RUN_INT) {
+        if (r->kind != RUN_PATH) {
             snprintf(text[i], RUN_VALUE_MAX, "%d", *(const int *)(const void *)field);
             meta[2 * i + 1] = text[i];
         } else { /* "" for an output that is not written */
@@ -117,6 +126,18 @@ static int adopt_path(train_settings *s, train_run *run, int i, const char *valu
     return CLI_OK;
 }
 
+/* A RUN_MATH value given on the resume line must be the recorded one. */
+static int check_math(train_settings *s, train_settings *recorded, const run_setting *r,
+                      const char *path)
+{
+    if (r->kind != RUN_MATH || !(s->given & r->given) || *int_at(s, r) == *int_at(recorded, r))
+        return CLI_OK;
+    char mine[16], theirs[16];
+    snprintf(mine, sizeof mine, "%d", *int_at(s, r));
+    snprintf(theirs, sizeof theirs, "%d", *int_at(recorded, r));
+    return refuse_math_setting(r->flag, mine, theirs, path);
+}
+
 /* Every recorded value is read and checked, given on the command line or not; then those not
  * given are taken. */
 int run_settings_adopt(train_settings *s, train_run *run, const cn_safetensors *f,
@@ -126,10 +147,16 @@ int run_settings_adopt(train_settings *s, train_run *run, const cn_safetensors *
     for (int i = 0; i < RUN_SETTINGS_COUNT; i++) {
         const run_setting *r = &run_settings[i];
         const char *value = cn_safetensors_meta(f, r->key);
-        if (!value)
+        int rc = CLI_OK;
+        if (value)
+            rc = r->kind != RUN_PATH ? adopt_int(&recorded, r, value, path)
+                                     : adopt_path(&recorded, run, i, value, path);
+        else if (r->kind == RUN_MATH) /* written before it was recorded: the run had none */
+            *int_at(&recorded, r) = 0;
+        else
             continue; /* written before the setting was recorded: the default stands */
-        int rc = r->kind == RUN_INT ? adopt_int(&recorded, r, value, path)
-                                    : adopt_path(&recorded, run, i, value, path);
+        if (rc == CLI_OK)
+            rc = check_math(s, &recorded, r, path);
         if (rc != CLI_OK)
             return rc;
     }
@@ -154,6 +181,38 @@ int run_settings_check_epochs(const train_settings *s, int done, const char *pat
     return cli_usage_error("train", "--num-epochs %d: %s has already trained %d epoch%s; ask "
                            "for more to continue", s->num_epochs, path, done,
                            done == 1 ? "" : "s");
+}
+
+int run_best_record(const train_run *run, char text[][RUN_VALUE_MAX], const char **meta)
+{
+    if (run->best_epoch < 1)
+        return 0;
+    snprintf(text[0], RUN_VALUE_MAX, "%.17g", run->best_val_accuracy);
+    snprintf(text[1], RUN_VALUE_MAX, "%d", run->best_epoch);
+    meta[0] = BEST_ACCURACY_KEY, meta[1] = text[0];
+    meta[2] = BEST_EPOCH_KEY, meta[3] = text[1];
+    return 2;
+}
+
+int run_best_adopt(train_run *run, const cn_safetensors *f, const char *path, int done)
+{
+    run->best_val_accuracy = -1;
+    run->best_epoch = 0;
+    const char *accuracy = cn_safetensors_meta(f, BEST_ACCURACY_KEY);
+    const char *epoch = cn_safetensors_meta(f, BEST_EPOCH_KEY);
+    if (!accuracy && !epoch)
+        return CLI_OK; /* no epoch validated yet */
+    char *end_a = NULL, *end_e = NULL;
+    double a = accuracy ? strtod(accuracy, &end_a) : NAN;
+    long e = epoch ? strtol(epoch, &end_e, 10) : 0;
+    if (!accuracy || !epoch || end_a == accuracy || *end_a != '\0' || !(a >= 0 && a <= 100) ||
+        end_e == epoch || *end_e != '\0' || e < 1 || e > done)
+        return cli_failure("%s: __metadata__ \"%s\" and \"%s\" are not an accuracy in percent "
+                           "and an epoch the run has done (the file is damaged)", path,
+                           BEST_ACCURACY_KEY, BEST_EPOCH_KEY);
+    run->best_val_accuracy = a;
+    run->best_epoch = (int)e;
+    return CLI_OK;
 }
 
 void run_settings_print_resume(const train_settings *s, const train_run *run)

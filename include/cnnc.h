@@ -807,6 +807,9 @@ typedef struct {
     double train_loss;    /* mean training loss of the epoch */
     double test_loss;     /* mean NLL on the test images */
     double test_accuracy; /* percent */
+    int has_validation;   /* 1: the next two are a validation split's; 0: there is none */
+    double val_loss;      /* mean NLL on the validation images */
+    double val_accuracy;  /* percent */
 } cn_epoch_metrics;
 
 /* The size `cnnc train` and `cnnc plot` draw training curves at. */
@@ -816,7 +819,9 @@ typedef struct {
 /* Draws training curves and writes them as an opaque width x height PNG: the title on top, a
  * legend under it, then two panels over one epoch axis: train loss (blue) and test loss (orange)
  * above, test accuracy in percent (green) below, each with grid lines, ticks at round numbers and
- * an axis label; "Epoch" along the bottom. Text keeps its proportions at other sizes.
+ * an axis label; "Epoch" along the bottom. When an epoch has_validation, validation loss (red)
+ * joins the upper panel and validation accuracy (purple) the lower one, and the legend. Text
+ * keeps its proportions at other sizes.
  * epochs[0..n) is read only. width 400..8192, height 300..8192, n >= 1, epochs strictly
  * increasing; title may be NULL. The file appears whole or not at all (temporary file, rename).
  * Errors: bad arguments, a folder that is missing or not writable (path named), or a missing

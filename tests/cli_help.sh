@@ -63,8 +63,8 @@ expect_line "unknown option '--lr' (did you mean --learning-rate?)" train --lr=0
 expect_line "unknown option '--lerning-rate' (did you mean --learning-rate?)" \
   train --lerning-rate 0.1
 expect_line "unknown option '--Seed' (did you mean --seed?)" train --Seed=3
-expect_line "unknown option '--sample' (did you mean --train-samples or --test-samples?)" \
-  train --sample 9
+expect_line "unknown option '--sample' (did you mean --train-samples, --test-samples or \
+--val-samples?)" train --sample 9
 expect_line "ambiguous option '--s' (could be --seed, --save or --save-every)" train --s 1
 expect_line "ambiguous option '--metrics' (could be --metrics-debug or --metrics-file)" \
   train --metrics=x

@@ -51,16 +51,19 @@ static long count_pixels(cairo_surface_t *s, int x0, int y0, int x1, int y1, pix
 #define TRAIN_BLUE 0x1F77B4u
 #define TEST_ORANGE 0xFF7F0Eu
 #define ACCURACY_GREEN 0x2CA02Cu
+#define VAL_RED 0xD62728u
+#define VAL_PURPLE 0x9467BDu
 
-/* A 50-epoch run: falling losses, rising accuracy. */
+/* A 50-epoch run: falling losses, rising accuracy; no validation split. */
 static void synth_epochs(cn_epoch_metrics *e, int n)
 {
-    for (int i = 0; i < n; i++) {
-        e[i].epoch = i + 1;
-        e[i].train_loss = 0.25 + 0.35 * exp(-i / 6.0);
-        e[i].test_loss = 0.28 + 0.2 * exp(-i / 5.0);
-        e[i].test_accuracy = 90.5 - 6 * exp(-i / 5.0);
-    }
+    for (int i = 0; i < n; i++)
+        e[i] = (cn_epoch_metrics){
+            .epoch = i + 1,
+            .train_loss = 0.25 + 0.35 * exp(-i / 6.0),
+            .test_loss = 0.28 + 0.2 * exp(-i / 5.0),
+            .test_accuracy = 90.5 - 6 * exp(-i / 5.0),
+        };
 }
 
 /* ------------------------------------------------------------------ ticks */
@@ -226,6 +229,34 @@ static void test_curves_leave_out_missing_values(void **state)
     tu_place_remove(&p);
 }
 
+static void test_curves_show_validation(void **state)
+{
+    (void)state;
+    cn_epoch_metrics e[20];
+    synth_epochs(e, 20);
+    tu_place p = place_make();
+    int w = CN_PLOT_WIDTH, h = CN_PLOT_HEIGHT;
+    cairo_surface_t *s = draw_curves(&p, e, 20, w, h, "t");
+    assert_int_equal(count_pixels(s, 0, 0, w, h, PIX_NEAR, VAL_RED), 0);
+    assert_int_equal(count_pixels(s, 0, 0, w, h, PIX_NEAR, VAL_PURPLE), 0);
+    cairo_surface_destroy(s);
+    for (int i = 0; i < 20; i++) {
+        e[i].has_validation = 1;
+        e[i].val_loss = 0.3 + 0.25 * exp(-i / 5.0);
+        e[i].val_accuracy = 89.0 - 7 * exp(-i / 5.0);
+    }
+    s = draw_curves(&p, e, 20, w, h, "t");
+    /* validation loss in the upper panel, validation accuracy in the lower, both below the
+     * legend (where the red and blue lines cross, a pixel or two of their blend looks purple) */
+    assert_true(count_pixels(s, 0, 80, w, h / 2, PIX_NEAR, VAL_RED) > 300);
+    assert_true(count_pixels(s, 0, h / 2, w, h, PIX_NEAR, VAL_RED) < 10);
+    assert_true(count_pixels(s, 0, h / 2, w, h, PIX_NEAR, VAL_PURPLE) > 300);
+    assert_true(count_pixels(s, 0, 90, w, h / 2, PIX_NEAR, VAL_PURPLE) < 10);
+    assert_true(count_pixels(s, 0, 0, w, h, PIX_NEAR, TEST_ORANGE) > 300);
+    cairo_surface_destroy(s);
+    tu_place_remove(&p);
+}
+
 static void expect_curves_refused(const cn_epoch_metrics *e, int n, int w, int h,
                                   const char *want)
 {
@@ -341,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_curves_show_all_three),
         cmocka_unit_test(test_curves_other_sizes),
         cmocka_unit_test(test_curves_leave_out_missing_values),
+        cmocka_unit_test(test_curves_show_validation),
         cmocka_unit_test(test_curves_refusals),
         cmocka_unit_test(test_confusion_count),
         cmocka_unit_test(test_confusion_picture),

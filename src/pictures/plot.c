@@ -1,5 +1,6 @@
 /* plot.c — training curves as a PNG: a title, a legend under it, then two panels over a shared
- * epoch axis: train and test loss on top, test accuracy below, each with grid lines, ticks at
+ * epoch axis: train and test loss on top, test accuracy below (and the validation split's loss
+ * and accuracy when the epochs have one), each with grid lines, ticks at
  * nice numbers and an axis label. It plots numbers it is given; it reads no metrics file (the
  * command line does) and computes nothing about training. */
 #include <math.h>
@@ -27,7 +28,13 @@
 #define PLOT_MIN_H 300
 #define PLOT_MAX_SIDE 8192
 
-typedef enum { SERIES_TRAIN_LOSS, SERIES_TEST_LOSS, SERIES_TEST_ACCURACY } series_kind;
+typedef enum {
+    SERIES_TRAIN_LOSS,
+    SERIES_TEST_LOSS,
+    SERIES_VAL_LOSS,
+    SERIES_TEST_ACCURACY,
+    SERIES_VAL_ACCURACY
+} series_kind;
 
 typedef struct {
     series_kind kind;
@@ -35,11 +42,14 @@ typedef struct {
     double r, g, b;
 } series_style;
 
-/* matplotlib's first three colours: blue, orange, green. */
+/* matplotlib's first five colours: blue, orange, green, red, purple; the loss panel's series
+ * first, then the accuracy panel's. */
 static const series_style plot_series[] = {
     {SERIES_TRAIN_LOSS, "train loss", 0.122, 0.467, 0.706},
     {SERIES_TEST_LOSS, "test loss", 1.000, 0.498, 0.055},
+    {SERIES_VAL_LOSS, "val loss", 0.839, 0.153, 0.157},
     {SERIES_TEST_ACCURACY, "test accuracy", 0.173, 0.627, 0.173},
+    {SERIES_VAL_ACCURACY, "val accuracy", 0.580, 0.404, 0.741},
 };
 
 typedef struct {
@@ -61,12 +71,21 @@ typedef struct {
     int n;
     int width, height;
     const char *title;
+    int with_val; /* an epoch has validation numbers: their series are drawn */
 } plot_job;
+
+static int is_val_series(series_kind kind)
+{
+    return kind == SERIES_VAL_LOSS || kind == SERIES_VAL_ACCURACY;
+}
 
 static double series_value(const cn_epoch_metrics *e, series_kind kind)
 {
-    double v = kind == SERIES_TRAIN_LOSS ? e->train_loss
-             : kind == SERIES_TEST_LOSS ? e->test_loss : e->test_accuracy;
+    if (is_val_series(kind) && !e->has_validation) return NAN;
+    double v = kind == SERIES_TRAIN_LOSS  ? e->train_loss
+             : kind == SERIES_TEST_LOSS   ? e->test_loss
+             : kind == SERIES_VAL_LOSS    ? e->val_loss
+             : kind == SERIES_VAL_ACCURACY ? e->val_accuracy : e->test_accuracy;
     return isfinite(v) ? v : NAN;
 }
 
@@ -247,17 +266,20 @@ static void draw_panel(cairo_t *cr, const plot_job *job, const plot_panel *p,
 
 /* ------------------------------------------------------------------ title and legend */
 
-static void draw_legend(cairo_t *cr, double canvas_w)
+static void draw_legend(cairo_t *cr, double canvas_w, int with_val)
 {
     const double sample = 26, gap = 8, spacing = 30;
-    int count = (int)(sizeof plot_series / sizeof plot_series[0]);
+    const series_style *shown[sizeof plot_series / sizeof plot_series[0]];
+    int count = 0;
+    for (size_t i = 0; i < sizeof plot_series / sizeof plot_series[0]; i++)
+        if (with_val || !is_val_series(plot_series[i].kind)) shown[count++] = &plot_series[i];
     double total = 0;
     for (int i = 0; i < count; i++)
-        total += sample + gap + cn_text_width(cr, plot_series[i].label, PLOT_LEGEND_SIZE) +
+        total += sample + gap + cn_text_width(cr, shown[i]->label, PLOT_LEGEND_SIZE) +
                  (i + 1 < count ? spacing : 0);
     double x = (canvas_w - total) / 2, y = PLOT_LEGEND_Y;
     for (int i = 0; i < count; i++) {
-        const series_style *s = &plot_series[i];
+        const series_style *s = shown[i];
         cairo_set_source_rgb(cr, s->r, s->g, s->b);
         cairo_set_line_width(cr, 2.5);
         cairo_move_to(cr, x, y - PLOT_LEGEND_SIZE * 0.35);
@@ -295,10 +317,12 @@ static cairo_status_t draw_curves(cairo_t *cr, const cn_fonts *fonts, const void
     cn_draw_text(cr, job->title ? job->title : "", PLOT_TITLE_SIZE, canvas_w / 2,
                  PLOT_MARGIN + PLOT_TITLE_SIZE, 0.5, canvas_w - 2 * PLOT_MARGIN);
     cairo_set_font_face(cr, fonts->regular);
-    draw_legend(cr, canvas_w);
-    plot_panel loss = {.series = &plot_series[0], .num_series = 2, .y_label = "Loss (NLL)"};
-    plot_panel accuracy = {.series = &plot_series[2], .num_series = 1,
-                           .y_label = "Test accuracy (%)"};
+    draw_legend(cr, canvas_w, job->with_val);
+    plot_panel loss = {.series = &plot_series[SERIES_TRAIN_LOSS],
+                       .num_series = job->with_val ? 3 : 2, .y_label = "Loss (NLL)"};
+    plot_panel accuracy = {.series = &plot_series[SERIES_TEST_ACCURACY],
+                           .num_series = job->with_val ? 2 : 1,
+                           .y_label = job->with_val ? "Accuracy (%)" : "Test accuracy (%)"};
     cn_axis_ticks x;
     epoch_ticks(job, &x);
     panel_ticks(job, &loss, 6);
@@ -333,6 +357,7 @@ int cn_plot_curves(const char *path, const cn_epoch_metrics *epochs, int n, int 
                    int height, const char *title, cn_error *err)
 {
     if (check_curves(path, epochs, n, width, height, err)) return -1;
-    plot_job job = {epochs, n, width, height, title};
+    plot_job job = {epochs, n, width, height, title, 0};
+    for (int i = 0; i < n; i++) job.with_val |= epochs[i].has_validation != 0;
     return cn_png_render(path, width, height, draw_curves, &job, err);
 }
