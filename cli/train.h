@@ -41,6 +41,8 @@ typedef struct {
     progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
     int mpi_timeout;          /* seconds an exchange waits for another process; 0: for ever */
     const char *model_path;   /* --model FILE; NULL: the seed's network */
+    /* --augment: random crops and flips of the training samples; {0, 0}: none */
+    cn_augment augment;
 } train_settings;
 
 /* Flags whose presence matters: on resume a given flag wins over what the checkpoint says; a
@@ -67,6 +69,7 @@ enum {
     TRAIN_GIVEN_DATA_FORMAT = 1u << 18,
     TRAIN_GIVEN_CLASSES = 1u << 19,
     TRAIN_GIVEN_LABEL_SMOOTHING = 1u << 20,
+    TRAIN_GIVEN_AUGMENT = 1u << 28,
 };
 
 /* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */

@@ -60,6 +60,7 @@ typedef struct {
     uint32_t train_crc, test_crc;
     uint32_t state_crc; /* weights, statistics, momentum and position the run starts from */
     char host[64];
+    int32_t crop_padding, hflip; /* --augment */
 } fingerprint;
 
 /* The data's shape and classes, pixels, labels and class names. */
@@ -101,6 +102,7 @@ static fingerprint take_fingerprint(const train_settings *s, train_run *run)
         .train_count = run->train.count, .test_count = run->test.count,
         .train_crc = dataset_crc(&run->train), .test_crc = dataset_crc(&run->test),
         .state_crc = state_crc(run),
+        .crop_padding = s->augment.crop_padding, .hflip = s->augment.hflip,
     };
     gethostname(f.host, sizeof f.host - 1);
     return f;
@@ -118,6 +120,7 @@ static const char *differing_flag(const fingerprint *zero, const fingerprint *k)
     if (memcmp(&k->momentum, &zero->momentum, sizeof(float)) != 0) return "--momentum";
     if (memcmp(&k->label_smoothing, &zero->label_smoothing, sizeof(float)) != 0)
         return "--label-smoothing";
+    if (k->crop_padding != zero->crop_padding || k->hflip != zero->hflip) return "--augment";
     return NULL;
 }
 
