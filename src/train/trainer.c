@@ -46,7 +46,8 @@ struct cn_trainer {
     cn_optim_rule rule;  /* the step being taken */
     float *next_params;  /* [num_params] candidate weights, kept only when all are finite */
     uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
-    int epoch, step;     /* the step being run: what its random draws (dropout) depend on */
+    int epoch, step;     /* the step being run: what its random draws (dropout, augmentation)
+                            depend on */
     int direct_steps;    /* cn_trainer_step's steps so far: their step numbers */
     uint8_t *augmented;  /* [cfg.threads x input size] workspace i's augmented sample; NULL:
                             no augmentation */
@@ -289,8 +290,8 @@ typedef struct {
 
 /* Sample `sample` (its index in the training set, or in cn_trainer_step's batch) cropped and
  * flipped as it draws in this epoch, into the augmentation scratch of workspace w. */
-static const uint8_t *augmented(cn_trainer *t, const cn_workspace *w, const uint8_t *pixels,
-                                size_t sample)
+static const uint8_t *augment_sample(cn_trainer *t, const cn_workspace *w,
+                                     const uint8_t *pixels, size_t sample)
 {
     int c, h, wd;
     cn_model_input_shape(t->m, &c, &h, &wd);
@@ -315,7 +316,7 @@ static void load_batch(const step_job *job, int i, cn_workspace *w)
             const uint8_t *next = job->images + (job->index ? job->index[at + 1] : at + 1) * size;
             for (int j = 0; j < size; j += 64) __builtin_prefetch(next + j);
         }
-        if (t->augmented) pixels = augmented(t, w, pixels, sample);
+        if (t->augmented) pixels = augment_sample(t, w, pixels, sample);
         cn_model_normalize(t->m, w->input + (size_t)k * size, pixels, 1);
         w->labels[k] = job->labels[sample];
     }
