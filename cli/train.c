@@ -47,6 +47,7 @@ enum {
     OPT_CLASSES,
     OPT_VAL_SAMPLES,
     OPT_KEEP_BEST,
+    OPT_AUGMENT,
 };
 
 static const struct option train_options[] = {
@@ -79,6 +80,7 @@ static const struct option train_options[] = {
     {"plot", required_argument, NULL, OPT_PLOT},
     {"mpi-timeout", required_argument, NULL, OPT_MPI_TIMEOUT},
     {"model", required_argument, NULL, OPT_MODEL},
+    {"augment", required_argument, NULL, OPT_AUGMENT},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -108,6 +110,11 @@ void cli_train_help(FILE *out)
             "  --momentum X         SGD momentum, 0 <= X < 1 (default: 0.5)\n"
             "  --label-smoothing A  training loss with label smoothing A, 0 <= A < 1, as\n"
             "                       PyTorch's CrossEntropyLoss (default: 0; test loss: NLL)\n"
+            "  --augment SPEC       random crops and flips of the training images, drawn\n"
+            "                       from (seed, epoch, image): crop=P (pad with P zeros,\n"
+            "                       crop back to size), hflip (mirror half of them), both\n"
+            "                       (crop=P,hflip) or none; defines the math; test images\n"
+            "                       are never augmented (default: none)\n"
             "  --num-epochs N       1..100000 (default: 50)\n"
             "  --num-cores N        data-parallel replicas, 1..1024 (default: 8): each takes\n"
             "                       --batch-size samples a step and their gradients are\n"
@@ -257,6 +264,14 @@ static int parse_precision(const char *text, cn_precision *out)
     return 0;
 }
 
+static int parse_augment(const char *text, cn_augment *out)
+{
+    cn_error err = {{0}};
+    if (cn_augment_parse(text, out, &err) != 0)
+        return cli_usage_error("train", "--augment: %s", err.msg);
+    return 0;
+}
+
 /* The TRAIN_GIVEN_* bit of an option, 0 for the others. */
 static unsigned given_bit(int c)
 {
@@ -284,6 +299,7 @@ static unsigned given_bit(int c)
     case OPT_THREADS: return TRAIN_GIVEN_THREADS;
     case OPT_VAL_SAMPLES: return TRAIN_GIVEN_VAL_SAMPLES;
     case OPT_KEEP_BEST: return TRAIN_GIVEN_KEEP_BEST;
+    case OPT_AUGMENT: return TRAIN_GIVEN_AUGMENT;
     default: return 0;
     }
 }
@@ -332,6 +348,7 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_MODEL: return parse_path("--model", arg, &s->model_path);
     case OPT_MPI_TIMEOUT:
         return cli_parse_int("train", "--mpi-timeout", arg, 0, 604800, &s->mpi_timeout);
+    case OPT_AUGMENT: return parse_augment(arg, &s->augment);
     case 'q': s->verbosity = PROGRESS_QUIET; return 0;
     case 'v': s->verbosity = PROGRESS_VERBOSE; return 0;
     default: return -1;
@@ -469,6 +486,7 @@ static int build_model(const train_settings *s, train_run *run)
         .seed = s->seed,
         .precision = s->precision,
         .label_smoothing = s->label_smoothing,
+        .augment = s->augment,
     };
     run->trainer = cn_trainer_create_distributed(run->model, &run->config,
                                                  cli_dist_comm(run->dist), &err);
@@ -577,10 +595,25 @@ static int normalize_from_data(const train_settings *s, train_run *run)
     return CLI_OK;
 }
 
+/* --augment's padding must be below the sides of the model's images. */
+static int check_augment_fits(const train_settings *s, const train_run *run)
+{
+    int channels, height, width;
+    cn_error err = {{0}};
+    cn_model_input_shape(run->model, &channels, &height, &width);
+    if (cn_augment_check(&s->augment, height, width, &err) == 0)
+        return CLI_OK;
+    char text[CN_AUGMENT_TEXT_MAX];
+    cn_augment_format(&s->augment, text);
+    return cli_usage_error("train", "--augment %s: %s", text, err.msg);
+}
+
 /* Everything that can fail before the first step: data, sizes, model, trainer, files. */
 static int prepare_run(const train_settings *s, train_run *run)
 {
     int rc = make_model(s, run);
+    if (rc == CLI_OK)
+        rc = check_augment_fits(s, run);
     if (rc == CLI_OK)
         rc = load_data(s, run);
     if (rc == CLI_OK)

@@ -43,6 +43,8 @@ typedef struct {
     const char *model_path;   /* --model FILE; NULL: the seed's network */
     int val_samples;          /* the last of the training samples used, held out; 0: none */
     int keep_best;            /* --keep-best: DIR/best.safetensors after each best epoch */
+    /* --augment: random crops and flips of the training samples; {0, 0}: none */
+    cn_augment augment;
 } train_settings;
 
 /* Flags whose presence matters: on resume a given flag wins over what the checkpoint says; a
@@ -71,6 +73,7 @@ enum {
     TRAIN_GIVEN_LABEL_SMOOTHING = 1u << 20,
     TRAIN_GIVEN_VAL_SAMPLES = 1u << 29,
     TRAIN_GIVEN_KEEP_BEST = 1u << 30,
+    TRAIN_GIVEN_AUGMENT = 1u << 28,
 };
 
 /* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */

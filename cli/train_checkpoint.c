@@ -90,6 +90,17 @@ static int adopt_precision(train_settings *s, cn_precision saved, const char *pa
     return CLI_OK;
 }
 
+static int adopt_augment(train_settings *s, const cn_augment *saved, const char *path)
+{
+    char mine[CN_AUGMENT_TEXT_MAX], theirs[CN_AUGMENT_TEXT_MAX];
+    cn_augment_format(&s->augment, mine);
+    cn_augment_format(saved, theirs);
+    if ((s->given & TRAIN_GIVEN_AUGMENT) && strcmp(mine, theirs) != 0)
+        return refuse_math_setting("--augment", mine, theirs, path);
+    s->augment = *saved;
+    return CLI_OK;
+}
+
 /* The math settings of s become the checkpoint's; --train-samples is compared once the data is
  * loaded (0 and a number over the set's size both mean all of it). */
 static int adopt_settings(train_settings *s, const cn_train_state *st, const char *path)
@@ -108,6 +119,8 @@ static int adopt_settings(train_settings *s, const cn_train_state *st, const cha
     if (rc == CLI_OK)
         rc = adopt_float(s, TRAIN_GIVEN_LABEL_SMOOTHING, "--label-smoothing",
                          &s->label_smoothing, st->label_smoothing, path);
+    if (rc == CLI_OK)
+        rc = adopt_augment(s, &st->augment, path);
     if (rc == CLI_OK)
         rc = adopt_seed(s, st->seed, path);
     if (rc == CLI_OK)

@@ -62,6 +62,7 @@ typedef struct {
     uint32_t val_crc;
     uint32_t state_crc; /* weights, statistics, momentum and position the run starts from */
     char host[64];
+    int32_t crop_padding, hflip; /* --augment */
 } fingerprint;
 
 /* The data's shape and classes, pixels, labels and class names. */
@@ -105,6 +106,7 @@ static fingerprint take_fingerprint(const train_settings *s, train_run *run)
         .state_crc = state_crc(run),
         .val_samples = s->val_samples, .val_count = run->val.count,
         .val_crc = dataset_crc(&run->val),
+        .crop_padding = s->augment.crop_padding, .hflip = s->augment.hflip,
     };
     gethostname(f.host, sizeof f.host - 1);
     return f;
@@ -123,6 +125,7 @@ static const char *differing_flag(const fingerprint *zero, const fingerprint *k)
     if (memcmp(&k->label_smoothing, &zero->label_smoothing, sizeof(float)) != 0)
         return "--label-smoothing";
     if (k->val_samples != zero->val_samples) return "--val-samples";
+    if (k->crop_padding != zero->crop_padding || k->hflip != zero->hflip) return "--augment";
     return NULL;
 }
 

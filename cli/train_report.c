@@ -12,6 +12,20 @@ static const char *plural(long n)
     return n == 1 ? "" : "s";
 }
 
+/* "random crop after zero padding 2, horizontal flip": what --augment does, in words. */
+static void print_augment_line(const cn_augment *a)
+{
+    if (a->crop_padding > 0 && a->hflip)
+        printf("  augment: random crop after zero padding %d, horizontal flip", a->crop_padding);
+    else if (a->crop_padding > 0)
+        printf("  augment: random crop after zero padding %d", a->crop_padding);
+    else if (a->hflip)
+        printf("  augment: horizontal flip");
+    else
+        return;
+    printf(" (training images only)\n");
+}
+
 void print_settings_line(const train_settings *s, const train_run *run)
 {
     float scaled_lr = s->learning_rate * (float)s->num_cores;
@@ -26,6 +40,7 @@ void print_settings_line(const train_settings *s, const train_run *run)
     if (s->label_smoothing > 0)
         printf("  loss: cross-entropy with label smoothing %g (test loss: NLL)\n",
                (double)s->label_smoothing);
+    print_augment_line(&s->augment);
     if (run->val.count > 0)
         printf("  data: %d training image%s (%ld an epoch), %d validation, %d test\n",
                run->train.count, plural(run->train.count), per_epoch, run->val.count,

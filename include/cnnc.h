@@ -415,6 +415,43 @@ CN_API const char *cn_optimizer_name(cn_optimizer o); /* "sgd", "adamw"; "unknow
 /* Sets *o from its name; -1 for any other text. */
 CN_API int cn_optimizer_from_name(const char *name, cn_optimizer *o);
 
+/* Training-time data augmentation, as torchvision's RandomCrop(size, padding=P) (P rows and
+ * columns of zeros around the raw 0..255 pixels, then a crop of the image's size at a random
+ * corner) followed by RandomHorizontalFlip() (mirrored left to right with probability 1/2), on
+ * every training sample before normalisation; evaluation never augments. {0, 0}: none. */
+typedef struct {
+    int crop_padding; /* P, 0 <= P < the image's height and width; 0: no crop */
+    int hflip;        /* 1: flip half the samples; 0: none */
+} cn_augment;
+
+/* What one sample drew: the crop's top-left corner in the padded image (0..2P each; P, P is
+ * the image itself) and whether it is mirrored. */
+typedef struct {
+    int top, left;
+    int flip;
+} cn_augment_draw;
+
+/* 0, or -1 with a message when a is out of range for images of height x width. */
+CN_API int cn_augment_check(const cn_augment *a, int height, int width, cn_error *err);
+/* The draw of a sample (its index in the training set; a cn_trainer_step batch: its position
+ * there) in an epoch of a run with seed: a function of (seed, epoch, sample) alone, drawn from
+ * a stream of its own (never dropout's nor the sampler's), so any thread or process draws the
+ * same. Uniform corners in 0..2P, as torchvision's; flips independent of P. */
+CN_API cn_augment_draw cn_augment_draw_sample(const cn_augment *a, uint64_t seed, int epoch,
+                                              uint32_t sample);
+/* out = in ([channels, height, width] bytes, not overlapping) padded, cropped and mirrored as
+ * d says for a's padding. */
+CN_API void cn_augment_image(const cn_augment *a, const cn_augment_draw *d, const uint8_t *in,
+                             uint8_t *out, int channels, int height, int width);
+/* The text of a setting: "none", or items joined by commas, "crop=P" then "hflip". */
+#define CN_AUGMENT_TEXT_MAX 32
+CN_API void cn_augment_format(const cn_augment *a, char text[CN_AUGMENT_TEXT_MAX]);
+/* Reads such a text (items in any order, each once; "none" alone) into *a; -1 with a message
+ * naming what is wrong: an unknown or repeated item, an empty one, P not an integer in
+ * 0..CN_AUGMENT_MAX_PADDING. *a changes only on success. */
+#define CN_AUGMENT_MAX_PADDING 1024
+CN_API int cn_augment_parse(const char *text, cn_augment *a, cn_error *err);
+
 typedef struct {
     int batch_size;      /* per replica, 128 */
     int num_replicas;    /* data-parallel replicas ("cores"), 8: defines the math */
@@ -431,6 +468,8 @@ typedef struct {
     int nesterov;           /* sgd: Nesterov momentum (needs momentum > 0); 0 */
     float weight_decay;     /* >= 0; sgd: L2 added to the gradient, adamw: decoupled; 0 */
     float beta1, beta2, eps; /* adamw, each 0 for PyTorch's 0.9, 0.999, 1e-8 */
+    /* Random crops and flips of the training samples, drawn from (seed, epoch, sample); none. */
+    cn_augment augment;
 } cn_train_config;
 
 /* Wall-clock seconds spent in each phase of training, summed over steps. With several
@@ -450,8 +489,8 @@ typedef struct cn_trainer cn_trainer;
  * samples makes one thread's buffers for 10 samples, whatever the batch size and threads asked.
  * Returns a trainer the caller frees with cn_trainer_free, or NULL with a message: a setting
  * out of range (batch 1..65536, replicas 1..1024, threads 1..1024, learning rate > 0, momentum
- * and label smoothing in [0, 1), a precision this CPU supports), out of memory. Threads that
- * cannot start and
+ * and label smoothing in [0, 1), a precision this CPU supports, an augmentation that
+ * cn_augment_check refuses for the model's input), out of memory. Threads that cannot start and
  * buffers that do not fit are reported by the call that needed them. */
 CN_API cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err);
 /* The same for one rank of several processes (comm borrowed, it must outlive the trainer; NULL
@@ -656,6 +695,7 @@ typedef struct {
     cn_precision precision;     /* of the products; fp32 for files that do not say */
     cn_optimizer optimizer;     /* SGD; a training checkpoint of another is not written yet */
     char isa[16];               /* instruction set of the kernels that wrote it; informational */
+    cn_augment augment;         /* none for files that do not say */
 } cn_train_state;
 
 /* The state of a run configured with cfg over train, at epoch 1 step 0, with the instruction

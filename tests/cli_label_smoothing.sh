@@ -16,12 +16,6 @@ cd "$tmp" || exit 1
 small="--train-samples 1024 --test-samples 128 --num-cores 2 --batch-size 32"
 quiet="--result-image none --plot none -q"
 
-# header FILE: the JSON header of a safetensors file.
-header() {
-  len=$(od -An -tu8 -N8 "$1" | tr -d ' ')
-  tail -c +9 "$1" | head -c "$len"
-}
-
 run train $small $quiet --num-epochs 2 --threads 1 --label-smoothing 0.1 --save t1.st \
   --checkpoint-dir straight
 [ "$status" -eq 0 ] || fail "--label-smoothing 0.1 on 1 thread: exit status $status: $(cat err)"
@@ -38,9 +32,9 @@ run train $small $quiet --num-epochs 2 --threads 2 --label-smoothing 0 --save ze
 cmp -s zero.st plain.st || fail "--label-smoothing 0 gives another model than no smoothing"
 
 # ---------------------------------------------------------------- checkpoints and resume
-header straight/checkpoint-epoch-0002.safetensors | grep -q '"label_smoothing":"0.1"' ||
-  fail "the checkpoint does not record label_smoothing 0.1: $(header \
-    straight/checkpoint-epoch-0002.safetensors)"
+last=straight/checkpoint-epoch-0002.safetensors
+safetensors_header $last | grep -q '"label_smoothing":"0.1"' ||
+  fail "the checkpoint does not record label_smoothing 0.1: $(safetensors_header $last)"
 run train $small $quiet --num-epochs 1 --threads 2 --label-smoothing 0.1 --checkpoint-dir part
 [ "$status" -eq 0 ] || fail "the 1-epoch run: exit status $status: $(cat err)"
 expect 2 "--label-smoothing 0.2 differs from the checkpoint's 0.1" \

@@ -380,12 +380,12 @@ static void test_save_refuses_non_finite_and_keeps_the_old_file(void **state)
     rig_close(&g);
 }
 
-/* The 17 metadata pairs of a valid checkpoint, with key `change` given `value` (NULL: left out). */
-#define NUM_KEYS 17
+/* The 18 metadata pairs of a valid checkpoint, with key `change` given `value` (NULL: left out). */
+#define NUM_KEYS 18
 static const char *const meta_keys[NUM_KEYS] = {
     "cnnc_checkpoint", "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
     "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
-    "train_samples", "train_data_crc32", "sampler", "isa", "label_smoothing"};
+    "train_samples", "train_data_crc32", "sampler", "isa", "label_smoothing", "augment"};
 
 /* valid's tensors and metadata pairs, with the change, written to *path and read back. */
 static cn_safetensors *rewritten(const char *valid, const char *change, const char *value,
@@ -446,6 +446,10 @@ static void test_state_refuses_bad_metadata(void **state)
     expect_state_refused(path, "label_smoothing", "1", "not a number in [0, 1)");
     expect_state_refused(path, "label_smoothing", "-0.1", "not a number in [0, 1)");
     expect_state_refused(path, "label_smoothing", "abc", "not a finite number");
+    expect_state_refused(path, "augment", "crop=2,vflip",
+                         "__metadata__ \"augment\": 'crop=2,vflip': unknown item 'vflip'");
+    expect_state_refused(path, "augment", "crop=x", "P of crop=P must be an integer");
+    expect_state_refused(path, "augment", "hflip,hflip", "hflip is given twice");
     expect_state_refused(path, "train_data_crc32", "1234", "not 8 lower-case hex digits");
     expect_state_refused(path, "sampler", "numpy", "\"sampler\" is \"numpy\"; this cnnc reads");
     expect_state_refused(path, "cnnc_checkpoint", "training v2",
@@ -503,6 +507,46 @@ static void test_state_records_label_smoothing(void **state)
     assert_null(cn_safetensors_meta(f, "label_smoothing"));
     if (cn_train_checkpoint_state(f, path, &back, &err) != 0) fail_msg("%s", err.msg);
     assert_true(back.label_smoothing == 0.0f);
+    cn_safetensors_free(f);
+    unlink(path), unlink(file), rmdir(dir);
+    free(path), free(file), free(dir);
+    rig_close(&g);
+}
+
+/* The augmentation is recorded and read back; a file without the key had none. */
+static void test_state_records_augment(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open(&g);
+    cn_error err = {{0}};
+    cn_train_config cfg = config();
+    const cn_augment settings[] = {{0, 0}, {3, 0}, {0, 1}, {2, 1}}; /* the last one stays */
+    const char *texts[] = {"none", "crop=3", "hflip", "crop=2,hflip"};
+    char *dir = tu_make_temp_dir("tck"), *file = tu_join(dir, "augment.safetensors"), *path;
+    for (int k = 0; k < 4; k++) {
+        cfg.augment = settings[k];
+        cn_train_state s, back;
+        cn_train_state_init(&s, &cfg, &g.train);
+        assert_true(s.augment.crop_padding == settings[k].crop_padding &&
+                    s.augment.hflip == settings[k].hflip);
+        assert_int_equal(cn_train_checkpoint_save(g.model, cn_trainer_momentum(g.trainer), &s,
+                                                  NULL, 0, file, &err), 0);
+        cn_safetensors *f = cn_safetensors_read(file, &err);
+        assert_non_null(f);
+        assert_string_equal(cn_safetensors_meta(f, "augment"), texts[k]);
+        memset(&back, 0xff, sizeof back);
+        assert_int_equal(cn_train_checkpoint_state(f, file, &back, &err), 0);
+        assert_int_equal(back.augment.crop_padding, settings[k].crop_padding);
+        assert_int_equal(back.augment.hflip, settings[k].hflip);
+        cn_safetensors_free(f);
+    }
+    cn_safetensors *f = rewritten(file, "augment", NULL, &path);
+    assert_null(cn_safetensors_meta(f, "augment"));
+    cn_train_state back;
+    memset(&back, 0xff, sizeof back);
+    if (cn_train_checkpoint_state(f, path, &back, &err) != 0) fail_msg("%s", err.msg);
+    assert_true(back.augment.crop_padding == 0 && back.augment.hflip == 0);
     cn_safetensors_free(f);
     unlink(path), unlink(file), rmdir(dir);
     free(path), free(file), free(dir);
@@ -756,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_save_refuses_non_finite_and_keeps_the_old_file),
         cmocka_unit_test(test_state_refuses_bad_metadata),
         cmocka_unit_test(test_state_records_label_smoothing),
+        cmocka_unit_test(test_state_records_augment),
         cmocka_unit_test(test_save_refuses_adamw),
         cmocka_unit_test(test_restore_refuses_damaged_tensors),
         cmocka_unit_test(test_restore_refuses_non_finite_momentum),

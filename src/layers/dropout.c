@@ -19,27 +19,15 @@
 
 #include "layers/layer.h"
 #include "layers/layers.h"
-
-#define GOLDEN 0x9e3779b97f4a7c15u /* splitmix64's increment */
-
-/* splitmix64's output function: a bijection of 64-bit numbers that mixes every bit. */
-static uint64_t mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
-/* h followed by the number v: different v give different results for the same h. */
-static uint64_t mix_in(uint64_t h, uint32_t v) { return mix((h + GOLDEN) ^ v); }
+#include "mix.h"
 
 uint64_t cn_dropout_stream(uint64_t seed, int epoch, int step, int replica, int layer)
 {
-    uint64_t h = mix(seed + GOLDEN);
-    h = mix_in(h, (uint32_t)epoch);
-    h = mix_in(h, (uint32_t)step);
-    h = mix_in(h, (uint32_t)replica);
-    return mix_in(h, (uint32_t)layer);
+    uint64_t h = cn_mix(seed + CN_MIX_GOLDEN);
+    h = cn_mix_in(h, (uint32_t)epoch);
+    h = cn_mix_in(h, (uint32_t)step);
+    h = cn_mix_in(h, (uint32_t)replica);
+    return cn_mix_in(h, (uint32_t)layer);
 }
 
 void cn_dropout_apply(float *out, const float *in, int B, size_t N, float p, uint64_t stream,
@@ -53,11 +41,11 @@ void cn_dropout_apply(float *out, const float *in, int B, size_t N, float p, uin
     uint32_t drop = (uint32_t)((double)p * 4294967296.0);
     float scale = 1.0f / (1.0f - p);
     for (int b = 0; b < B; b++) {
-        uint64_t sample = mix_in(stream, (uint32_t)(first + b));
+        uint64_t sample = cn_mix_in(stream, (uint32_t)(first + b));
         const float *x = in + (size_t)b * N;
         float *y = out + (size_t)b * N;
         for (size_t i = 0; i < N; i++) {
-            uint32_t r = (uint32_t)(mix(sample + GOLDEN * (i + 1)) >> 32);
+            uint32_t r = (uint32_t)(cn_mix(sample + CN_MIX_GOLDEN * (i + 1)) >> 32);
             y[i] = r >= drop ? x[i] * scale : 0.0f;
         }
     }

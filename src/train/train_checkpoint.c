@@ -23,7 +23,7 @@
 #define SAMPLER_VALUE "xoshiro256** Fisher-Yates permutation per (seed, epoch), v1"
 #define MOMENTUM_PREFIX "optimizer."
 #define MOMENTUM_SUFFIX ".momentum_buffer"
-#define NUM_META 21
+#define NUM_META 22
 #define VALUE_CAP 96
 
 /* ---------------------------------------------------------------- state */
@@ -52,6 +52,7 @@ void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn
     s->learning_rate = cfg->learning_rate;
     s->momentum = cfg->momentum;
     s->label_smoothing = cfg->label_smoothing;
+    s->augment = cfg->augment;
     s->precision = cfg->precision;
     s->optimizer = cfg->optimizer;
     s->train_samples = train->count;
@@ -161,7 +162,7 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
         KIND_KEY, "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
         "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
         "train_samples", "train_data_crc32", "sampler", "isa", "precision", "epoch_correct",
-        "data_shape", "data_classes", "label_smoothing"};
+        "data_shape", "data_classes", "label_smoothing", "augment"};
     snprintf(text[0], VALUE_CAP, "%s", KIND_VALUE);
     snprintf(text[1], VALUE_CAP, "%s", CN_VERSION);
     snprintf(text[2], VALUE_CAP, "%d", p->epoch);
@@ -183,6 +184,7 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     snprintf(text[18], VALUE_CAP, "%dx%dx%d", s->data_channels, s->data_height, s->data_width);
     snprintf(text[19], VALUE_CAP, "%d", s->data_classes);
     format_float(text[20], VALUE_CAP, s->label_smoothing);
+    cn_augment_format(&s->augment, text[21]);
     for (int i = 0; i < NUM_META; i++) {
         meta[2 * i] = keys[i];
         meta[2 * i + 1] = text[i];
@@ -347,6 +349,18 @@ static int read_data_shape(const cn_safetensors *f, const char *path, cn_train_s
     return meta_int(f, "data_classes", 1, &s->data_classes, path, err);
 }
 
+/* Files from before augmentation say nothing: they had none. */
+static int read_augment(const cn_safetensors *f, const char *path, cn_train_state *s,
+                        cn_error *err)
+{
+    const char *text = cn_safetensors_meta(f, "augment");
+    cn_error why = {{0}};
+    s->augment = (cn_augment){0, 0};
+    if (text && cn_augment_parse(text, &s->augment, &why))
+        return cn_fail(err, "%s: __metadata__ \"augment\": %s", path, why.msg);
+    return 0;
+}
+
 static int read_settings(const cn_safetensors *f, const char *path, cn_train_state *s,
                          cn_error *err)
 {
@@ -373,6 +387,7 @@ static int read_settings(const cn_safetensors *f, const char *path, cn_train_sta
     if (!(s->label_smoothing >= 0 && s->label_smoothing < 1))
         return bad_value(path, "label_smoothing", cn_safetensors_meta(f, "label_smoothing"),
                          "a number in [0, 1)", err);
+    if (read_augment(f, path, s, err)) return -1;
     const char *isa = meta_value(f, "isa", path, err);
     if (!isa) return -1;
     snprintf(s->isa, sizeof s->isa, "%s", isa);

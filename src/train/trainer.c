@@ -10,8 +10,10 @@
  * sums, so they do not depend on the process count either. Threads and their workspaces follow
  * the work, not the thread count asked for: the first call that needs them (a step, an
  * evaluation) makes as many as it can give work to, for the samples it runs, and later calls
- * reuse them; the step loop allocates nothing. An epoch can start at any of its steps (what a
- * resumed run needs); writing checkpoints is not done here. */
+ * reuse them; the step loop allocates nothing. A training sample is cropped and flipped
+ * (augment.c) before its normalisation when cfg.augment asks, as its (seed, epoch, index) draws;
+ * evaluation never augments. An epoch can start at any of its steps (what a resumed run needs);
+ * writing checkpoints is not done here. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +46,11 @@ struct cn_trainer {
     cn_optim_rule rule;  /* the step being taken */
     float *next_params;  /* [num_params] candidate weights, kept only when all are finite */
     uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
-    int epoch, step;     /* the step being run: what its random draws (dropout) depend on */
+    int epoch, step;     /* the step being run: what its random draws (dropout, augmentation)
+                            depend on */
     int direct_steps;    /* cn_trainer_step's steps so far: their step numbers */
+    uint8_t *augmented;  /* [cfg.threads x input size] workspace i's augmented sample; NULL:
+                            no augmentation */
 };
 
 /* ------------------------------------------------------------------ set-up */
@@ -168,6 +173,10 @@ static int allocate(cn_trainer *t)
     if (!t->ws || !t->part_seconds || !t->grad || !t->momentum || !t->next_params ||
         !t->batch_index)
         return -1;
+    const cn_augment *a = &t->cfg.augment;
+    if ((a->crop_padding > 0 || a->hflip) &&
+        !(t->augmented = malloc((size_t)t->cfg.threads * cn_model_input_size(t->m))))
+        return -1;
     return plan_results(t);
 }
 
@@ -220,7 +229,11 @@ static int ready_to_train(cn_trainer *t, cn_error *err)
 cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cfg,
                                           const cn_comm *comm, cn_error *err)
 {
-    if (check_config(cfg, err) || check_comm(comm, cfg->num_replicas, err)) return NULL;
+    int channels, height, width;
+    cn_model_input_shape(m, &channels, &height, &width);
+    if (check_config(cfg, err) || cn_augment_check(&cfg->augment, height, width, err) ||
+        check_comm(comm, cfg->num_replicas, err))
+        return NULL;
     if (!cn_model_has_normalization(m)) {
         cn_fail(err, "trainer: the model has no normalisation of its input (its model file "
                 "gives no mean= and std=): set one with cn_model_set_normalization, e.g. from "
@@ -260,6 +273,7 @@ void cn_trainer_free(cn_trainer *t)
     free(t->next_state2);
     free(t->next_params);
     free(t->batch_index);
+    free(t->augmented);
     free(t->result);
     free(t->reports);
     cn_exchange_free(&t->exchange);
@@ -273,6 +287,20 @@ typedef struct {
     const uint8_t *images, *labels; /* the dataset (or the batch itself when index is NULL) */
     const uint32_t *index;          /* [R*B] sample indices, replica-major, or NULL */
 } step_job;
+
+/* Sample `sample` (its index in the training set, or in cn_trainer_step's batch) cropped and
+ * flipped as it draws in this epoch, into the augmentation scratch of workspace w. */
+static const uint8_t *augment_sample(cn_trainer *t, const cn_workspace *w,
+                                     const uint8_t *pixels, size_t sample)
+{
+    int c, h, wd;
+    cn_model_input_shape(t->m, &c, &h, &wd);
+    uint8_t *out = t->augmented + (size_t)(w - t->ws) * c * h * wd;
+    cn_augment_draw d = cn_augment_draw_sample(&t->cfg.augment, t->cfg.seed, t->epoch,
+                                               (uint32_t)sample);
+    cn_augment_image(&t->cfg.augment, &d, pixels, out, c, h, wd);
+    return out;
+}
 
 /* Local replica i (replica first_replica + i of all R) into workspace w. */
 static void load_batch(const step_job *job, int i, cn_workspace *w)
@@ -288,6 +316,7 @@ static void load_batch(const step_job *job, int i, cn_workspace *w)
             const uint8_t *next = job->images + (job->index ? job->index[at + 1] : at + 1) * size;
             for (int j = 0; j < size; j += 64) __builtin_prefetch(next + j);
         }
+        if (t->augmented) pixels = augment_sample(t, w, pixels, sample);
         cn_model_normalize(t->m, w->input + (size_t)k * size, pixels, 1);
         w->labels[k] = job->labels[sample];
     }

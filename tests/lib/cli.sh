@@ -80,6 +80,12 @@ wait_for() {
   done
 }
 
+# safetensors_header FILE: the JSON header of a safetensors file, on stdout.
+safetensors_header() {
+  len=$(od -An -tu8 -N8 "$1" | tr -d ' ')
+  tail -c +9 "$1" | head -c "$len"
+}
+
 # finish [DETAIL]: the closing line; exits 1 when any check failed.
 # shellcheck disable=SC2120 # DETAIL is optional
 # mpi_env: Open MPI's settings for one machine: no network, no ssh, root allowed (containers,
