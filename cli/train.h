@@ -41,6 +41,13 @@ typedef struct {
     progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
     int mpi_timeout;          /* seconds an exchange waits for another process; 0: for ever */
     const char *model_path;   /* --model FILE; NULL: the seed's network */
+    cn_optimizer optimizer;   /* --optimizer: sgd or adamw */
+    int nesterov;             /* --nesterov: sgd with momentum only */
+    float weight_decay;       /* --weight-decay, >= 0 */
+    cn_lr_kind lr_schedule;   /* --lr-schedule */
+    int warmup_epochs;        /* --warmup-epochs: of linear warmup, 0: none */
+    int lr_step_epochs;       /* --lr-step-epochs: step's interval; 0: not set */
+    float lr_gamma;           /* --lr-gamma: step's factor */
 } train_settings;
 
 /* Flags whose presence matters: on resume a given flag wins over what the checkpoint says; a
@@ -67,6 +74,13 @@ enum {
     TRAIN_GIVEN_DATA_FORMAT = 1u << 18,
     TRAIN_GIVEN_CLASSES = 1u << 19,
     TRAIN_GIVEN_LABEL_SMOOTHING = 1u << 20,
+    TRAIN_GIVEN_OPTIMIZER = 1u << 21,
+    TRAIN_GIVEN_NESTEROV = 1u << 22,
+    TRAIN_GIVEN_WEIGHT_DECAY = 1u << 23,
+    TRAIN_GIVEN_LR_SCHEDULE = 1u << 24,
+    TRAIN_GIVEN_WARMUP_EPOCHS = 1u << 25,
+    TRAIN_GIVEN_LR_STEP_EPOCHS = 1u << 26,
+    TRAIN_GIVEN_LR_GAMMA = 1u << 27,
 };
 
 /* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */
@@ -111,6 +125,7 @@ typedef struct epoch_report {
     long timed_samples;    /* those trained in train_seconds (fewer after a resume) */
     int test_samples;
     cn_phase_times phases; /* this epoch only */
+    float learning_rate;   /* per replica, of the epoch's last step */
 } epoch_report;
 
 /* "cnnc 0.1.0: 50 epochs of 58 steps, ..." — the settings a run uses, printed once, in lines
@@ -141,6 +156,9 @@ void run_settings_free(train_run *run);
 
 /* Checkpoints and resume (train_checkpoint.c); each returns a CLI_* status after printing
  * what went wrong. In the order a run calls them: */
+/* The learning-rate schedule the flags ask for over steps_per_epoch steps an epoch, checked:
+ * CLI_OK, or CLI_USAGE after the message (train.c). */
+int train_schedule(const train_settings *s, int steps_per_epoch, cn_lr_schedule *out);
 /* Reads the --resume checkpoint: the math settings of s come from it (a differing one given on
  * the command line is refused), and so do the start position and, for a folder, the default
  * --checkpoint-dir. Checks the checkpoint flags either way. */
