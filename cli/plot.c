@@ -120,6 +120,12 @@ static int epoch_from_json(const char *path, long line, json_t *obj, cn_epoch_me
             cli_failure("%s:%ld: \"%s\" is missing or not a number", path, line, keys[k]);
             return -1;
         }
+    e->learning_rate = 0; /* files from before it was written, and null, have no rate */
+    if (json_object_get(obj, "learning_rate") && read_value(obj, "learning_rate",
+                                                            &e->learning_rate) != 0) {
+        cli_failure("%s:%ld: \"learning_rate\" is not a number", path, line);
+        return -1;
+    }
     return 0;
 }
 

@@ -32,13 +32,16 @@ int record_curves(train_run *run, const epoch_report *r)
         .train_loss = r->train_loss,
         .test_loss = r->test_loss,
         .test_accuracy = r->test_accuracy,
+        .learning_rate = r->learning_rate,
     };
     return cli_epoch_list_append(&run->history, &e);
 }
 
-/* One epoch in the checkpoint's text: "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY;", each value
- * with the 17 digits that read back as the same double, so the picture is drawn the same. */
-#define HISTORY_ENTRY_MAX (12 + 3 * 26)
+/* One epoch in the checkpoint's text: "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY RATE;", each
+ * value with the 17 digits that read back as the same double, so the picture is drawn the same;
+ * files from before the rate was kept have no RATE. */
+#define HISTORY_VALUES 4
+#define HISTORY_ENTRY_MAX (12 + HISTORY_VALUES * 26)
 
 int curves_history_text(const train_run *run, char **text)
 {
@@ -50,13 +53,13 @@ int curves_history_text(const train_run *run, char **text)
     (*text)[0] = '\0';
     for (int i = 0; i < list->count; i++) {
         const cn_epoch_metrics *e = &list->epochs[i];
-        len += (size_t)snprintf(*text + len, cap - len, "%d %.17g %.17g %.17g;", e->epoch,
-                                e->train_loss, e->test_loss, e->test_accuracy);
+        len += (size_t)snprintf(*text + len, cap - len, "%d %.17g %.17g %.17g %.17g;", e->epoch,
+                                e->train_loss, e->test_loss, e->test_accuracy, e->learning_rate);
     }
     return 0;
 }
 
-/* Reads one "EPOCH A B C;" at *p into e; 0, or -1 when it is not one. */
+/* Reads one "EPOCH A B C;" or "EPOCH A B C D;" at *p into e; 0, or -1 when it is not one. */
 static int read_entry(const char **p, cn_epoch_metrics *e)
 {
     char *end;
@@ -64,9 +67,13 @@ static int read_entry(const char **p, cn_epoch_metrics *e)
     if (end == *p || epoch < 1 || epoch > TRAIN_MAX_EPOCHS)
         return -1;
     e->epoch = (int)epoch;
-    double *value[3] = {&e->train_loss, &e->test_loss, &e->test_accuracy};
-    for (int k = 0; k < 3; k++) {
+    double *value[HISTORY_VALUES] = {&e->train_loss, &e->test_loss, &e->test_accuracy,
+                                     &e->learning_rate};
+    e->learning_rate = 0;
+    for (int k = 0; k < HISTORY_VALUES; k++) {
         const char *at = end;
+        if (k == HISTORY_VALUES - 1 && *at == ';')
+            break; /* no rate */
         if (*at != ' ')
             return -1;
         *value[k] = strtod(at + 1, &end);

@@ -832,6 +832,7 @@ typedef struct {
     double train_loss;    /* mean training loss of the epoch */
     double test_loss;     /* mean NLL on the test images */
     double test_accuracy; /* percent */
+    double learning_rate; /* per replica, of the epoch's last step; 0 (or NaN): not known */
 } cn_epoch_metrics;
 
 /* The size `cnnc train` and `cnnc plot` draw training curves at. */
@@ -840,7 +841,8 @@ typedef struct {
 
 /* Draws training curves and writes them as an opaque width x height PNG: the title on top, a
  * legend under it, then two panels over one epoch axis: train loss (blue) and test loss (orange)
- * above, test accuracy in percent (green) below, each with grid lines, ticks at round numbers and
+ * above, test accuracy in percent (green) below, and when an epoch gives its learning rate (> 0)
+ * a third, lower panel of the rate (purple), each with grid lines, ticks at round numbers and
  * an axis label; "Epoch" along the bottom. Text keeps its proportions at other sizes.
  * epochs[0..n) is read only. width 400..8192, height 300..8192, n >= 1, epochs strictly
  * increasing; title may be NULL. The file appears whole or not at all (temporary file, rename).

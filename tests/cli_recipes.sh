@@ -4,8 +4,8 @@
 # --lr-gamma) from the outside: each trains to other weights than the defaults; adamw with a
 # cosine schedule after a warmup gives the same bytes on 1 and 2 threads (and, when mpirun is
 # there, in 2 processes), resumes from an epoch's checkpoint and from a stop inside an epoch to
-# the straight run's model and metrics; the metrics file's learning_rate follows the schedule;
-# bad values, values that differ from a resumed checkpoint's and a new length of a cosine run
+# the straight run's model, metrics and curves; the metrics file's learning_rate follows the
+# schedule, and `cnnc plot` draws the curves `cnnc train --plot` does; bad values, values that differ from a resumed checkpoint's and a new length of a cosine run
 # are usage errors. The update rules and rates themselves are test_optimizers',
 # test_lr_schedule's and test_trainer_schedule's business. Needs Debian's Fashion-MNIST;
 # skipped without it.
@@ -58,7 +58,7 @@ done
 
 # ---------------------------------------------------------------- threads, settings, rates
 # shellcheck disable=SC2086
-run train $small --result-image none --plot none $recipe --num-epochs 3 --threads 1 \
+run train $small --result-image none --plot straight.png $recipe --num-epochs 3 --threads 1 \
   --save t1.st --metrics-file straight.jsonl --checkpoint-dir straight
 [ "$status" -eq 0 ] || fail "adamw+cosine on 1 thread: exit status $status: $(cat err)"
 grep -q "^  AdamW: learning rate 0.002 (0.001 x 2), betas 0.9 0.999, seed 1, fp32$" out ||
@@ -98,9 +98,13 @@ run train $small $quiet --num-epochs 2 --metrics-file flat.jsonl
   fail "a constant rate: learning_rate is not --learning-rate: $(rates flat.jsonl)"
 
 # ---------------------------------------------------------------- resume
-run train --resume "$ck" $quiet --save from1.st --metrics-file from1.jsonl
+run train --resume "$ck" $quiet --save from1.st --metrics-file from1.jsonl --plot from1.png
 [ "$status" -eq 0 ] || fail "resuming from epoch 1: exit status $status: $(cat err)"
 cmp -s t1.st from1.st || fail "resumed from epoch 1 of 3: the model differs from the straight run"
+cmp -s straight.png from1.png ||
+  fail "resumed from epoch 1: the curves (losses, accuracy, rate) differ from the straight run's"
+"$cnnc" plot straight.jsonl -o replotted.png >/dev/null 2>&1 || fail "cnnc plot straight.jsonl"
+cmp -s straight.png replotted.png || fail "cnnc plot draws other curves than cnnc train --plot"
 math straight.jsonl | tail -2 >want.jsonl
 math from1.jsonl >got.jsonl
 cmp -s want.jsonl got.jsonl ||

@@ -1,6 +1,6 @@
 /* plot.c — training curves as a PNG: a title, a legend under it, then two panels over a shared
- * epoch axis: train and test loss on top, test accuracy below, each with grid lines, ticks at
- * nice numbers and an axis label. It plots numbers it is given; it reads no metrics file (the
+ * epoch axis: train and test loss on top, test accuracy below, and the learning rate in a third
+ * panel when the epochs give it, each with grid lines, ticks at nice numbers and an axis label. It plots numbers it is given; it reads no metrics file (the
  * command line does) and computes nothing about training. */
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +27,12 @@
 #define PLOT_MIN_H 300
 #define PLOT_MAX_SIDE 8192
 
-typedef enum { SERIES_TRAIN_LOSS, SERIES_TEST_LOSS, SERIES_TEST_ACCURACY } series_kind;
+typedef enum {
+    SERIES_TRAIN_LOSS,
+    SERIES_TEST_LOSS,
+    SERIES_TEST_ACCURACY,
+    SERIES_LEARNING_RATE
+} series_kind;
 
 typedef struct {
     series_kind kind;
@@ -35,11 +40,12 @@ typedef struct {
     double r, g, b;
 } series_style;
 
-/* matplotlib's first three colours: blue, orange, green. */
+/* matplotlib's first three colours and its fifth: blue, orange, green, purple. */
 static const series_style plot_series[] = {
     {SERIES_TRAIN_LOSS, "train loss", 0.122, 0.467, 0.706},
     {SERIES_TEST_LOSS, "test loss", 1.000, 0.498, 0.055},
     {SERIES_TEST_ACCURACY, "test accuracy", 0.173, 0.627, 0.173},
+    {SERIES_LEARNING_RATE, "learning rate", 0.580, 0.404, 0.741},
 };
 
 typedef struct {
@@ -65,9 +71,18 @@ typedef struct {
 
 static double series_value(const cn_epoch_metrics *e, series_kind kind)
 {
+    if (kind == SERIES_LEARNING_RATE) return e->learning_rate > 0 ? e->learning_rate : NAN;
     double v = kind == SERIES_TRAIN_LOSS ? e->train_loss
              : kind == SERIES_TEST_LOSS ? e->test_loss : e->test_accuracy;
     return isfinite(v) ? v : NAN;
+}
+
+/* Whether any epoch gives its learning rate: then the picture has the rate's panel. */
+static int has_rate(const plot_job *job)
+{
+    for (int i = 0; i < job->n; i++)
+        if (!isnan(series_value(&job->epochs[i], SERIES_LEARNING_RATE))) return 1;
+    return 0;
 }
 
 /* ------------------------------------------------------------------ axes */
@@ -247,10 +262,10 @@ static void draw_panel(cairo_t *cr, const plot_job *job, const plot_panel *p,
 
 /* ------------------------------------------------------------------ title and legend */
 
-static void draw_legend(cairo_t *cr, double canvas_w)
+/* The first count series' names and colours. */
+static void draw_legend(cairo_t *cr, double canvas_w, int count)
 {
     const double sample = 26, gap = 8, spacing = 30;
-    int count = (int)(sizeof plot_series / sizeof plot_series[0]);
     double total = 0;
     for (int i = 0; i < count; i++)
         total += sample + gap + cn_text_width(cr, plot_series[i].label, PLOT_LEGEND_SIZE) +
@@ -271,17 +286,22 @@ static void draw_legend(cairo_t *cr, double canvas_w)
 
 /* ------------------------------------------------------------------ the picture */
 
-/* Places both panels: the left edge leaves room for the y label and the widest tick label. */
-static void layout_panels(cairo_t *cr, double canvas_w, double canvas_h, plot_panel *loss,
-                          plot_panel *accuracy)
+/* Places the n panels (2, or 3 with the rate's) one under the other: the left edge leaves room
+ * for the y label and the widest tick label; the last takes what the others leave. */
+static void layout_panels(cairo_t *cr, double canvas_w, double canvas_h, plot_panel *p, int n)
 {
-    double labels = fmax(widest_tick_label(cr, &loss->y), widest_tick_label(cr, &accuracy->y));
+    static const double share[2][3] = {{0.55, 0.45, 0}, {0.45, 0.30, 0.25}};
+    double labels = 0;
+    for (int i = 0; i < n; i++) labels = fmax(labels, widest_tick_label(cr, &p[i].y));
     double left = PLOT_MARGIN + 1.6 * PLOT_LABEL_SIZE + 6 + labels + PLOT_TICK_LEN + 3;
     double width = canvas_w - left - PLOT_RIGHT_MARGIN;
-    double both = canvas_h - PLOT_TOP - PLOT_BOTTOM_BAND - PLOT_PANEL_GAP;
-    loss->area = (plot_rect){left, PLOT_TOP, width, round(both * 0.55)};
-    double second = PLOT_TOP + loss->area.height + PLOT_PANEL_GAP;
-    accuracy->area = (plot_rect){left, second, width, canvas_h - PLOT_BOTTOM_BAND - second};
+    double all = canvas_h - PLOT_TOP - PLOT_BOTTOM_BAND - (n - 1) * PLOT_PANEL_GAP, top = PLOT_TOP;
+    for (int i = 0; i < n; i++) {
+        double height = i + 1 < n ? round(all * share[n - 2][i])
+                                  : canvas_h - PLOT_BOTTOM_BAND - top;
+        p[i].area = (plot_rect){left, top, width, height};
+        top += height + PLOT_PANEL_GAP;
+    }
 }
 
 static cairo_status_t draw_curves(cairo_t *cr, const cn_fonts *fonts, const void *ctx)
@@ -295,19 +315,22 @@ static cairo_status_t draw_curves(cairo_t *cr, const cn_fonts *fonts, const void
     cn_draw_text(cr, job->title ? job->title : "", PLOT_TITLE_SIZE, canvas_w / 2,
                  PLOT_MARGIN + PLOT_TITLE_SIZE, 0.5, canvas_w - 2 * PLOT_MARGIN);
     cairo_set_font_face(cr, fonts->regular);
-    draw_legend(cr, canvas_w);
-    plot_panel loss = {.series = &plot_series[0], .num_series = 2, .y_label = "Loss (NLL)"};
-    plot_panel accuracy = {.series = &plot_series[2], .num_series = 1,
-                           .y_label = "Test accuracy (%)"};
+    int n = has_rate(job) ? 3 : 2;
+    draw_legend(cr, canvas_w, n + 1);
+    plot_panel p[3] = {
+        {.series = &plot_series[0], .num_series = 2, .y_label = "Loss (NLL)"},
+        {.series = &plot_series[2], .num_series = 1, .y_label = "Test accuracy (%)"},
+        {.series = &plot_series[3], .num_series = 1, .y_label = "Learning rate"},
+    };
     cn_axis_ticks x;
     epoch_ticks(job, &x);
-    panel_ticks(job, &loss, 6);
-    panel_ticks(job, &accuracy, 5);
-    layout_panels(cr, canvas_w, canvas_h, &loss, &accuracy);
-    draw_panel(cr, job, &loss, &x, 0);
-    draw_panel(cr, job, &accuracy, &x, 1);
+    panel_ticks(job, &p[0], n == 3 ? 5 : 6);
+    panel_ticks(job, &p[1], n == 3 ? 4 : 5);
+    if (n == 3) panel_ticks(job, &p[2], 3);
+    layout_panels(cr, canvas_w, canvas_h, p, n);
+    for (int i = 0; i < n; i++) draw_panel(cr, job, &p[i], &x, i == n - 1);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    cn_draw_text(cr, "Epoch", PLOT_LABEL_SIZE, accuracy.area.left + accuracy.area.width / 2,
+    cn_draw_text(cr, "Epoch", PLOT_LABEL_SIZE, p[0].area.left + p[0].area.width / 2,
                  canvas_h - PLOT_MARGIN, 0.5, 0);
     return cairo_status(cr);
 }
