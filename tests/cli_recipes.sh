@@ -5,8 +5,9 @@
 # cosine schedule after a warmup gives the same bytes on 1 and 2 threads (and, when mpirun is
 # there, in 2 processes), resumes from an epoch's checkpoint and from a stop inside an epoch to
 # the straight run's model, metrics and curves; the metrics file's learning_rate follows the
-# schedule, and `cnnc plot` draws the curves `cnnc train --plot` does; bad values, values that differ from a resumed checkpoint's and a new length of a cosine run
-# are usage errors. The update rules and rates themselves are test_optimizers',
+# schedule, and `cnnc plot` draws the curves `cnnc train --plot` does; bad values, values that
+# differ from a resumed checkpoint's and a new length of a cosine run are usage errors. The
+# update rules and rates themselves are test_optimizers',
 # test_lr_schedule's and test_trainer_schedule's business. Needs Debian's Fashion-MNIST;
 # skipped without it.
 # Usage: sh tests/cli_recipes.sh BUILD_DIR

@@ -1,7 +1,8 @@
 /* plot.c — training curves as a PNG: a title, a legend under it, then two panels over a shared
  * epoch axis: train and test loss on top, test accuracy below, and the learning rate in a third
- * panel when the epochs give it, each with grid lines, ticks at nice numbers and an axis label. It plots numbers it is given; it reads no metrics file (the
- * command line does) and computes nothing about training. */
+ * panel when the epochs give it, each with grid lines, ticks at nice numbers and an axis label.
+ * It plots numbers it is given; it reads no metrics file (the command line does) and computes
+ * nothing about training. */
 #include <math.h>
 #include <stdio.h>
 
