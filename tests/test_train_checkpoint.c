@@ -634,6 +634,28 @@ static void test_adamw_restore_refuses_damaged_state(void **state)
     saved_remove(&ck);
 }
 
+/* valid's tensors under "optimizer" label, restored into a trainer of that optimiser: refused
+ * with what. */
+static void expect_relabelled_refused(const char *valid, const char *label, cn_optimizer o,
+                                      const char *what)
+{
+    cn_tensor_ref refs[MAX_TENSORS];
+    int count;
+    cn_safetensors *f = read_tensors(valid, refs, &count);
+    const char *meta[] = {"optimizer", label};
+    char *path;
+    cn_safetensors *relabelled = write_and_read(refs, count, meta, 1, &path);
+    rig g;
+    rig_open_with(&g, o == CN_OPTIMIZER_ADAMW ? adamw_config() : config());
+    cn_error err = {{0}};
+    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), o,
+                                                 relabelled, path, &err), -1);
+    if (!strstr(err.msg, what)) fail_msg("expected \"%s\", got \"%s\"", what, err.msg);
+    cn_safetensors_free(relabelled), cn_safetensors_free(f);
+    unlink(path), free(path);
+    rig_close(&g);
+}
+
 /* An AdamW file relabelled sgd holds no momentum buffers, and an SGD file relabelled adamw holds
  * a momentum buffer that is not AdamW's: both refused. */
 static void test_restore_refuses_state_of_another_optimizer(void **state)
@@ -643,34 +665,12 @@ static void test_restore_refuses_state_of_another_optimizer(void **state)
     rig_open_with(&g, adamw_config());
     saved ck = adamw_train_and_save(&g);
     rig_close(&g);
-    cn_tensor_ref refs[MAX_TENSORS];
-    int count;
-    cn_safetensors *f = read_tensors(ck.path, refs, &count);
-    const char *sgd[] = {"optimizer", "sgd"};
-    char *path;
-    cn_safetensors *relabelled = write_and_read(refs, count, sgd, 1, &path);
-    rig_open(&g);
-    cn_error err = {{0}};
-    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer),
-                                                 CN_OPTIMIZER_SGD, relabelled, path, &err), -1);
-    assert_non_null(strstr(err.msg, "momentum_buffer is missing"));
-    cn_safetensors_free(relabelled), cn_safetensors_free(f);
-    unlink(path), free(path);
-    rig_close(&g);
+    expect_relabelled_refused(ck.path, "sgd", CN_OPTIMIZER_SGD, "momentum_buffer is missing");
     saved_remove(&ck);
     rig_open(&g);
     ck = train_and_save(&g, 1, 2, "sgd.safetensors");
     rig_close(&g);
-    f = read_tensors(ck.path, refs, &count);
-    const char *adamw[] = {"optimizer", "adamw"};
-    relabelled = write_and_read(refs, count, adamw, 1, &path);
-    rig_open_with(&g, adamw_config());
-    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer),
-                                                 CN_OPTIMIZER_ADAMW, relabelled, path, &err), -1);
-    assert_non_null(strstr(err.msg, "exp_avg is missing"));
-    cn_safetensors_free(relabelled), cn_safetensors_free(f);
-    unlink(path), free(path);
-    rig_close(&g);
+    expect_relabelled_refused(ck.path, "adamw", CN_OPTIMIZER_ADAMW, "exp_avg is missing");
     saved_remove(&ck);
 }
 

@@ -141,7 +141,7 @@ static void test_direct_steps_follow_their_count(void **state)
     for (int k = 0; k < 4; k++) {
         const uint8_t *images = scheduled.train.pixels + (size_t)k * R * B * 784;
         const uint8_t *labels = scheduled.train.labels + (size_t)k * R * B;
-        float la, lb;
+        float la = 0, lb = 1;
         if (cn_trainer_set_learning_rate(driven.trainer, cn_lr_at(&s, BASE, k), &err) ||
             cn_trainer_step(scheduled.trainer, images, labels, &la, NULL, &err) ||
             cn_trainer_step(driven.trainer, images, labels, &lb, NULL, &err))
