@@ -82,7 +82,7 @@ header "$ck" | grep -q 'momentum_buffer' && fail "$ck of an adamw run holds mome
 # shellcheck disable=SC2046
 set -- $(rates straight.jsonl)
 [ $# -eq 3 ] || fail "straight.jsonl: $# learning rates: $(cat straight.jsonl)"
-awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN { pi = atan2(0, -1);
+awk -v a="${1:-}" -v b="${2:-}" -v c="${3:-}" 'BEGIN { pi = atan2(0, -1);
   exit !((a - 0.001 * (1 / 3 + 2 / 3 * 7 / 8))^2 < 1e-18 && b > c && c > 0 &&
          (b - 0.001 * (1 + cos(pi * 7 / 16)) / 2)^2 < 1e-18) }' ||
   fail "the learning rates $* do not follow the warmup and the cosine"
@@ -91,7 +91,8 @@ run train $small $quiet --num-epochs 4 --lr-schedule cosine --warmup-epochs 2 \
   --metrics-file rising.jsonl
 # shellcheck disable=SC2046
 set -- $(rates rising.jsonl)
-awk -v a="$1" -v b="$2" -v c="$3" -v d="$4" 'BEGIN { exit !(a < b && b > c && c > d) }' ||
+awk -v a="${1:-}" -v b="${2:-}" -v c="${3:-}" -v d="${4:-}" \
+  'BEGIN { exit !(a < b && b > c && c > d) }' ||
   fail "warmup 2 then cosine over 4 epochs: the rates $* do not rise then fall"
 # shellcheck disable=SC2086
 run train $small $quiet --num-epochs 2 --metrics-file flat.jsonl
