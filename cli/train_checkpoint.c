@@ -1,6 +1,6 @@
 /* train_checkpoint.c — the checkpoint side of `cnnc train`: --resume (finding the checkpoint,
  * checking that its name says the position it holds, taking the math settings from it and
- * refusing differing ones, checking the data, restoring weights and momentum), the
+ * refusing differing ones, checking the data, restoring weights and the optimiser's state), the
  * --checkpoint-dir folder (created, locked against a second run, cleared of temporaries left by
  * a killed write, never holding checkpoints newer than the run, nor another output under a
  * checkpoint's name), saving and pruning, and the metrics file of a resumed run. The file format

@@ -2,7 +2,8 @@
  * and backward on their own batch in the workspace of the thread that runs them and leave their
  * results in the exchange (dist.h); the gradients are then summed in replica
  * order and averaged, BatchNorm running statistics become the mean of the replicas' updates,
- * and one optimiser step (optimizer.c: SGD or AdamW) updates the single model. When the threads
+ * and one optimiser step (optimizer.c: SGD or AdamW, at the rate its cfg.lr_schedule gives that
+ * step of the run) updates the single model. When the threads
  * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
  * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
  * either way, so the weights do not depend on the thread count. With a communicator each process
