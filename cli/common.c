@@ -243,12 +243,18 @@ static int unknown_long_option(const char *command, const struct option *options
 {
     const char *names[OPTIONS_MAX], *found[CLI_SUGGEST_MAX];
     size_t len = strcspn(arg, "=");
-    int n = cli_suggest(arg, len, names, option_names(options, names), found);
+    int count = option_names(options, names);
+    int n = cli_suggest(arg, len, names, count, found);
     char list[512];
     cli_name_list(list, sizeof list, "--", found, n);
-    if (n > 1 && strncmp(found[0], arg, len) == 0 && strncmp(found[1], arg, len) == 0)
+    if (n > 1 && strncmp(found[0], arg, len) == 0 && strncmp(found[1], arg, len) == 0) {
+        for (int i = 0; i < count; i++) /* "lr": also the initials of learning-rate */
+            if (strncmp(names[i], arg, len) != 0 && is_initials(arg, len, names[i]))
+                return cli_usage_error(command, "ambiguous option '--%.*s' (could be %s; did "
+                                       "you mean --%s?)", (int)len, arg, list, names[i]);
         return cli_usage_error(command, "ambiguous option '--%.*s' (could be %s)", (int)len, arg,
                                list);
+    }
     if (n > 0)
         return cli_usage_error(command, "unknown option '--%.*s' (did you mean %s?)", (int)len,
                                arg, list);

@@ -123,6 +123,12 @@ static int epoch_from_json(const char *path, long line, json_t *obj, cn_epoch_me
     /* a run with --val-samples: both or neither */
     e->has_validation = read_value(obj, "val_loss", &e->val_loss) == 0 &&
                         read_value(obj, "val_accuracy", &e->val_accuracy) == 0;
+    e->learning_rate = 0; /* files from before it was written, and null, have no rate */
+    if (json_object_get(obj, "learning_rate") && read_value(obj, "learning_rate",
+                                                            &e->learning_rate) != 0) {
+        cli_failure("%s:%ld: \"learning_rate\" is not a number", path, line);
+        return -1;
+    }
     return 0;
 }
 

@@ -48,6 +48,13 @@ enum {
     OPT_VAL_SAMPLES,
     OPT_KEEP_BEST,
     OPT_AUGMENT,
+    OPT_OPTIMIZER,
+    OPT_NESTEROV,
+    OPT_WEIGHT_DECAY,
+    OPT_LR_SCHEDULE,
+    OPT_WARMUP_EPOCHS,
+    OPT_LR_STEP_EPOCHS,
+    OPT_LR_GAMMA,
 };
 
 static const struct option train_options[] = {
@@ -58,6 +65,13 @@ static const struct option train_options[] = {
     {"learning-rate", required_argument, NULL, OPT_LEARNING_RATE},
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
     {"label-smoothing", required_argument, NULL, OPT_LABEL_SMOOTHING},
+    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
+    {"nesterov", no_argument, NULL, OPT_NESTEROV},
+    {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
+    {"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE},
+    {"warmup-epochs", required_argument, NULL, OPT_WARMUP_EPOCHS},
+    {"lr-step-epochs", required_argument, NULL, OPT_LR_STEP_EPOCHS},
+    {"lr-gamma", required_argument, NULL, OPT_LR_GAMMA},
     {"num-epochs", required_argument, NULL, OPT_NUM_EPOCHS},
     {"num-cores", required_argument, NULL, OPT_NUM_CORES},
     {"replicas", required_argument, NULL, OPT_REPLICAS},
@@ -107,14 +121,33 @@ void cli_train_help(FILE *out)
             "  --batch-size N       samples per replica per step, 1..65536 (default: 128)\n"
             "  --learning-rate X    per replica, > 0; the step uses X times --num-cores\n"
             "                       (default: 0.01)\n"
-            "  --momentum X         SGD momentum, 0 <= X < 1 (default: 0.5)\n"
+            "  --momentum X         SGD momentum, 0 <= X < 1; not with adamw (default: 0.5)\n"
             "  --label-smoothing A  training loss with label smoothing A, 0 <= A < 1, as\n"
-            "                       PyTorch's CrossEntropyLoss (default: 0; test loss: NLL)\n"
-            "  --augment SPEC       random crops and flips of the training images, drawn\n"
-            "                       from (seed, epoch, image): crop=P (pad with P zeros,\n"
-            "                       crop back to size), hflip (mirror half of them), both\n"
-            "                       (crop=P,hflip) or none; defines the math; test images\n"
-            "                       are never augmented (default: none)\n"
+            "                       PyTorch's CrossEntropyLoss (default: 0; test loss: NLL)\n",
+            CLI_DEFAULT_DATA_DIR);
+    fputs("  --augment SPEC       random crops and flips of the training images, drawn\n"
+          "                       from (seed, epoch, image): crop=P (pad with P zeros,\n"
+          "                       crop back to size), hflip (mirror half of them), both\n"
+          "                       (crop=P,hflip) or none; defines the math; test images\n"
+          "                       are never augmented (default: none)\n"
+          "  --optimizer O        sgd, or adamw (betas 0.9, 0.999, eps 1e-8), as\n"
+          "                       torch.optim's (default: sgd)\n"
+          "  --nesterov           sgd: Nesterov momentum; needs --momentum above 0\n"
+          "                       (default: off)\n"
+          "  --weight-decay W     W >= 0: sgd adds W x weight to the gradient, adamw\n"
+          "                       decays the weights apart from it (default: 0)\n"
+          "  --lr-schedule S      the rate of each step: constant, step (times --lr-gamma\n"
+          "                       every --lr-step-epochs epochs), cosine (down to 0 at the\n"
+          "                       end of --num-epochs) or onecycle (up to --learning-rate\n"
+          "                       and down, over --num-epochs), as torch.optim.lr_scheduler\n"
+          "                       per step (default: constant)\n"
+          "  --warmup-epochs E    first E epochs: the rate rises linearly from a third of\n"
+          "                       the schedule's first, 0..100000 (default: 0)\n"
+          "  --lr-step-epochs S   step: epochs between decays, 1..100000 (default: none;\n"
+          "                       step needs it)\n"
+          "  --lr-gamma G         step: the factor of each decay, > 0 (default: 0.1)\n",
+          out);
+    fprintf(out,
             "  --num-epochs N       1..100000 (default: 50)\n"
             "  --num-cores N        data-parallel replicas, 1..1024 (default: 8): each takes\n"
             "                       --batch-size samples a step and their gradients are\n"
@@ -139,7 +172,7 @@ void cli_train_help(FILE *out)
             "  --val-samples N      hold the last N of the training images used out of\n"
             "                       training and score them after every epoch, as the\n"
             "                       test images; defines the math (default: 0, none)\n",
-            CLI_DEFAULT_DATA_DIR, cli_default_threads());
+            cli_default_threads());
     fputs("  --model FILE         the network, a model file (models/*.model); it must read\n"
           "                       the data's images and give its classes; without mean=\n"
           "                       and std= the training images' are computed and kept;\n"
@@ -213,6 +246,7 @@ static void default_settings(train_settings *s)
         .plot_path = "training_curves.png",
         .verbosity = PROGRESS_NORMAL,
         .mpi_timeout = CLI_MPI_TIMEOUT,
+        .lr_gamma = 0.1f,
     };
 }
 
@@ -272,6 +306,32 @@ static int parse_augment(const char *text, cn_augment *out)
     return 0;
 }
 
+static int parse_optimizer(const char *text, cn_optimizer *out)
+{
+    if (cn_optimizer_from_name(text, out) != 0)
+        return cli_usage_error("train", "--optimizer: '%s' is not sgd or adamw", text);
+    return 0;
+}
+
+static int parse_schedule(const char *text, cn_lr_kind *out)
+{
+    if (cn_lr_kind_from_name(text, out) != 0)
+        return cli_usage_error("train", "--lr-schedule: '%s' is not constant, step, cosine or "
+                               "onecycle", text);
+    return 0;
+}
+
+/* A flag's value >= 0 (positive: > 0). */
+static int parse_not_negative(const char *flag, const char *text, int positive, float *out)
+{
+    if (cli_parse_float("train", flag, text, out) != 0)
+        return -1;
+    if (positive ? !(*out > 0) : !(*out >= 0))
+        return cli_usage_error("train", "%s: '%s' must be %s 0", flag, text,
+                               positive ? "greater than" : "at least");
+    return 0;
+}
+
 /* The TRAIN_GIVEN_* bit of an option, 0 for the others. */
 static unsigned given_bit(int c)
 {
@@ -300,6 +360,13 @@ static unsigned given_bit(int c)
     case OPT_VAL_SAMPLES: return TRAIN_GIVEN_VAL_SAMPLES;
     case OPT_KEEP_BEST: return TRAIN_GIVEN_KEEP_BEST;
     case OPT_AUGMENT: return TRAIN_GIVEN_AUGMENT;
+    case OPT_OPTIMIZER: return TRAIN_GIVEN_OPTIMIZER;
+    case OPT_NESTEROV: return TRAIN_GIVEN_NESTEROV;
+    case OPT_WEIGHT_DECAY: return TRAIN_GIVEN_WEIGHT_DECAY;
+    case OPT_LR_SCHEDULE: return TRAIN_GIVEN_LR_SCHEDULE;
+    case OPT_WARMUP_EPOCHS: return TRAIN_GIVEN_WARMUP_EPOCHS;
+    case OPT_LR_STEP_EPOCHS: return TRAIN_GIVEN_LR_STEP_EPOCHS;
+    case OPT_LR_GAMMA: return TRAIN_GIVEN_LR_GAMMA;
     default: return 0;
     }
 }
@@ -349,6 +416,17 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_MPI_TIMEOUT:
         return cli_parse_int("train", "--mpi-timeout", arg, 0, 604800, &s->mpi_timeout);
     case OPT_AUGMENT: return parse_augment(arg, &s->augment);
+    case OPT_OPTIMIZER: return parse_optimizer(arg, &s->optimizer);
+    case OPT_NESTEROV: s->nesterov = 1; return 0;
+    case OPT_WEIGHT_DECAY: return parse_not_negative("--weight-decay", arg, 0, &s->weight_decay);
+    case OPT_LR_SCHEDULE: return parse_schedule(arg, &s->lr_schedule);
+    case OPT_WARMUP_EPOCHS:
+        return cli_parse_int("train", "--warmup-epochs", arg, 0, TRAIN_MAX_EPOCHS,
+                             &s->warmup_epochs);
+    case OPT_LR_STEP_EPOCHS:
+        return cli_parse_int("train", "--lr-step-epochs", arg, 1, TRAIN_MAX_EPOCHS,
+                             &s->lr_step_epochs);
+    case OPT_LR_GAMMA: return parse_not_negative("--lr-gamma", arg, 1, &s->lr_gamma);
     case 'q': s->verbosity = PROGRESS_QUIET; return 0;
     case 'v': s->verbosity = PROGRESS_VERBOSE; return 0;
     default: return -1;
@@ -473,6 +551,61 @@ static int check_one_step_fits(const train_settings *s, const cn_dataset *train)
                            s->num_cores, s->batch_size, per_step, train->count);
 }
 
+/* The flags that only some optimisers and schedules take, after a resumed run took its own. */
+static int check_recipe(const train_settings *s)
+{
+    if (s->optimizer == CN_OPTIMIZER_ADAMW && (s->given & TRAIN_GIVEN_MOMENTUM))
+        return cli_usage_error("train", "--momentum is sgd's: adamw does not use it (its betas "
+                               "are 0.9 and 0.999)");
+    if (s->nesterov && s->optimizer != CN_OPTIMIZER_SGD)
+        return cli_usage_error("train", "--nesterov is sgd's: --optimizer %s has no momentum",
+                               cn_optimizer_name(s->optimizer));
+    if (s->nesterov && !(s->momentum > 0))
+        return cli_usage_error("train", "--nesterov needs --momentum above 0");
+    if (s->lr_schedule != CN_LR_STEP && (s->given & (TRAIN_GIVEN_LR_STEP_EPOCHS |
+                                                     TRAIN_GIVEN_LR_GAMMA)))
+        return cli_usage_error("train", "--%s needs --lr-schedule step",
+                               (s->given & TRAIN_GIVEN_LR_STEP_EPOCHS) ? "lr-step-epochs"
+                                                                       : "lr-gamma");
+    if (s->lr_schedule == CN_LR_STEP && s->lr_step_epochs == 0)
+        return cli_usage_error("train", "--lr-schedule step needs --lr-step-epochs S (decay "
+                               "every S epochs)");
+    return CLI_OK;
+}
+
+int train_schedule(const train_settings *s, int steps_per_epoch, cn_lr_schedule *out)
+{
+    long spe = steps_per_epoch;
+    *out = (cn_lr_schedule){.kind = s->lr_schedule, .warmup_steps = s->warmup_epochs * spe};
+    if (s->lr_schedule == CN_LR_STEP)
+        out->step_size = s->lr_step_epochs * spe, out->gamma = s->lr_gamma;
+    if (s->lr_schedule != CN_LR_COSINE && s->lr_schedule != CN_LR_ONECYCLE)
+        return CLI_OK;
+    out->total_steps = s->num_epochs * spe;
+    if (out->total_steps - out->warmup_steps >= 2)
+        return CLI_OK;
+    return cli_usage_error("train", "--lr-schedule %s needs at least 2 steps after the warmup: "
+                           "--num-epochs %d of %ld steps leave %ld after --warmup-epochs %d",
+                           cn_lr_kind_name(s->lr_schedule), s->num_epochs, spe,
+                           out->total_steps - out->warmup_steps, s->warmup_epochs);
+}
+
+/* The optimiser and schedule of the config: the flags', or for a resumed run the checkpoint's
+ * (whose flags resume_read took), with the values the command line cannot give. */
+static int config_recipe(const train_settings *s, train_run *run)
+{
+    cn_train_config *c = &run->config;
+    c->optimizer = s->optimizer, c->nesterov = s->nesterov, c->weight_decay = s->weight_decay;
+    if (!run->resume_path) {
+        uint32_t shard = cn_sampler_shard_size((uint32_t)run->train.count, s->num_cores);
+        return train_schedule(s, (int)(shard / (uint32_t)s->batch_size), &c->lr_schedule);
+    }
+    const cn_train_state *st = &run->state;
+    c->beta1 = st->beta1, c->beta2 = st->beta2, c->eps = st->eps;
+    c->lr_schedule = st->lr_schedule;
+    return CLI_OK;
+}
+
 static int build_model(const train_settings *s, train_run *run)
 {
     cn_error err = {{0}};
@@ -488,6 +621,8 @@ static int build_model(const train_settings *s, train_run *run)
         .label_smoothing = s->label_smoothing,
         .augment = s->augment,
     };
+    if (config_recipe(s, run) != CLI_OK)
+        return CLI_USAGE;
     run->trainer = cn_trainer_create_distributed(run->model, &run->config,
                                                  cli_dist_comm(run->dist), &err);
     if (!run->trainer)
@@ -682,6 +817,8 @@ static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
         return CLI_OK; /* stopped inside the epoch */
     }
     r->train_loss = (float)(pos->loss_sum / run->steps);
+    r->learning_rate = cn_lr_at(&run->config.lr_schedule, run->config.learning_rate,
+                                (long)pos->epoch * run->steps - 1);
     r->train_accuracy = 100.0 * (double)pos->correct / (double)r->train_samples;
     progress_epoch_trained(&run->progress, pos->epoch, run->steps);
     if (cn_evaluate(run->trainer, &run->test, run->test.count, &r->test_loss, &r->test_accuracy,
@@ -901,6 +1038,8 @@ static int set_up(train_settings *s, train_run *run, int argc, char **argv)
     rc = cli_check_isa();
     if (rc == CLI_OK)
         rc = resume_read(s, run); /* a resumed run's settings, outputs too, come from it */
+    if (rc == CLI_OK)
+        rc = check_recipe(s);
     if (rc == CLI_OK)
         rc = train_dist_outputs(run->dist, s);
     if (rc == CLI_OK)

@@ -45,6 +45,13 @@ typedef struct {
     int keep_best;            /* --keep-best: DIR/best.safetensors after each best epoch */
     /* --augment: random crops and flips of the training samples; {0, 0}: none */
     cn_augment augment;
+    cn_optimizer optimizer;   /* --optimizer: sgd or adamw */
+    int nesterov;             /* --nesterov: sgd with momentum only */
+    float weight_decay;       /* --weight-decay, >= 0 */
+    cn_lr_kind lr_schedule;   /* --lr-schedule */
+    int warmup_epochs;        /* --warmup-epochs: of linear warmup, 0: none */
+    int lr_step_epochs;       /* --lr-step-epochs: step's interval; 0: not set */
+    float lr_gamma;           /* --lr-gamma: step's factor */
 } train_settings;
 
 /* Flags whose presence matters: on resume a given flag wins over what the checkpoint says; a
@@ -74,6 +81,13 @@ enum {
     TRAIN_GIVEN_VAL_SAMPLES = 1u << 29,
     TRAIN_GIVEN_KEEP_BEST = 1u << 30,
     TRAIN_GIVEN_AUGMENT = 1u << 28,
+    TRAIN_GIVEN_OPTIMIZER = 1u << 21,
+    TRAIN_GIVEN_NESTEROV = 1u << 22,
+    TRAIN_GIVEN_WEIGHT_DECAY = 1u << 23,
+    TRAIN_GIVEN_LR_SCHEDULE = 1u << 24,
+    TRAIN_GIVEN_WARMUP_EPOCHS = 1u << 25,
+    TRAIN_GIVEN_LR_STEP_EPOCHS = 1u << 26,
+    TRAIN_GIVEN_LR_GAMMA = 1u << 27,
 };
 
 /* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */
@@ -124,6 +138,7 @@ typedef struct epoch_report {
     int val_samples;       /* 0: no validation split */
     double val_loss;       /* mean NLL over the validation images */
     double val_accuracy;   /* percent */
+    float learning_rate;   /* per replica, of the epoch's last step */
 } epoch_report;
 
 /* "cnnc 0.1.0: 50 epochs of 58 steps, ..." — the settings a run uses, printed once, in lines
@@ -165,6 +180,9 @@ int refuse_math_setting(const char *flag, const char *mine, const char *saved, c
 
 /* Checkpoints and resume (train_checkpoint.c); each returns a CLI_* status after printing
  * what went wrong. In the order a run calls them: */
+/* The learning-rate schedule the flags ask for over steps_per_epoch steps an epoch, checked:
+ * CLI_OK, or CLI_USAGE after the message (train.c). */
+int train_schedule(const train_settings *s, int steps_per_epoch, cn_lr_schedule *out);
 /* Reads the --resume checkpoint: the math settings of s come from it (a differing one given on
  * the command line is refused), and so do the start position and, for a folder, the default
  * --checkpoint-dir. Checks the checkpoint flags either way. */

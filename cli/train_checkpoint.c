@@ -1,6 +1,6 @@
 /* train_checkpoint.c — the checkpoint side of `cnnc train`: --resume (finding the checkpoint,
  * checking that its name says the position it holds, taking the math settings from it and
- * refusing differing ones, checking the data, restoring weights and momentum), the
+ * refusing differing ones, checking the data, restoring weights and the optimiser's state), the
  * --checkpoint-dir folder (created, locked against a second run, cleared of temporaries left by
  * a killed write, never holding checkpoints newer than the run, nor another output under a
  * checkpoint's name), saving and pruning, the best checkpoint of --keep-best
@@ -101,6 +101,68 @@ static int adopt_augment(train_settings *s, const cn_augment *saved, const char 
     return CLI_OK;
 }
 
+/* A named choice (optimiser, schedule kind): refused when given otherwise. */
+static int adopt_name(const train_settings *s, unsigned bit, const char *flag, int *value,
+                      int saved, const char *mine, const char *theirs, const char *path)
+{
+    if ((s->given & bit) && *value != saved)
+        return refuse_math_setting(flag, mine, theirs, path);
+    *value = saved;
+    return CLI_OK;
+}
+
+/* An epoch count the checkpoint records in steps (steps_per_epoch a step). */
+static int adopt_epochs(const train_settings *s, unsigned bit, const char *flag, int *value,
+                        long saved_steps, int steps_per_epoch, const char *path)
+{
+    return adopt_int(s, bit, flag, value, (int)(saved_steps / steps_per_epoch), path);
+}
+
+/* The optimiser and the learning-rate schedule: as the other math settings. */
+static int adopt_recipe(train_settings *s, const cn_train_state *st, const char *path)
+{
+    const cn_lr_schedule *l = &st->lr_schedule;
+    int optimizer = (int)s->optimizer, kind = (int)s->lr_schedule, spe = st->steps_per_epoch;
+    int rc = adopt_name(s, TRAIN_GIVEN_OPTIMIZER, "--optimizer", &optimizer, (int)st->optimizer,
+                        cn_optimizer_name(s->optimizer), cn_optimizer_name(st->optimizer), path);
+    s->optimizer = (cn_optimizer)optimizer;
+    if (rc == CLI_OK)
+        rc = adopt_int(s, TRAIN_GIVEN_NESTEROV, "--nesterov", &s->nesterov, st->nesterov, path);
+    if (rc == CLI_OK)
+        rc = adopt_float(s, TRAIN_GIVEN_WEIGHT_DECAY, "--weight-decay", &s->weight_decay,
+                         st->weight_decay, path);
+    if (rc == CLI_OK)
+        rc = adopt_name(s, TRAIN_GIVEN_LR_SCHEDULE, "--lr-schedule", &kind, (int)l->kind,
+                        cn_lr_kind_name(s->lr_schedule), cn_lr_kind_name(l->kind), path);
+    s->lr_schedule = (cn_lr_kind)kind;
+    if (rc == CLI_OK)
+        rc = adopt_epochs(s, TRAIN_GIVEN_WARMUP_EPOCHS, "--warmup-epochs", &s->warmup_epochs,
+                          l->warmup_steps, spe, path);
+    if (rc == CLI_OK)
+        rc = adopt_epochs(s, TRAIN_GIVEN_LR_STEP_EPOCHS, "--lr-step-epochs", &s->lr_step_epochs,
+                          l->step_size, spe, path);
+    if (rc == CLI_OK && l->kind == CN_LR_STEP)
+        rc = adopt_float(s, TRAIN_GIVEN_LR_GAMMA, "--lr-gamma", &s->lr_gamma, l->gamma, path);
+    return rc;
+}
+
+/* A cosine or one-cycle schedule spans the run's recorded length: another --num-epochs would
+ * change the rate of every step to come. */
+static int check_schedule_span(const train_settings *s, const cn_train_state *st,
+                               const char *path)
+{
+    const cn_lr_schedule *l = &st->lr_schedule;
+    if (l->kind != CN_LR_COSINE && l->kind != CN_LR_ONECYCLE)
+        return CLI_OK;
+    long spe = st->steps_per_epoch;
+    if ((long)s->num_epochs * spe == l->total_steps)
+        return CLI_OK;
+    return cli_usage_error("train", "--num-epochs %d: the %s schedule of %s spans %ld epochs "
+                           "(%ld steps) and would change; a resumed %s run keeps its length: "
+                           "leave --num-epochs out", s->num_epochs, cn_lr_kind_name(l->kind),
+                           path, l->total_steps / spe, l->total_steps, cn_lr_kind_name(l->kind));
+}
+
 /* The math settings of s become the checkpoint's; --train-samples is compared once the data is
  * loaded (0 and a number over the set's size both mean all of it). */
 static int adopt_settings(train_settings *s, const cn_train_state *st, const char *path)
@@ -125,6 +187,8 @@ static int adopt_settings(train_settings *s, const cn_train_state *st, const cha
         rc = adopt_seed(s, st->seed, path);
     if (rc == CLI_OK)
         rc = adopt_precision(s, st->precision, path);
+    if (rc == CLI_OK)
+        rc = adopt_recipe(s, st, path);
     if (rc == CLI_OK && !(s->given & TRAIN_GIVEN_TRAIN_SAMPLES))
         s->train_samples = st->train_samples;
     return rc;
@@ -226,6 +290,8 @@ int resume_read(train_settings *s, train_run *run)
     if (rc == CLI_OK)
         rc = run_settings_check_epochs(s, done, path);
     if (rc == CLI_OK)
+        rc = check_schedule_span(s, &run->state, path);
+    if (rc == CLI_OK)
         rc = curves_history_adopt(run, run->resume_file, path, done);
     if (rc != CLI_OK)
         return rc;
@@ -277,7 +343,10 @@ static int restore_tensors(train_run *run)
 {
     cn_error err = {{0}};
     int rc = cn_train_checkpoint_restore(run->model, cn_trainer_momentum(run->trainer),
-                                         run->resume_file, run->resume_path, &err);
+                                         run->config.optimizer, run->resume_file,
+                                         run->resume_path, &err);
+    if (rc == 0)
+        rc = cn_trainer_set_optimizer_steps(run->trainer, run->state.optimizer_steps, &err);
     cn_safetensors_free(run->resume_file);
     run->resume_file = NULL;
     return rc == 0 ? CLI_OK : cli_library_error(&err, run->resume_path);
@@ -485,6 +554,7 @@ static int write_checkpoint(const train_settings *s, train_run *run, const char 
     char text[RUN_SETTINGS_COUNT + 2][RUN_VALUE_MAX], *history;
     const char *meta[2 * (RUN_SETTINGS_COUNT + 4)];
     run->state.position = run->position;
+    run->state.optimizer_steps = cn_trainer_optimizer_steps(run->trainer);
     run_settings_record(s, text, meta);
     int n = RUN_SETTINGS_COUNT;
     n += run_best_record(run, &text[RUN_SETTINGS_COUNT], &meta[2 * n]);

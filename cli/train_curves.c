@@ -36,14 +36,16 @@ int record_curves(train_run *run, const epoch_report *r)
         .has_validation = r->val_samples > 0,
         .val_loss = r->val_loss,
         .val_accuracy = r->val_accuracy,
+        .learning_rate = r->learning_rate,
     };
     return cli_epoch_list_append(&run->history, &e);
 }
 
-/* One epoch in the checkpoint's text: "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY;", or with a
- * validation split "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY VAL_LOSS VAL_ACCURACY;", each value
- * with the 17 digits that read back as the same double, so the picture is drawn the same. */
-#define HISTORY_ENTRY_MAX (12 + 5 * 26)
+/* One epoch in the checkpoint's text: "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY RATE;", or with a
+ * validation split "EPOCH TRAIN_LOSS TEST_LOSS TEST_ACCURACY RATE VAL_LOSS VAL_ACCURACY;", each
+ * value with the 17 digits that read back as the same double, so the picture is drawn the same;
+ * files from before the rate was kept have no RATE (nor validation). */
+#define HISTORY_ENTRY_MAX (12 + 6 * 26)
 
 int curves_history_text(const train_run *run, char **text)
 {
@@ -55,8 +57,8 @@ int curves_history_text(const train_run *run, char **text)
     (*text)[0] = '\0';
     for (int i = 0; i < list->count; i++) {
         const cn_epoch_metrics *e = &list->epochs[i];
-        len += (size_t)snprintf(*text + len, cap - len, "%d %.17g %.17g %.17g", e->epoch,
-                                e->train_loss, e->test_loss, e->test_accuracy);
+        len += (size_t)snprintf(*text + len, cap - len, "%d %.17g %.17g %.17g %.17g", e->epoch,
+                                e->train_loss, e->test_loss, e->test_accuracy, e->learning_rate);
         if (e->has_validation)
             len += (size_t)snprintf(*text + len, cap - len, " %.17g %.17g", e->val_loss,
                                     e->val_accuracy);
@@ -65,7 +67,8 @@ int curves_history_text(const train_run *run, char **text)
     return 0;
 }
 
-/* Reads one "EPOCH A B C;" or "EPOCH A B C D E;" at *p into e; 0, or -1 when it is not one. */
+/* Reads one "EPOCH A B C;", "EPOCH A B C R;" or "EPOCH A B C R D E;" at *p into e; 0, or -1
+ * when it is not one. */
 static int read_entry(const char **p, cn_epoch_metrics *e)
 {
     char *end;
@@ -73,18 +76,18 @@ static int read_entry(const char **p, cn_epoch_metrics *e)
     if (end == *p || epoch < 1 || epoch > TRAIN_MAX_EPOCHS)
         return -1;
     *e = (cn_epoch_metrics){.epoch = (int)epoch};
-    double *value[5] = {&e->train_loss, &e->test_loss, &e->test_accuracy, &e->val_loss,
-                        &e->val_accuracy};
+    double *value[6] = {&e->train_loss, &e->test_loss, &e->test_accuracy, &e->learning_rate,
+                        &e->val_loss, &e->val_accuracy};
     int k = 0;
-    for (; k < 5 && *end == ' '; k++) {
+    for (; k < 6 && *end == ' '; k++) {
         const char *at = end;
         *value[k] = strtod(at + 1, &end);
         if (end == at + 1)
             return -1;
     }
-    if ((k != 3 && k != 5) || *end != ';')
+    if ((k != 3 && k != 4 && k != 6) || *end != ';')
         return -1;
-    e->has_validation = k == 5;
+    e->has_validation = k == 6;
     *p = end + 1;
     return 0;
 }

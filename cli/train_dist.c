@@ -55,6 +55,8 @@ typedef struct {
     int64_t batch_size, num_cores, num_epochs, threads;
     uint64_t seed;
     float learning_rate, momentum, label_smoothing;
+    int32_t optimizer, nesterov, lr_schedule, warmup_epochs, lr_step_epochs;
+    float weight_decay, lr_gamma;
     int32_t isa;
     int32_t train_count, test_count;
     uint32_t train_crc, test_crc;
@@ -90,7 +92,11 @@ static uint32_t state_crc(train_run *run)
         crc = crc32_z(crc, refs[i].data, n);
     }
     size_t params = cn_model_num_params(run->model);
+    if (run->config.optimizer == CN_OPTIMIZER_ADAMW) /* exp_avg, then exp_avg_sq */
+        params *= 2;
+    int64_t steps = cn_trainer_optimizer_steps(run->trainer);
     crc = crc32_z(crc, (const Bytef *)cn_trainer_momentum(run->trainer), params * sizeof(float));
+    crc = crc32_z(crc, (const Bytef *)&steps, sizeof steps);
     return (uint32_t)crc32_z(crc, (const Bytef *)&run->position, sizeof run->position);
 }
 
@@ -100,6 +106,10 @@ static fingerprint take_fingerprint(const train_settings *s, train_run *run)
         .batch_size = s->batch_size, .num_cores = s->num_cores, .num_epochs = s->num_epochs,
         .threads = s->threads, .seed = s->seed, .learning_rate = s->learning_rate,
         .momentum = s->momentum, .label_smoothing = s->label_smoothing,
+        .optimizer = (int32_t)s->optimizer, .nesterov = s->nesterov,
+        .lr_schedule = (int32_t)s->lr_schedule, .warmup_epochs = s->warmup_epochs,
+        .lr_step_epochs = s->lr_step_epochs, .weight_decay = s->weight_decay,
+        .lr_gamma = s->lr_gamma,
         .isa = (int32_t)cn_isa_active(),
         .train_count = run->train.count, .test_count = run->test.count,
         .train_crc = dataset_crc(&run->train), .test_crc = dataset_crc(&run->test),
@@ -110,6 +120,20 @@ static fingerprint take_fingerprint(const train_settings *s, train_run *run)
     };
     gethostname(f.host, sizeof f.host - 1);
     return f;
+}
+
+/* The first optimiser or schedule flag whose value rank k does not share with rank 0, or NULL. */
+static const char *differing_recipe(const fingerprint *zero, const fingerprint *k)
+{
+    if (k->optimizer != zero->optimizer) return "--optimizer";
+    if (k->nesterov != zero->nesterov) return "--nesterov";
+    if (memcmp(&k->weight_decay, &zero->weight_decay, sizeof(float)) != 0)
+        return "--weight-decay";
+    if (k->lr_schedule != zero->lr_schedule) return "--lr-schedule";
+    if (k->warmup_epochs != zero->warmup_epochs) return "--warmup-epochs";
+    if (k->lr_step_epochs != zero->lr_step_epochs) return "--lr-step-epochs";
+    if (memcmp(&k->lr_gamma, &zero->lr_gamma, sizeof(float)) != 0) return "--lr-gamma";
+    return NULL;
 }
 
 /* The first flag whose value rank k does not share with rank 0, or NULL. */
@@ -126,7 +150,7 @@ static const char *differing_flag(const fingerprint *zero, const fingerprint *k)
         return "--label-smoothing";
     if (k->val_samples != zero->val_samples) return "--val-samples";
     if (k->crop_padding != zero->crop_padding || k->hflip != zero->hflip) return "--augment";
-    return NULL;
+    return differing_recipe(zero, k);
 }
 
 /* The dataset split whose images or labels rank k does not share with rank 0, or NULL. */

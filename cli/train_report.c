@@ -26,6 +26,20 @@ static void print_augment_line(const cn_augment *a)
     printf(" (training images only)\n");
 }
 
+/* "  schedule: cosine over 10 epochs after 1 warmup epoch, weight decay 0.0005" */
+static void print_recipe_line(const train_settings *s)
+{
+    printf("  schedule: %s", cn_lr_kind_name(s->lr_schedule));
+    if (s->lr_schedule == CN_LR_STEP)
+        printf(" (x %g every %d epoch%s)", (double)s->lr_gamma, s->lr_step_epochs,
+               plural(s->lr_step_epochs));
+    if (s->lr_schedule == CN_LR_COSINE || s->lr_schedule == CN_LR_ONECYCLE)
+        printf(" over %d epoch%s", s->num_epochs, plural(s->num_epochs));
+    if (s->warmup_epochs > 0)
+        printf(", warmup %d epoch%s", s->warmup_epochs, plural(s->warmup_epochs));
+    printf(", weight decay %g\n", (double)s->weight_decay);
+}
+
 void print_settings_line(const train_settings *s, const train_run *run)
 {
     float scaled_lr = s->learning_rate * (float)s->num_cores;
@@ -34,9 +48,17 @@ void print_settings_line(const train_settings *s, const train_run *run)
            CN_VERSION, s->num_epochs, plural(s->num_epochs), run->steps, plural(run->steps),
            s->num_cores, plural(s->num_cores), s->batch_size, run->threads, plural(run->threads),
            cn_isa_name(cn_isa_active()));
-    printf("  SGD: learning rate %g (%g x %d), momentum %g, seed %llu, %s\n", (double)scaled_lr,
-           (double)s->learning_rate, s->num_cores, (double)s->momentum,
-           (unsigned long long)s->seed, cn_precision_name(s->precision));
+    if (s->optimizer == CN_OPTIMIZER_SGD)
+        printf("  SGD: learning rate %g (%g x %d), momentum %g%s, seed %llu, %s\n",
+               (double)scaled_lr, (double)s->learning_rate, s->num_cores, (double)s->momentum,
+               s->nesterov ? " (Nesterov)" : "", (unsigned long long)s->seed,
+               cn_precision_name(s->precision));
+    else
+        printf("  AdamW: learning rate %g (%g x %d), betas 0.9 0.999, seed %llu, %s\n",
+               (double)scaled_lr, (double)s->learning_rate, s->num_cores,
+               (unsigned long long)s->seed, cn_precision_name(s->precision));
+    if (s->weight_decay > 0 || s->lr_schedule != CN_LR_CONSTANT || s->warmup_epochs > 0)
+        print_recipe_line(s);
     if (s->label_smoothing > 0)
         printf("  loss: cross-entropy with label smoothing %g (test loss: NLL)\n",
                (double)s->label_smoothing);
@@ -141,6 +163,7 @@ int write_metrics_line(FILE *f, const epoch_report *r)
     write_json_number(f, "optimizer_seconds", p->optimizer);
     write_json_number(f, "wait_seconds", p->wait);
     write_json_number(f, "communicate_seconds", p->communicate);
+    write_json_number(f, "learning_rate", (double)r->learning_rate);
     fputs("}\n", f);
     if (fflush(f) != 0 || ferror(f))
         return -1;

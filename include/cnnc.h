@@ -395,6 +395,36 @@ CN_API void cn_comm_share(int total, int rank, int size, int *begin, int *end);
  * failing rank. c may be NULL (one process): returns -failed. */
 CN_API int cn_comm_agree(const cn_comm *c, int failed, cn_error *err);
 
+/* ---------------------------------------------------------------- learning-rate schedules */
+
+/* The rate of each optimiser step as torch.optim.lr_scheduler gives it: CONSTANT (the base
+ * rate), STEP (StepLR: times gamma every step_size steps), COSINE (CosineAnnealingLR, eta_min 0,
+ * T_max = total_steps - warmup_steps), ONECYCLE (OneCycleLR with its defaults and max_lr the base
+ * rate over total_steps - warmup_steps steps; later steps keep its last rate). warmup_steps > 0
+ * puts a LinearLR(start_factor=warmup_start, total_iters=warmup_steps) first, as SequentialLR
+ * does: the schedule's first rate times warmup_start rising linearly to 1. */
+typedef enum { CN_LR_CONSTANT, CN_LR_STEP, CN_LR_COSINE, CN_LR_ONECYCLE } cn_lr_kind;
+/* "constant", "step", "cosine", "onecycle"; "unknown" else. */
+CN_API const char *cn_lr_kind_name(cn_lr_kind k);
+/* Sets *k from its name; -1 for any other text. */
+CN_API int cn_lr_kind_from_name(const char *name, cn_lr_kind *k);
+typedef struct {
+    cn_lr_kind kind;
+    long warmup_steps; /* 0: no warmup */
+    float warmup_start; /* (0, 1]; 0: PyTorch's default 1/3 */
+    long step_size;    /* STEP */
+    float gamma;       /* STEP */
+    long total_steps;  /* COSINE, ONECYCLE: the whole run's steps, the warmup's included */
+} cn_lr_schedule;
+
+/* 0, or -1 with a message for a schedule out of range: an unknown kind, warmup_steps < 0,
+ * warmup_start outside [0, 1], STEP with step_size < 1 or gamma not above 0, COSINE or
+ * ONECYCLE with fewer than 2 steps after the warmup. */
+CN_API int cn_lr_schedule_check(const cn_lr_schedule *s, cn_error *err);
+/* The learning rate of optimiser step `step` (0 first; below 0 counts as 0) for base rate base,
+ * of a schedule that cn_lr_schedule_check accepts. */
+CN_API float cn_lr_at(const cn_lr_schedule *s, float base, long step);
+
 /* ---------------------------------------------------------------- training */
 
 /* The precision of the convolutions' products. FP32: everything in single precision.
@@ -470,6 +500,10 @@ typedef struct {
     float beta1, beta2, eps; /* adamw, each 0 for PyTorch's 0.9, 0.999, 1e-8 */
     /* Random crops and flips of the training samples, drawn from (seed, epoch, sample); none. */
     cn_augment augment;
+    /* The rate of each step: cn_lr_at(&lr_schedule, learning_rate, n) for optimiser step n of
+     * the run (0 first; in an epoch, (epoch - 1) * steps per epoch + its step). All zero:
+     * constant, no warmup, every step at exactly learning_rate. */
+    cn_lr_schedule lr_schedule;
 } cn_train_config;
 
 /* Wall-clock seconds spent in each phase of training, summed over steps. With several
@@ -490,7 +524,8 @@ typedef struct cn_trainer cn_trainer;
  * Returns a trainer the caller frees with cn_trainer_free, or NULL with a message: a setting
  * out of range (batch 1..65536, replicas 1..1024, threads 1..1024, learning rate > 0, momentum
  * and label smoothing in [0, 1), a precision this CPU supports, an augmentation that
- * cn_augment_check refuses for the model's input), out of memory. Threads that cannot start and
+ * cn_augment_check refuses for the model's input, a schedule that cn_lr_schedule_check refuses),
+ * out of memory. Threads that cannot start and
  * buffers that do not fit are reported by the call that needed them. */
 CN_API cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err);
 /* The same for one rank of several processes (comm borrowed, it must outlive the trainer; NULL
@@ -517,7 +552,8 @@ CN_API int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *tra
 /* One optimiser step on num_replicas * batch_size samples given as raw pixels [R*B, input size]
  * and labels [R*B] (each below the model's outputs): replica r takes samples r*B .. r*B+B-1;
  * the pixels are normalised as the model says (cn_model_normalization). Random draws
- * (dropout) take these steps as epoch 0, steps 0, 1, 2, ... in the order they landed.
+ * (dropout) take these steps as epoch 0, steps 0, 1, 2, ... in the order they landed, and so
+ * does the schedule: the k-th step that landed here (0 first) runs at its rate of step k.
  * Gradients are averaged over the replicas in replica order, running statistics become the
  * mean of the replicas' updates. *loss gets the global loss (mean over all R*B samples); phase
  * times are added to *times (may be NULL). Errors: a non-finite loss, gradient or new weight
@@ -539,6 +575,7 @@ typedef struct {
     float loss;  /* the global loss: mean over all replicas' samples */
     int correct; /* samples whose largest output was their label, before the update */
     int samples; /* samples in the step: replicas x batch */
+    float learning_rate; /* the rate per replica the step used (its schedule's) */
 } cn_step_report;
 
 /* Called after each step. Runs on the calling thread between steps; it must not call back into
@@ -562,8 +599,8 @@ CN_API float *cn_trainer_momentum(cn_trainer *t);
  * here (set: before a step, steps >= 0). */
 CN_API int64_t cn_trainer_optimizer_steps(const cn_trainer *t);
 CN_API int cn_trainer_set_optimizer_steps(cn_trainer *t, int64_t steps, cn_error *err);
-/* The learning rate per replica, as cfg's (> 0 and finite), from the next step on: what a
- * schedule changes between steps. */
+/* The base learning rate per replica, as cfg's (> 0 and finite), from the next step on: the
+ * rate of a constant schedule, and what cfg.lr_schedule's rates are computed from. */
 CN_API int cn_trainer_set_learning_rate(cn_trainer *t, float learning_rate, cn_error *err);
 
 /* Where training stands inside an epoch. A checkpoint records it so that a later run, in
@@ -648,32 +685,6 @@ CN_API int cn_model_load(cn_model *m, const char *path, cn_error *err);
 CN_API int cn_model_predict(cn_model *m, const uint8_t *images, int n, float *log_probs,
                             cn_error *err);
 
-/* ---------------------------------------------------------------- learning-rate schedules */
-
-/* The rate of each optimiser step as torch.optim.lr_scheduler gives it: CONSTANT (the base
- * rate), STEP (StepLR: times gamma every step_size steps), COSINE (CosineAnnealingLR, eta_min 0,
- * T_max = total_steps - warmup_steps), ONECYCLE (OneCycleLR with its defaults and max_lr the base
- * rate over total_steps - warmup_steps steps; later steps keep its last rate). warmup_steps > 0
- * puts a LinearLR(start_factor=warmup_start, total_iters=warmup_steps) first, as SequentialLR
- * does: the schedule's first rate times warmup_start rising linearly to 1. */
-typedef enum { CN_LR_CONSTANT, CN_LR_STEP, CN_LR_COSINE, CN_LR_ONECYCLE } cn_lr_kind;
-typedef struct {
-    cn_lr_kind kind;
-    long warmup_steps; /* 0: no warmup */
-    float warmup_start; /* (0, 1]; 0: PyTorch's default 1/3 */
-    long step_size;    /* STEP */
-    float gamma;       /* STEP */
-    long total_steps;  /* COSINE, ONECYCLE: the whole run's steps, the warmup's included */
-} cn_lr_schedule;
-
-/* 0, or -1 with a message for a schedule out of range: an unknown kind, warmup_steps < 0,
- * warmup_start outside [0, 1], STEP with step_size < 1 or gamma not above 0, COSINE or
- * ONECYCLE with fewer than 2 steps after the warmup. */
-CN_API int cn_lr_schedule_check(const cn_lr_schedule *s, cn_error *err);
-/* The learning rate of optimiser step `step` (0 first; below 0 counts as 0) for base rate base,
- * of a schedule that cn_lr_schedule_check accepts. */
-CN_API float cn_lr_at(const cn_lr_schedule *s, float base, long step);
-
 /* ---------------------------------------------------------------- training checkpoints */
 
 /* What a training checkpoint records in __metadata__ besides its tensors: where training
@@ -693,24 +704,34 @@ typedef struct {
     int data_channels, data_height, data_width; /* of the images; 0 in files that do not say */
     int data_classes;           /* the data's class count; 0 in files that do not say */
     cn_precision precision;     /* of the products; fp32 for files that do not say */
-    cn_optimizer optimizer;     /* SGD; a training checkpoint of another is not written yet */
+    cn_optimizer optimizer;     /* sgd for files that do not say */
     char isa[16];               /* instruction set of the kernels that wrote it; informational */
     cn_augment augment;         /* none for files that do not say */
+    int nesterov;               /* 0 for files that do not say */
+    float weight_decay;         /* 0 for files that do not say */
+    float beta1, beta2, eps;    /* adamw's, defaults filled in (0.9, 0.999, 1e-8 when unsaid) */
+    /* The optimiser steps taken (adamw's bias correction): the caller sets it before saving
+     * (cn_trainer_optimizer_steps) and gives it back after restoring; files that do not say
+     * have taken one per step of their position. */
+    int64_t optimizer_steps;
+    cn_lr_schedule lr_schedule; /* constant without warmup for files that do not say */
 } cn_train_state;
 
-/* The state of a run configured with cfg over train, at epoch 1 step 0, with the instruction
- * set in use. */
+/* The state of a run configured with cfg over train, at epoch 1 step 0 (optimizer_steps 0),
+ * with the instruction set in use. */
 CN_API void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg,
                                       const cn_dataset *train);
 
 /* Writes a training checkpoint to path, atomically as cn_safetensors_write: the model's
- * state_dict under PyTorch's names, each parameter's momentum buffer (cn_model_num_params
- * floats in all) as "optimizer.<name>.momentum_buffer" in the parameter's shape, and s in
- * __metadata__, followed by num_extra key/value string pairs of the caller's (extra[2i] the key,
- * extra[2i+1] the value; 0..CN_TRAIN_EXTRA_MAX of them, extra may be NULL with 0; keys that s
- * uses are refused as duplicates): what a program needs to continue its run that the math does
- * not, read back with cn_safetensors_meta. Refuses, writing nothing, when a weight, running
- * statistic or momentum value is not finite. */
+ * state_dict under PyTorch's names, the optimiser's state as cn_trainer_momentum gives it under
+ * torch.optim's names in each parameter's shape (sgd: "optimizer.<name>.momentum_buffer";
+ * adamw: "optimizer.<name>.exp_avg" from the first cn_model_num_params floats and
+ * "optimizer.<name>.exp_avg_sq" from the next), and s in __metadata__ (the optimiser, its
+ * settings and steps, the schedule), followed by num_extra key/value string pairs of the
+ * caller's (extra[2i] the key, extra[2i+1] the value; 0..CN_TRAIN_EXTRA_MAX of them, extra may
+ * be NULL with 0; keys that s uses are refused as duplicates): what a program needs to continue
+ * its run that the math does not, read back with cn_safetensors_meta. Refuses, writing
+ * nothing, when a weight, running statistic or optimiser state value is not finite. */
 #define CN_TRAIN_EXTRA_MAX 32
 CN_API int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_state *s,
                                     const char *const *extra, int num_extra, const char *path,
@@ -720,11 +741,15 @@ CN_API int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn
  * training checkpoint". */
 CN_API int cn_train_checkpoint_state(const cn_safetensors *f, const char *path, cn_train_state *s,
                                      cn_error *err);
-/* Copies the model and the momentum buffers out of an open training checkpoint after checking
- * every tensor against m (names, dtypes, shapes, finite values, no stray optimizer.* tensor),
- * and the class names it records; on failure neither m nor momentum changes. */
-CN_API int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_safetensors *f,
-                                       const char *path, cn_error *err);
+/* Copies the model and the optimiser's state out of an open training checkpoint into m and
+ * state, laid out for optimizer as cn_trainer_momentum's (a trainer of that optimiser), after
+ * checking every tensor against m (names, dtypes, shapes, finite values, no negative
+ * exp_avg_sq, no stray optimizer.* tensor), that the file records that optimiser (files that do
+ * not say are sgd) and holds its state and no other's, and the class names it records; on
+ * failure neither m nor state changes. The steps taken are the caller's to set from
+ * cn_train_checkpoint_state's optimizer_steps. */
+CN_API int cn_train_checkpoint_restore(cn_model *m, float *state, cn_optimizer optimizer,
+                                       const cn_safetensors *f, const char *path, cn_error *err);
 
 /* Checkpoint folders. checkpoint-epoch-EEEE.safetensors holds a run after epoch EEEE;
  * checkpoint-epoch-EEEE-step-SSSSS.safetensors a run stopped after step SSSSS of epoch EEEE
@@ -850,6 +875,7 @@ typedef struct {
     int has_validation;   /* 1: the next two are a validation split's; 0: there is none */
     double val_loss;      /* mean NLL on the validation images */
     double val_accuracy;  /* percent */
+    double learning_rate; /* per replica, of the epoch's last step; 0 (or NaN): not known */
 } cn_epoch_metrics;
 
 /* The size `cnnc train` and `cnnc plot` draw training curves at. */
@@ -858,10 +884,11 @@ typedef struct {
 
 /* Draws training curves and writes them as an opaque width x height PNG: the title on top, a
  * legend under it, then two panels over one epoch axis: train loss (blue) and test loss (orange)
- * above, test accuracy in percent (green) below, each with grid lines, ticks at round numbers and
- * an axis label; "Epoch" along the bottom. When an epoch has_validation, validation loss (red)
- * joins the upper panel and validation accuracy (purple) the lower one, and the legend. Text
- * keeps its proportions at other sizes.
+ * above, test accuracy in percent (green) below, and when an epoch gives its learning rate (> 0)
+ * a third, lower panel of the rate (cyan), each with grid lines, ticks at round numbers and an
+ * axis label; "Epoch" along the bottom. When an epoch has_validation, validation loss (red) joins
+ * the upper panel and validation accuracy (purple) the lower one, and the legend. Text keeps its
+ * proportions at other sizes.
  * epochs[0..n) is read only. width 400..8192, height 300..8192, n >= 1, epochs strictly
  * increasing; title may be NULL. The file appears whole or not at all (temporary file, rename).
  * Errors: bad arguments, a folder that is missing or not writable (path named), or a missing

@@ -56,10 +56,13 @@ expect_line() {
     fail "cnnc $*: said '$(grep 'cnnc: error:' err)', expected 'cnnc: error: $line_text'"
   fi
 }
-expect_line "unknown option '--epochs' (did you mean --num-epochs?)" train --epochs 3
+expect_line "unknown option '--epochs' (did you mean --warmup-epochs, --lr-step-epochs or \
+--num-epochs?)" train --epochs 3
 expect_line "unknown option '--cores' (did you mean --num-cores?)" train --cores 2
-expect_line "unknown option '--lr' (did you mean --learning-rate?)" train --lr 0.1
-expect_line "unknown option '--lr' (did you mean --learning-rate?)" train --lr=0.1
+expect_line "ambiguous option '--lr' (could be --lr-schedule, --lr-step-epochs or --lr-gamma; \
+did you mean --learning-rate?)" train --lr 0.1
+expect_line "ambiguous option '--lr' (could be --lr-schedule, --lr-step-epochs or --lr-gamma; \
+did you mean --learning-rate?)" train --lr=0.1
 expect_line "unknown option '--lerning-rate' (did you mean --learning-rate?)" \
   train --lerning-rate 0.1
 expect_line "unknown option '--Seed' (did you mean --seed?)" train --Seed=3

@@ -53,6 +53,7 @@ static long count_pixels(cairo_surface_t *s, int x0, int y0, int x1, int y1, pix
 #define ACCURACY_GREEN 0x2CA02Cu
 #define VAL_RED 0xD62728u
 #define VAL_PURPLE 0x9467BDu
+#define RATE_CYAN 0x17BECFu
 
 /* A 50-epoch run: falling losses, rising accuracy; no validation split. */
 static void synth_epochs(cn_epoch_metrics *e, int n)
@@ -257,6 +258,29 @@ static void test_curves_show_validation(void **state)
     tu_place_remove(&p);
 }
 
+/* Epochs that give their learning rate get a third panel at the bottom with its curve, under
+ * the accuracy's; without rates there is none, and no cyan anywhere. */
+static void test_curves_show_the_learning_rate(void **state)
+{
+    (void)state;
+    cn_epoch_metrics e[20];
+    synth_epochs(e, 20);
+    tu_place p = place_make();
+    int w = CN_PLOT_WIDTH, h = CN_PLOT_HEIGHT;
+    cairo_surface_t *s = draw_curves(&p, e, 20, w, h, "t");
+    assert_int_equal(count_pixels(s, 0, 0, w, h, PIX_NEAR, RATE_CYAN), 0);
+    cairo_surface_destroy(s);
+    for (int i = 0; i < 20; i++) e[i].learning_rate = 0.01 * (1 + cos(M_PI * i / 20)) / 2;
+    e[3].learning_rate = NAN; /* a gap */
+    s = draw_curves(&p, e, 20, w, h, "t");
+    assert_true(count_pixels(s, 0, 80, w, h, PIX_NEAR, RATE_CYAN) > 500);
+    assert_int_equal(count_pixels(s, 0, 80, w, 3 * h / 4 - 20, PIX_NEAR, RATE_CYAN), 0);
+    assert_int_equal(count_pixels(s, 0, 3 * h / 4, w, h, PIX_NEAR, ACCURACY_GREEN), 0);
+    assert_true(count_pixels(s, 0, h / 2, w, 3 * h / 4, PIX_NEAR, ACCURACY_GREEN) > 100);
+    cairo_surface_destroy(s);
+    tu_place_remove(&p);
+}
+
 static void expect_curves_refused(const cn_epoch_metrics *e, int n, int w, int h,
                                   const char *want)
 {
@@ -373,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_curves_other_sizes),
         cmocka_unit_test(test_curves_leave_out_missing_values),
         cmocka_unit_test(test_curves_show_validation),
+        cmocka_unit_test(test_curves_show_the_learning_rate),
         cmocka_unit_test(test_curves_refusals),
         cmocka_unit_test(test_confusion_count),
         cmocka_unit_test(test_confusion_picture),

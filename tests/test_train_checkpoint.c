@@ -12,7 +12,7 @@
 #define R 2
 #define B 16
 #define STEPS 20
-#define MAX_TENSORS 40
+#define MAX_TENSORS 48
 
 /* ---------------------------------------------------------------- fixtures */
 
@@ -44,16 +44,32 @@ static cn_train_config config(void)
                              .learning_rate = 0.01f, .momentum = 0.5f, .seed = 3};
 }
 
-static void rig_open(rig *g)
+/* AdamW with decay and a cosine schedule after a warmup, over 2 epochs. */
+static cn_train_config adamw_config(void)
+{
+    cn_train_config cfg = config();
+    cfg.optimizer = CN_OPTIMIZER_ADAMW;
+    cfg.learning_rate = 0.001f;
+    cfg.weight_decay = 0.01f;
+    cfg.lr_schedule = (cn_lr_schedule){.kind = CN_LR_COSINE, .warmup_steps = 6,
+                                       .total_steps = 2 * STEPS};
+    return cfg;
+}
+
+static void rig_open_with(rig *g, cn_train_config cfg)
 {
     cn_error err = {{0}};
     make_dataset(&g->train, N_TRAIN, 11);
     g->model = cn_model_fashion_mnist(&err);
     assert_non_null(g->model);
     cn_model_init(g->model, 3);
-    cn_train_config cfg = config();
     g->trainer = cn_trainer_create(g->model, &cfg, &err);
     if (!g->trainer) fail_msg("%s", err.msg);
+}
+
+static void rig_open(rig *g)
+{
+    rig_open_with(g, config());
 }
 
 static void rig_close(rig *g)
@@ -135,7 +151,8 @@ static cn_train_state restore(rig *g, const char *path)
     cn_safetensors *f = cn_safetensors_read(path, &err);
     if (!f) fail_msg("%s", err.msg);
     if (cn_train_checkpoint_state(f, path, &s, &err) != 0 ||
-        cn_train_checkpoint_restore(g->model, cn_trainer_momentum(g->trainer), f, path, &err))
+        cn_train_checkpoint_restore(g->model, cn_trainer_momentum(g->trainer), CN_OPTIMIZER_SGD,
+                                    f, path, &err))
         fail_msg("%s", err.msg);
     cn_safetensors_free(f);
     return s;
@@ -380,23 +397,28 @@ static void test_save_refuses_non_finite_and_keeps_the_old_file(void **state)
     rig_close(&g);
 }
 
-/* The 18 metadata pairs of a valid checkpoint, with key `change` given `value` (NULL: left out). */
-#define NUM_KEYS 18
+/* The 24 metadata pairs of a valid checkpoint, with key `change` given `value` (NULL: left out). */
+#define NUM_KEYS 24
 static const char *const meta_keys[NUM_KEYS] = {
     "cnnc_checkpoint", "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
     "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
-    "train_samples", "train_data_crc32", "sampler", "isa", "label_smoothing", "augment"};
+    "train_samples", "train_data_crc32", "sampler", "isa", "label_smoothing", "optimizer",
+    "nesterov", "weight_decay", "optimizer_steps", "lr_schedule", "lr_total_steps", "augment"};
 
-/* valid's tensors and metadata pairs, with the change, written to *path and read back. */
-static cn_safetensors *rewritten(const char *valid, const char *change, const char *value,
-                                 char **path)
+/* The first OLD_KEYS of them: what a file from before the optimiser's keys holds. */
+#define OLD_KEYS 17
+
+/* valid's tensors and first num_keys metadata pairs, with the change, written to *path and
+ * read back. */
+static cn_safetensors *rewritten_keys(const char *valid, int num_keys, const char *change,
+                                      const char *value, char **path)
 {
     cn_tensor_ref refs[MAX_TENSORS];
     int count;
     cn_safetensors *f = read_tensors(valid, refs, &count);
     const char *meta[2 * NUM_KEYS];
     int n = 0;
-    for (int i = 0; i < NUM_KEYS; i++) {
+    for (int i = 0; i < num_keys; i++) {
         const char *v = strcmp(meta_keys[i], change) == 0 ? value : cn_safetensors_meta(f, meta_keys[i]);
         assert_true(v || strcmp(meta_keys[i], change) == 0);
         if (!v) continue;
@@ -407,6 +429,12 @@ static cn_safetensors *rewritten(const char *valid, const char *change, const ch
     cn_safetensors *changed = write_and_read(refs, count, meta, n, path);
     cn_safetensors_free(f);
     return changed;
+}
+
+static cn_safetensors *rewritten(const char *valid, const char *change, const char *value,
+                                 char **path)
+{
+    return rewritten_keys(valid, NUM_KEYS, change, value, path);
 }
 
 static void expect_state_refused(const char *valid, const char *change, const char *value,
@@ -450,6 +478,12 @@ static void test_state_refuses_bad_metadata(void **state)
                          "__metadata__ \"augment\": 'crop=2,vflip': unknown item 'vflip'");
     expect_state_refused(path, "augment", "crop=x", "P of crop=P must be an integer");
     expect_state_refused(path, "augment", "hflip,hflip", "hflip is given twice");
+    expect_state_refused(path, "optimizer", "adam", "\"optimizer\" is \"adam\", not sgd or adamw");
+    expect_state_refused(path, "nesterov", "2", "\"nesterov\" is \"2\", not an integer in 0..1");
+    expect_state_refused(path, "weight_decay", "-1", "\"weight_decay\" is \"-1\"");
+    expect_state_refused(path, "optimizer_steps", "-3", "\"optimizer_steps\" is \"-3\"");
+    expect_state_refused(path, "lr_schedule", "linear", "not constant, step, cosine or onecycle");
+    expect_state_refused(path, "lr_schedule", "cosine", "cosine needs at least 2 steps");
     expect_state_refused(path, "train_data_crc32", "1234", "not 8 lower-case hex digits");
     expect_state_refused(path, "sampler", "numpy", "\"sampler\" is \"numpy\"; this cnnc reads");
     expect_state_refused(path, "cnnc_checkpoint", "training v2",
@@ -461,26 +495,221 @@ static void test_state_refuses_bad_metadata(void **state)
     rig_close(&g);
 }
 
-/* A checkpoint records SGD's momentum buffers only: one of an AdamW run is refused, and no
- * file appears, rather than AdamW's state saved under the momentum buffers' names. */
-static void test_save_refuses_adamw(void **state)
+/* ---------------------------------------------------------------- adamw */
+
+/* AdamW's state (exp_avg, exp_avg_sq), the model and the optimiser's steps of g. */
+static uint8_t *adamw_snapshot(rig *g, size_t *len)
+{
+    cn_tensor_ref refs[MAX_TENSORS];
+    int n = cn_model_tensors(g->model, refs, MAX_TENSORS);
+    float *state = cn_trainer_momentum(g->trainer);
+    int64_t steps = cn_trainer_optimizer_steps(g->trainer);
+    size_t bytes = 2 * cn_model_num_params(g->model) * sizeof(float);
+    float *copy = malloc(bytes + sizeof steps);
+    assert_non_null(copy);
+    memcpy(copy, state, bytes);
+    memcpy((char *)copy + bytes, &steps, sizeof steps);
+    uint8_t *all = tu_concat_tensors(refs, n, copy, bytes + sizeof steps, len);
+    free(copy);
+    return all;
+}
+
+/* An AdamW run with a cosine schedule trained 1 epoch and 5 steps, saved with its steps. */
+static saved adamw_train_and_save(rig *g)
+{
+    saved ck = {{.epoch = 1}, tu_make_temp_dir("tck"), NULL};
+    run(g, &ck.pos, 0);
+    ck.pos = (cn_epoch_position){.epoch = 2};
+    run(g, &ck.pos, 5);
+    ck.path = tu_join(ck.dir, "adamw.safetensors");
+    cn_error err = {{0}};
+    cn_train_state s;
+    cn_train_config cfg = adamw_config();
+    cn_train_state_init(&s, &cfg, &g->train);
+    s.position = ck.pos;
+    s.optimizer_steps = cn_trainer_optimizer_steps(g->trainer);
+    if (cn_train_checkpoint_save(g->model, cn_trainer_momentum(g->trainer), &s, NULL, 0, ck.path,
+                                 &err))
+        fail_msg("%s", err.msg);
+    return ck;
+}
+
+/* Saved mid-schedule and restored into a fresh AdamW trainer, the run continues bit for bit:
+ * weights, exp_avg, exp_avg_sq and steps as the straight run's. */
+static void test_adamw_round_trip_and_resume_are_exact(void **state)
+{
+    (void)state;
+    rig straight, first, second;
+    rig_open_with(&straight, adamw_config());
+    rig_open_with(&first, adamw_config());
+    rig_open_with(&second, adamw_config());
+    saved ck = adamw_train_and_save(&first);
+    cn_error err = {{0}};
+    cn_safetensors *f = cn_safetensors_read(ck.path, &err);
+    assert_non_null(f);
+    assert_string_equal(cn_safetensors_meta(f, "optimizer"), "adamw");
+    assert_string_equal(cn_safetensors_meta(f, "optimizer_steps"), "25");
+    assert_string_equal(cn_safetensors_meta(f, "lr_schedule"), "cosine");
+    assert_string_equal(cn_safetensors_meta(f, "warmup_steps"), "6");
+    assert_string_equal(cn_safetensors_meta(f, "lr_total_steps"), "40");
+    assert_string_equal(cn_safetensors_meta(f, "weight_decay"), "0.01");
+    assert_null(cn_safetensors_get(f, "optimizer.fc2.bias.momentum_buffer"));
+    const cn_tensor_ref *sq = cn_safetensors_get(f, "optimizer.fc2.bias.exp_avg_sq");
+    assert_non_null(sq);
+    size_t n = cn_model_num_params(first.model);
+    assert_memory_equal(sq->data, cn_trainer_momentum(first.trainer) + n + 21890,
+                        10 * sizeof(float));
+    cn_train_state s;
+    assert_int_equal(cn_train_checkpoint_state(f, ck.path, &s, &err), 0);
+    assert_int_equal(s.optimizer, CN_OPTIMIZER_ADAMW);
+    assert_int_equal(s.optimizer_steps, 25);
+    assert_true(s.weight_decay == 0.01f && s.beta1 == 0.9f && s.beta2 == 0.999f &&
+                s.eps == 1e-8f);
+    assert_int_equal(s.lr_schedule.kind, CN_LR_COSINE);
+    assert_int_equal(s.lr_schedule.total_steps, 40);
+    assert_int_equal(s.lr_schedule.warmup_steps, 6);
+    if (cn_train_checkpoint_restore(second.model, cn_trainer_momentum(second.trainer),
+                                    CN_OPTIMIZER_ADAMW, f, ck.path, &err) ||
+        cn_trainer_set_optimizer_steps(second.trainer, s.optimizer_steps, &err))
+        fail_msg("%s", err.msg);
+    cn_safetensors_free(f);
+    size_t la, lb;
+    uint8_t *a = adamw_snapshot(&first, &la), *b = adamw_snapshot(&second, &lb);
+    tu_assert_same_bytes(a, la, b, lb);
+    cn_epoch_position p = s.position, q = {.epoch = 1};
+    run(&second, &p, 0);
+    run(&straight, &q, 0);
+    q = (cn_epoch_position){.epoch = 2};
+    run(&straight, &q, 0);
+    assert_true(p.loss_sum == q.loss_sum);
+    a = adamw_snapshot(&straight, &la), b = adamw_snapshot(&second, &lb);
+    tu_assert_same_bytes(a, la, b, lb);
+    saved_remove(&ck);
+    rig_close(&straight), rig_close(&first), rig_close(&second);
+}
+
+/* An AdamW file restored with its state damaged, or into an SGD trainer: refused, nothing
+ * changed. */
+static void expect_adamw_refused(const char *valid, const char *name, float *data,
+                                 cn_optimizer o, const char *what)
+{
+    cn_tensor_ref refs[MAX_TENSORS + 1];
+    int count, n = 0;
+    cn_safetensors *f = read_tensors(valid, refs, &count);
+    for (int i = 0; i < count; i++)
+        if (strcmp(refs[i].name, name) != 0) refs[n++] = refs[i];
+        else if (data) refs[i].data = data, refs[n++] = refs[i];
+    const char *meta[] = {"optimizer", cn_safetensors_meta(f, "optimizer")};
+    char *path;
+    cn_safetensors *damaged = write_and_read(refs, n, meta, 1, &path);
+    cn_safetensors_free(f);
+    rig g;
+    rig_open_with(&g, o == CN_OPTIMIZER_ADAMW ? adamw_config() : config());
+    size_t lb, la;
+    uint8_t *before = snapshot(&g, &lb);
+    cn_error err = {{0}};
+    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), o,
+                                                 damaged, path, &err), -1);
+    if (!strstr(err.msg, what)) fail_msg("%s: expected \"%s\", got \"%s\"", name, what, err.msg);
+    uint8_t *after = snapshot(&g, &la);
+    tu_assert_same_bytes(before, lb, after, la);
+    cn_safetensors_free(damaged);
+    rig_close(&g);
+    unlink(path);
+    free(path);
+}
+
+static void test_adamw_restore_refuses_damaged_state(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open_with(&g, adamw_config());
+    saved ck = adamw_train_and_save(&g);
+    rig_close(&g);
+    static float negative[10] = {0, 0, -1e-3f}, infinite[10] = {INFINITY};
+    expect_adamw_refused(ck.path, "optimizer.fc2.bias.exp_avg_sq", NULL, CN_OPTIMIZER_ADAMW,
+                         "tensor optimizer.fc2.bias.exp_avg_sq is missing");
+    expect_adamw_refused(ck.path, "optimizer.fc2.bias.exp_avg_sq", negative, CN_OPTIMIZER_ADAMW,
+                         "tensor optimizer.fc2.bias.exp_avg_sq holds a negative variance");
+    expect_adamw_refused(ck.path, "optimizer.conv1.bias.exp_avg", infinite, CN_OPTIMIZER_ADAMW,
+                         "tensor optimizer.conv1.bias.exp_avg holds non-finite values");
+    expect_adamw_refused(ck.path, "none", NULL, CN_OPTIMIZER_SGD,
+                         "holds the state of optimizer \"adamw\", not sgd");
+    saved_remove(&ck);
+}
+
+/* valid's tensors under "optimizer" label, restored into a trainer of that optimiser: refused
+ * with what. */
+static void expect_relabelled_refused(const char *valid, const char *label, cn_optimizer o,
+                                      const char *what)
+{
+    cn_tensor_ref refs[MAX_TENSORS];
+    int count;
+    cn_safetensors *f = read_tensors(valid, refs, &count);
+    const char *meta[] = {"optimizer", label};
+    char *path;
+    cn_safetensors *relabelled = write_and_read(refs, count, meta, 1, &path);
+    rig g;
+    rig_open_with(&g, o == CN_OPTIMIZER_ADAMW ? adamw_config() : config());
+    cn_error err = {{0}};
+    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), o,
+                                                 relabelled, path, &err), -1);
+    if (!strstr(err.msg, what)) fail_msg("expected \"%s\", got \"%s\"", what, err.msg);
+    cn_safetensors_free(relabelled), cn_safetensors_free(f);
+    unlink(path), free(path);
+    rig_close(&g);
+}
+
+/* An AdamW file relabelled sgd holds no momentum buffers, and an SGD file relabelled adamw holds
+ * a momentum buffer that is not AdamW's: both refused. */
+static void test_restore_refuses_state_of_another_optimizer(void **state)
+{
+    (void)state;
+    rig g;
+    rig_open_with(&g, adamw_config());
+    saved ck = adamw_train_and_save(&g);
+    rig_close(&g);
+    expect_relabelled_refused(ck.path, "sgd", CN_OPTIMIZER_SGD, "momentum_buffer is missing");
+    saved_remove(&ck);
+    rig_open(&g);
+    ck = train_and_save(&g, 1, 2, "sgd.safetensors");
+    rig_close(&g);
+    expect_relabelled_refused(ck.path, "adamw", CN_OPTIMIZER_ADAMW, "exp_avg is missing");
+    saved_remove(&ck);
+}
+
+/* A file from before the optimiser's keys: SGD without Nesterov or decay, a constant rate, one
+ * optimiser step per step of its position; its momentum restores. */
+static void test_old_file_reads_as_sgd(void **state)
 {
     (void)state;
     rig g;
     rig_open(&g);
+    saved ck = train_and_save(&g, 2, 3, "c.safetensors");
+    char *path;
+    cn_safetensors *old = rewritten_keys(ck.path, OLD_KEYS, "none", NULL, &path);
+    assert_null(cn_safetensors_meta(old, "optimizer"));
+    assert_null(cn_safetensors_meta(old, "lr_schedule"));
     cn_error err = {{0}};
-    cn_train_config cfg = config();
-    cfg.optimizer = CN_OPTIMIZER_ADAMW;
     cn_train_state s;
-    cn_train_state_init(&s, &cfg, &g.train);
-    char *dir = tu_make_temp_dir("tck"), *file = tu_join(dir, "adamw.safetensors");
-    assert_int_equal(cn_train_checkpoint_save(g.model, cn_trainer_momentum(g.trainer), &s, NULL,
-                                              0, file, &err), -1);
-    assert_non_null(strstr(err.msg, "adamw are not supported yet"));
-    assert_int_equal(access(file, F_OK), -1);
-    free(file);
-    tu_remove_dir(dir);
-    rig_close(&g);
+    memset(&s, 0xff, sizeof s);
+    if (cn_train_checkpoint_state(old, path, &s, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(s.optimizer, CN_OPTIMIZER_SGD);
+    assert_int_equal(s.nesterov, 0);
+    assert_true(s.weight_decay == 0);
+    assert_int_equal(s.optimizer_steps, STEPS + 3);
+    assert_int_equal(s.lr_schedule.kind, CN_LR_CONSTANT);
+    assert_int_equal(s.lr_schedule.warmup_steps, 0);
+    rig h;
+    rig_open(&h);
+    if (cn_train_checkpoint_restore(h.model, cn_trainer_momentum(h.trainer), CN_OPTIMIZER_SGD,
+                                    old, path, &err))
+        fail_msg("%s", err.msg);
+    assert_same_state(&g, &h);
+    cn_safetensors_free(old);
+    unlink(path), free(path);
+    saved_remove(&ck);
+    rig_close(&g), rig_close(&h);
 }
 
 /* Label smoothing is recorded and read back; a file without the key had none. */
@@ -593,8 +822,8 @@ static void expect_restore_refused(const char *valid, const char *name, damage h
     size_t lb, la;
     uint8_t *before = snapshot(&g, &lb);
     cn_error err = {{0}};
-    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), damaged,
-                                                 path, &err), -1);
+    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer),
+                                                 CN_OPTIMIZER_SGD, damaged, path, &err), -1);
     if (!strstr(err.msg, what) || !strstr(err.msg, path))
         fail_msg("%s: expected \"%s\", got \"%s\"", name, what, err.msg);
     uint8_t *after = snapshot(&g, &la);
@@ -619,8 +848,8 @@ static void test_restore_refuses_damaged_tensors(void **state)
                            "tensor optimizer.fc2.bias.momentum_buffer has shape [11] in the "
                            "file, the model expects [10]");
     expect_restore_refused(path, "optimizer.bn1.running_mean.momentum_buffer", ADD,
-                           "tensor optimizer.bn1.running_mean.momentum_buffer is not a momentum "
-                           "buffer of this model");
+                           "tensor optimizer.bn1.running_mean.momentum_buffer is not part of "
+                           "sgd's state for this model");
     expect_restore_refused(path, "bn1.running_var", DROP, "tensor bn1.running_var is missing");
     expect_restore_refused(path, "fc3.weight", ADD, "tensor fc3.weight is not part of this model");
     saved_remove(&ck);
@@ -644,8 +873,8 @@ static void test_restore_refuses_non_finite_momentum(void **state)
     cn_safetensors *damaged = write_and_read(refs, n, NULL, 0, &bad);
     cn_safetensors_free(f);
     cn_error err = {{0}};
-    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer), damaged,
-                                                 bad, &err), -1);
+    assert_int_equal(cn_train_checkpoint_restore(g.model, cn_trainer_momentum(g.trainer),
+                                                 CN_OPTIMIZER_SGD, damaged, bad, &err), -1);
     assert_non_null(strstr(err.msg, "tensor optimizer.fc2.bias.momentum_buffer holds non-finite "
                                     "values"));
     cn_safetensors_free(damaged);
@@ -801,7 +1030,10 @@ int main(void)
         cmocka_unit_test(test_state_refuses_bad_metadata),
         cmocka_unit_test(test_state_records_label_smoothing),
         cmocka_unit_test(test_state_records_augment),
-        cmocka_unit_test(test_save_refuses_adamw),
+        cmocka_unit_test(test_adamw_round_trip_and_resume_are_exact),
+        cmocka_unit_test(test_adamw_restore_refuses_damaged_state),
+        cmocka_unit_test(test_restore_refuses_state_of_another_optimizer),
+        cmocka_unit_test(test_old_file_reads_as_sgd),
         cmocka_unit_test(test_restore_refuses_damaged_tensors),
         cmocka_unit_test(test_restore_refuses_non_finite_momentum),
         cmocka_unit_test(test_model_only_file_is_not_a_training_checkpoint),

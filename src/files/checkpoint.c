@@ -117,7 +117,8 @@ int cn_check_expected_tensor(const cn_safetensors *f, const cn_tensor_ref *want,
                        format_shape(b, sizeof b, want));
     if (got->dtype == CN_F32 && first_bad(got, not_finite) >= 0)
         return cn_fail(err, "%s: tensor %s holds non-finite values", path, want->name);
-    long at = ends_with(want->name, ".running_var") ? first_bad(got, negative) : -1;
+    int variance = ends_with(want->name, ".running_var") || ends_with(want->name, ".exp_avg_sq");
+    long at = variance ? first_bad(got, negative) : -1;
     if (at >= 0)
         return cn_fail(err, "%s: tensor %s holds a negative variance (element %ld)", path,
                        want->name, at);

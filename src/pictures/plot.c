@@ -1,8 +1,9 @@
 /* plot.c — training curves as a PNG: a title, a legend under it, then two panels over a shared
- * epoch axis: train and test loss on top, test accuracy below (and the validation split's loss
- * and accuracy when the epochs have one), each with grid lines, ticks at
- * nice numbers and an axis label. It plots numbers it is given; it reads no metrics file (the
- * command line does) and computes nothing about training. */
+ * epoch axis: train and test loss on top, test accuracy below (with the validation split's loss
+ * and accuracy when the epochs have one), and the learning rate in a third panel when the epochs
+ * give it, each with grid lines, ticks at nice numbers and an axis label.
+ * It plots numbers it is given; it reads no metrics file (the command line does) and computes
+ * nothing about training. */
 #include <math.h>
 #include <stdio.h>
 
@@ -33,7 +34,8 @@ typedef enum {
     SERIES_TEST_LOSS,
     SERIES_VAL_LOSS,
     SERIES_TEST_ACCURACY,
-    SERIES_VAL_ACCURACY
+    SERIES_VAL_ACCURACY,
+    SERIES_LEARNING_RATE
 } series_kind;
 
 typedef struct {
@@ -42,15 +44,18 @@ typedef struct {
     double r, g, b;
 } series_style;
 
-/* matplotlib's first five colours: blue, orange, green, red, purple; the loss panel's series
- * first, then the accuracy panel's. */
+/* matplotlib's colours: blue, orange, red (the loss panel), green, purple (the
+ * accuracy panel), and its tenth, cyan (the rate); indexed by series_kind. */
 static const series_style plot_series[] = {
     {SERIES_TRAIN_LOSS, "train loss", 0.122, 0.467, 0.706},
     {SERIES_TEST_LOSS, "test loss", 1.000, 0.498, 0.055},
     {SERIES_VAL_LOSS, "val loss", 0.839, 0.153, 0.157},
     {SERIES_TEST_ACCURACY, "test accuracy", 0.173, 0.627, 0.173},
     {SERIES_VAL_ACCURACY, "val accuracy", 0.580, 0.404, 0.741},
+    {SERIES_LEARNING_RATE, "learning rate", 0.090, 0.745, 0.812},
 };
+_Static_assert(sizeof plot_series / sizeof plot_series[0] == SERIES_LEARNING_RATE + 1,
+               "one style per series, in series_kind's order");
 
 typedef struct {
     double left, top, width, height;
@@ -81,12 +86,21 @@ static int is_val_series(series_kind kind)
 
 static double series_value(const cn_epoch_metrics *e, series_kind kind)
 {
+    if (kind == SERIES_LEARNING_RATE) return e->learning_rate > 0 ? e->learning_rate : NAN;
     if (is_val_series(kind) && !e->has_validation) return NAN;
-    double v = kind == SERIES_TRAIN_LOSS  ? e->train_loss
-             : kind == SERIES_TEST_LOSS   ? e->test_loss
-             : kind == SERIES_VAL_LOSS    ? e->val_loss
-             : kind == SERIES_VAL_ACCURACY ? e->val_accuracy : e->test_accuracy;
+    double v = kind == SERIES_TRAIN_LOSS    ? e->train_loss
+             : kind == SERIES_TEST_LOSS     ? e->test_loss
+             : kind == SERIES_VAL_LOSS      ? e->val_loss
+             : kind == SERIES_VAL_ACCURACY  ? e->val_accuracy : e->test_accuracy;
     return isfinite(v) ? v : NAN;
+}
+
+/* Whether any epoch gives its learning rate: then the picture has the rate's panel. */
+static int has_rate(const plot_job *job)
+{
+    for (int i = 0; i < job->n; i++)
+        if (!isnan(series_value(&job->epochs[i], SERIES_LEARNING_RATE))) return 1;
+    return 0;
 }
 
 /* ------------------------------------------------------------------ axes */
@@ -266,13 +280,18 @@ static void draw_panel(cairo_t *cr, const plot_job *job, const plot_panel *p,
 
 /* ------------------------------------------------------------------ title and legend */
 
-static void draw_legend(cairo_t *cr, double canvas_w, int with_val)
+/* The names and colours of the series the picture shows (validation's and the rate's only when
+ * it has them). */
+static void draw_legend(cairo_t *cr, double canvas_w, int with_val, int with_rate)
 {
     const double sample = 26, gap = 8, spacing = 30;
     const series_style *shown[sizeof plot_series / sizeof plot_series[0]];
     int count = 0;
-    for (size_t i = 0; i < sizeof plot_series / sizeof plot_series[0]; i++)
-        if (with_val || !is_val_series(plot_series[i].kind)) shown[count++] = &plot_series[i];
+    for (size_t i = 0; i < sizeof plot_series / sizeof plot_series[0]; i++) {
+        series_kind k = plot_series[i].kind;
+        if ((with_val || !is_val_series(k)) && (with_rate || k != SERIES_LEARNING_RATE))
+            shown[count++] = &plot_series[i];
+    }
     double total = 0;
     for (int i = 0; i < count; i++)
         total += sample + gap + cn_text_width(cr, shown[i]->label, PLOT_LEGEND_SIZE) +
@@ -293,17 +312,22 @@ static void draw_legend(cairo_t *cr, double canvas_w, int with_val)
 
 /* ------------------------------------------------------------------ the picture */
 
-/* Places both panels: the left edge leaves room for the y label and the widest tick label. */
-static void layout_panels(cairo_t *cr, double canvas_w, double canvas_h, plot_panel *loss,
-                          plot_panel *accuracy)
+/* Places the n panels (2, or 3 with the rate's) one under the other: the left edge leaves room
+ * for the y label and the widest tick label; the last takes what the others leave. */
+static void layout_panels(cairo_t *cr, double canvas_w, double canvas_h, plot_panel *p, int n)
 {
-    double labels = fmax(widest_tick_label(cr, &loss->y), widest_tick_label(cr, &accuracy->y));
+    static const double share[2][3] = {{0.55, 0.45, 0}, {0.45, 0.30, 0.25}};
+    double labels = 0;
+    for (int i = 0; i < n; i++) labels = fmax(labels, widest_tick_label(cr, &p[i].y));
     double left = PLOT_MARGIN + 1.6 * PLOT_LABEL_SIZE + 6 + labels + PLOT_TICK_LEN + 3;
     double width = canvas_w - left - PLOT_RIGHT_MARGIN;
-    double both = canvas_h - PLOT_TOP - PLOT_BOTTOM_BAND - PLOT_PANEL_GAP;
-    loss->area = (plot_rect){left, PLOT_TOP, width, round(both * 0.55)};
-    double second = PLOT_TOP + loss->area.height + PLOT_PANEL_GAP;
-    accuracy->area = (plot_rect){left, second, width, canvas_h - PLOT_BOTTOM_BAND - second};
+    double all = canvas_h - PLOT_TOP - PLOT_BOTTOM_BAND - (n - 1) * PLOT_PANEL_GAP, top = PLOT_TOP;
+    for (int i = 0; i < n; i++) {
+        double height = i + 1 < n ? round(all * share[n - 2][i])
+                                  : canvas_h - PLOT_BOTTOM_BAND - top;
+        p[i].area = (plot_rect){left, top, width, height};
+        top += height + PLOT_PANEL_GAP;
+    }
 }
 
 static cairo_status_t draw_curves(cairo_t *cr, const cn_fonts *fonts, const void *ctx)
@@ -317,21 +341,25 @@ static cairo_status_t draw_curves(cairo_t *cr, const cn_fonts *fonts, const void
     cn_draw_text(cr, job->title ? job->title : "", PLOT_TITLE_SIZE, canvas_w / 2,
                  PLOT_MARGIN + PLOT_TITLE_SIZE, 0.5, canvas_w - 2 * PLOT_MARGIN);
     cairo_set_font_face(cr, fonts->regular);
-    draw_legend(cr, canvas_w, job->with_val);
-    plot_panel loss = {.series = &plot_series[SERIES_TRAIN_LOSS],
-                       .num_series = job->with_val ? 3 : 2, .y_label = "Loss (NLL)"};
-    plot_panel accuracy = {.series = &plot_series[SERIES_TEST_ACCURACY],
-                           .num_series = job->with_val ? 2 : 1,
-                           .y_label = job->with_val ? "Accuracy (%)" : "Test accuracy (%)"};
+    int n = has_rate(job) ? 3 : 2;
+    draw_legend(cr, canvas_w, job->with_val, n == 3);
+    plot_panel p[3] = {
+        {.series = &plot_series[SERIES_TRAIN_LOSS], .num_series = job->with_val ? 3 : 2,
+         .y_label = "Loss (NLL)"},
+        {.series = &plot_series[SERIES_TEST_ACCURACY], .num_series = job->with_val ? 2 : 1,
+         .y_label = job->with_val ? "Accuracy (%)" : "Test accuracy (%)"},
+        {.series = &plot_series[SERIES_LEARNING_RATE], .num_series = 1,
+         .y_label = "Learning rate"},
+    };
     cn_axis_ticks x;
     epoch_ticks(job, &x);
-    panel_ticks(job, &loss, 6);
-    panel_ticks(job, &accuracy, 5);
-    layout_panels(cr, canvas_w, canvas_h, &loss, &accuracy);
-    draw_panel(cr, job, &loss, &x, 0);
-    draw_panel(cr, job, &accuracy, &x, 1);
+    panel_ticks(job, &p[0], n == 3 ? 5 : 6);
+    panel_ticks(job, &p[1], n == 3 ? 4 : 5);
+    if (n == 3) panel_ticks(job, &p[2], 3);
+    layout_panels(cr, canvas_w, canvas_h, p, n);
+    for (int i = 0; i < n; i++) draw_panel(cr, job, &p[i], &x, i == n - 1);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    cn_draw_text(cr, "Epoch", PLOT_LABEL_SIZE, accuracy.area.left + accuracy.area.width / 2,
+    cn_draw_text(cr, "Epoch", PLOT_LABEL_SIZE, p[0].area.left + p[0].area.width / 2,
                  canvas_h - PLOT_MARGIN, 0.5, 0);
     return cairo_status(cr);
 }

@@ -3,12 +3,30 @@
  * (pct_start 0.3, cosine annealing, div_factor 25, final_div_factor 1e4, two phases), each
  * optionally after a LinearLR warmup as SequentialLR chains them. Closed forms, so any step's
  * rate comes without running the ones before. It does not apply the rate to an optimiser, nor
- * schedule momentum (OneCycleLR's cycle_momentum is left out). */
+ * schedule momentum (OneCycleLR's cycle_momentum is left out). Also the schedules' names. */
 #include <math.h>
+#include <string.h>
 
 #include "cnnc.h"
 
 #define PI 3.14159265358979323846
+
+static const char *const kind_names[] = {"constant", "step", "cosine", "onecycle"};
+
+const char *cn_lr_kind_name(cn_lr_kind k)
+{
+    return (unsigned)k <= CN_LR_ONECYCLE ? kind_names[k] : "unknown";
+}
+
+int cn_lr_kind_from_name(const char *name, cn_lr_kind *k)
+{
+    for (int i = 0; i <= CN_LR_ONECYCLE; i++)
+        if (strcmp(name, kind_names[i]) == 0) {
+            *k = (cn_lr_kind)i;
+            return 0;
+        }
+    return -1;
+}
 
 int cn_lr_schedule_check(const cn_lr_schedule *s, cn_error *err)
 {

@@ -1,7 +1,9 @@
-/* train_checkpoint.c — training checkpoints: the model's state_dict (PyTorch names), the SGD
- * momentum buffers as optimizer.<param>.momentum_buffer, and in __metadata__ the position
- * (epoch, step, loss sum, right answers) and every setting that defines the math, so that a
- * run can continue bit for bit. Saving refuses non-finite values; restoring checks everything before it copies.
+/* train_checkpoint.c — training checkpoints: the model's state_dict (PyTorch names), the
+ * optimiser's state under torch.optim's names (SGD: optimizer.<param>.momentum_buffer; AdamW:
+ * optimizer.<param>.exp_avg and .exp_avg_sq), and in __metadata__ the position (epoch, step,
+ * loss sum, right answers), the optimiser's steps and every setting that defines the math, the
+ * learning-rate schedule included, so that a run can continue bit for bit. Saving refuses
+ * non-finite values; restoring checks everything before it copies.
  * It does not decide where checkpoints go or when (checkpoint_dir.c names and prunes them, the
  * caller decides when), and it does not compare settings with a new run's: the caller does. */
 #include <errno.h>
@@ -16,14 +18,22 @@
 #include "error.h"
 #include "files/checkpoint.h"
 #include "model/model.h" /* the class names' text */
+#include "train/optimizer.h" /* adamw's defaults */
 
 #define KIND_KEY "cnnc_checkpoint"
 #define KIND_VALUE "training v1"
 /* Names the generator and sampler: a checkpoint written with another order is refused. */
 #define SAMPLER_VALUE "xoshiro256** Fisher-Yates permutation per (seed, epoch), v1"
 #define MOMENTUM_PREFIX "optimizer."
-#define MOMENTUM_SUFFIX ".momentum_buffer"
-#define NUM_META 22
+#define NUM_META 35
+
+/* The names of each optimiser's state tensors after optimizer.<param>: the k-th holds floats
+ * k * num_params .. of the trainer's buffer. */
+#define MAX_STATES 2
+static const char *const state_suffixes[CN_OPTIMIZER_COUNT][MAX_STATES] = {
+    [CN_OPTIMIZER_SGD] = {".momentum_buffer", NULL},
+    [CN_OPTIMIZER_ADAMW] = {".exp_avg", ".exp_avg_sq"},
+};
 #define VALUE_CAP 96
 
 /* ---------------------------------------------------------------- state */
@@ -55,6 +65,12 @@ void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn
     s->augment = cfg->augment;
     s->precision = cfg->precision;
     s->optimizer = cfg->optimizer;
+    s->nesterov = cfg->nesterov;
+    s->weight_decay = cfg->weight_decay;
+    cn_optim_rule rule;
+    cn_optim_rule_init(&rule, cfg, cfg->learning_rate, 1);
+    s->beta1 = rule.beta1, s->beta2 = rule.beta2, s->eps = rule.eps;
+    s->lr_schedule = cfg->lr_schedule;
     s->train_samples = train->count;
     s->train_crc32 = data_crc32(train);
     s->data_channels = train->channels, s->data_height = train->height;
@@ -82,37 +98,39 @@ static int parameter_offset(cn_model *m, const cn_tensor_ref *t, size_t *offset)
     return 1;
 }
 
-/* The momentum buffer of each parameter among state[0..n), pointing into momentum, appended
- * at out; returns how many, or -1 when a name does not fit. */
-static int momentum_refs(cn_model *m, const cn_tensor_ref *state, int n, float *momentum,
-                         cn_tensor_ref *out, const char *path, cn_error *err)
+/* The optimiser's state tensors of each parameter among state[0..n), pointing into buffer (as
+ * the trainer lays it out for optimizer o), appended at out; returns how many, or -1 when a
+ * name does not fit. */
+static int optimizer_refs(cn_model *m, cn_optimizer o, const cn_tensor_ref *state, int n,
+                          float *buffer, cn_tensor_ref *out, const char *path, cn_error *err)
 {
     int count = 0;
-    for (int i = 0; i < n; i++) {
-        size_t offset;
-        if (!parameter_offset(m, &state[i], &offset)) continue;
-        char name[sizeof out->name]; /* built apart: gcc cannot tell out from state */
-        int len = snprintf(name, sizeof name, "%s%s%s", MOMENTUM_PREFIX, state[i].name,
-                           MOMENTUM_SUFFIX);
-        if (len < 0 || (size_t)len >= sizeof name)
-            return cn_fail(err, "%s: the momentum buffer name of %s is longer than %d bytes",
-                           path, state[i].name, (int)sizeof name - 1);
-        cn_tensor_ref *r = &out[count++];
-        *r = state[i];
-        memcpy(r->name, name, sizeof name);
-        r->data = momentum + offset;
-    }
+    for (int k = 0; k < MAX_STATES && state_suffixes[o][k]; k++)
+        for (int i = 0; i < n; i++) {
+            size_t offset;
+            if (!parameter_offset(m, &state[i], &offset)) continue;
+            char name[sizeof out->name]; /* built apart: gcc cannot tell out from state */
+            int len = snprintf(name, sizeof name, "%s%s%s", MOMENTUM_PREFIX, state[i].name,
+                               state_suffixes[o][k]);
+            if (len < 0 || (size_t)len >= sizeof name)
+                return cn_fail(err, "%s: the optimizer state name of %s is longer than %d bytes",
+                               path, state[i].name, (int)sizeof name - 1);
+            cn_tensor_ref *r = &out[count++];
+            *r = state[i];
+            memcpy(r->name, name, sizeof name);
+            r->data = buffer + (size_t)k * cn_model_num_params(m) + offset;
+        }
     return count;
 }
 
-/* The model's tensors followed by their momentum buffers (malloc'd, *count of them). */
-static cn_tensor_ref *all_refs(cn_model *m, float *momentum, int *model_count, int *count,
-                               const char *path, cn_error *err)
+/* The model's tensors followed by the optimiser's state (malloc'd, *count of them). */
+static cn_tensor_ref *all_refs(cn_model *m, cn_optimizer o, float *momentum, int *model_count,
+                               int *count, const char *path, cn_error *err)
 {
     int n = 0;
     cn_tensor_ref *state = cn_state_refs(m, &n, path, err);
     if (!state) return NULL;
-    cn_tensor_ref *refs = calloc(2 * (size_t)n + 1, sizeof *refs);
+    cn_tensor_ref *refs = calloc((1 + MAX_STATES) * (size_t)n + 1, sizeof *refs);
     if (!refs) {
         free(state);
         cn_fail(err, "%s: %s", path, strerror(ENOMEM));
@@ -120,7 +138,7 @@ static cn_tensor_ref *all_refs(cn_model *m, float *momentum, int *model_count, i
     }
     memcpy(refs, state, (size_t)n * sizeof *refs);
     free(state);
-    int k = momentum_refs(m, refs, n, momentum, refs + n, path, err);
+    int k = optimizer_refs(m, o, refs, n, momentum, refs + n, path, err);
     if (k < 0) {
         free(refs);
         return NULL;
@@ -152,6 +170,26 @@ static void format_float(char *buf, size_t cap, float v)
     if (strtof(buf, NULL) != v) snprintf(buf, cap, "%.9g", (double)v);
 }
 
+/* The optimiser's and the schedule's values, in the order of format_meta's keys from
+ * "optimizer" on. */
+static void format_optimizer(const cn_train_state *s, char text[][VALUE_CAP])
+{
+    const cn_lr_schedule *l = &s->lr_schedule;
+    snprintf(text[0], VALUE_CAP, "%s", cn_optimizer_name(s->optimizer));
+    snprintf(text[1], VALUE_CAP, "%d", s->nesterov);
+    format_float(text[2], VALUE_CAP, s->weight_decay);
+    format_float(text[3], VALUE_CAP, s->beta1);
+    format_float(text[4], VALUE_CAP, s->beta2);
+    format_float(text[5], VALUE_CAP, s->eps);
+    snprintf(text[6], VALUE_CAP, "%lld", (long long)s->optimizer_steps);
+    snprintf(text[7], VALUE_CAP, "%s", cn_lr_kind_name(l->kind));
+    snprintf(text[8], VALUE_CAP, "%ld", l->warmup_steps);
+    format_float(text[9], VALUE_CAP, l->warmup_start);
+    snprintf(text[10], VALUE_CAP, "%ld", l->step_size);
+    format_float(text[11], VALUE_CAP, l->gamma);
+    snprintf(text[12], VALUE_CAP, "%ld", l->total_steps);
+}
+
 /* The metadata as key/value pairs in meta[2 * NUM_META], the values written into text. */
 static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
                         const char *meta[2 * NUM_META])
@@ -162,7 +200,10 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
         KIND_KEY, "cnnc_version", "epoch", "epoch_step", "steps_per_epoch", "step",
         "epoch_loss_sum", "seed", "num_cores", "batch_size", "learning_rate", "momentum",
         "train_samples", "train_data_crc32", "sampler", "isa", "precision", "epoch_correct",
-        "data_shape", "data_classes", "label_smoothing", "augment"};
+        "data_shape", "data_classes", "label_smoothing", "optimizer", "nesterov",
+        "weight_decay", "adamw_beta1", "adamw_beta2", "adamw_eps", "optimizer_steps",
+        "lr_schedule", "warmup_steps", "warmup_start", "lr_step_size", "lr_gamma",
+        "lr_total_steps", "augment"};
     snprintf(text[0], VALUE_CAP, "%s", KIND_VALUE);
     snprintf(text[1], VALUE_CAP, "%s", CN_VERSION);
     snprintf(text[2], VALUE_CAP, "%d", p->epoch);
@@ -184,7 +225,8 @@ static void format_meta(const cn_train_state *s, char text[NUM_META][VALUE_CAP],
     snprintf(text[18], VALUE_CAP, "%dx%dx%d", s->data_channels, s->data_height, s->data_width);
     snprintf(text[19], VALUE_CAP, "%d", s->data_classes);
     format_float(text[20], VALUE_CAP, s->label_smoothing);
-    cn_augment_format(&s->augment, text[21]);
+    format_optimizer(s, text + 21);
+    cn_augment_format(&s->augment, text[34]);
     for (int i = 0; i < NUM_META; i++) {
         meta[2 * i] = keys[i];
         meta[2 * i + 1] = text[i];
@@ -215,12 +257,11 @@ int cn_train_checkpoint_save(cn_model *m, const float *momentum, const cn_train_
                              const char *const *extra, int num_extra, const char *path,
                              cn_error *err)
 {
-    if (s->optimizer != CN_OPTIMIZER_SGD)
-        return cn_fail(err, "%s: not saved: training checkpoints of %s are not supported yet "
-                       "(only SGD's momentum buffers are recorded)", path,
-                       cn_optimizer_name(s->optimizer));
+    if ((unsigned)s->optimizer >= CN_OPTIMIZER_COUNT)
+        return cn_fail(err, "%s: not saved: unknown optimizer %d", path, (int)s->optimizer);
     int n_model = 0, n = 0;
-    cn_tensor_ref *refs = all_refs(m, (float *)(uintptr_t)momentum, &n_model, &n, path, err);
+    cn_tensor_ref *refs = all_refs(m, s->optimizer, (float *)(uintptr_t)momentum, &n_model, &n,
+                                   path, err);
     if (!refs) return -1;
     int rc = refuse_non_finite(refs, n, path, err);
     if (rc == 0) {
@@ -361,6 +402,73 @@ static int read_augment(const cn_safetensors *f, const char *path, cn_train_stat
     return 0;
 }
 
+/* A float key that files from before it may lack (*out keeps its default then), in [min, max)
+ * (max 0: no upper bound). */
+static int meta_float_or(const cn_safetensors *f, const char *key, float min, float max,
+                         float *out, const char *path, cn_error *err)
+{
+    if (!cn_safetensors_meta(f, key)) return 0;
+    if (meta_float(f, key, out, path, err)) return -1;
+    if (*out < min || (max > 0 && *out >= max))
+        return bad_value(path, key, cn_safetensors_meta(f, key), "a number in range", err);
+    return 0;
+}
+
+/* The same for an integer key in min..max. */
+static int meta_long_or(const cn_safetensors *f, const char *key, long long min, long long max,
+                        long long *out, const char *path, cn_error *err)
+{
+    return cn_safetensors_meta(f, key) ? meta_long(f, key, min, max, out, path, err) : 0;
+}
+
+/* The learning-rate schedule; files from before it was recorded ran at a constant rate. */
+static int read_schedule(const cn_safetensors *f, const char *path, cn_lr_schedule *l,
+                         cn_error *err)
+{
+    *l = (cn_lr_schedule){.kind = CN_LR_CONSTANT};
+    const char *kind = cn_safetensors_meta(f, "lr_schedule");
+    if (kind && cn_lr_kind_from_name(kind, &l->kind) != 0)
+        return bad_value(path, "lr_schedule", kind, "constant, step, cosine or onecycle", err);
+    long long warmup = 0, size = 0, total = 0;
+    if (meta_long_or(f, "warmup_steps", 0, LONG_MAX, &warmup, path, err) ||
+        meta_long_or(f, "lr_step_size", 0, LONG_MAX, &size, path, err) ||
+        meta_long_or(f, "lr_total_steps", 0, LONG_MAX, &total, path, err) ||
+        meta_float_or(f, "warmup_start", 0, 0, &l->warmup_start, path, err) ||
+        meta_float_or(f, "lr_gamma", 0, 0, &l->gamma, path, err))
+        return -1;
+    l->warmup_steps = (long)warmup, l->step_size = (long)size, l->total_steps = (long)total;
+    if (cn_lr_schedule_check(l, err) == 0) return 0;
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    return cn_fail(err, "%s: __metadata__ %s (the file is damaged)", path, why);
+}
+
+/* The optimiser, its settings and steps; files from before they were recorded are SGD without
+ * Nesterov or weight decay, and took one optimiser step per step of their position. */
+static int read_optimizer(const cn_safetensors *f, const char *path, cn_train_state *s,
+                          cn_error *err)
+{
+    const char *name = cn_safetensors_meta(f, "optimizer");
+    s->optimizer = CN_OPTIMIZER_SGD;
+    if (name && cn_optimizer_from_name(name, &s->optimizer) != 0)
+        return bad_value(path, "optimizer", name, "sgd or adamw", err);
+    long long nesterov = 0;
+    long long steps = (long long)(s->position.epoch - 1) * s->steps_per_epoch + s->position.step;
+    s->beta1 = 0.9f, s->beta2 = 0.999f, s->eps = 1e-8f, s->weight_decay = 0;
+    if (meta_long_or(f, "nesterov", 0, 1, &nesterov, path, err) ||
+        meta_long_or(f, "optimizer_steps", 0, LLONG_MAX, &steps, path, err) ||
+        meta_float_or(f, "weight_decay", 0, 0, &s->weight_decay, path, err) ||
+        meta_float_or(f, "adamw_beta1", 0, 1, &s->beta1, path, err) ||
+        meta_float_or(f, "adamw_beta2", 0, 1, &s->beta2, path, err) ||
+        meta_float_or(f, "adamw_eps", 0, 0, &s->eps, path, err))
+        return -1;
+    s->nesterov = (int)nesterov, s->optimizer_steps = steps;
+    if (s->nesterov && (s->optimizer != CN_OPTIMIZER_SGD || !(s->momentum > 0)))
+        return cn_fail(err, "%s: __metadata__ \"nesterov\" is 1 without sgd and a momentum above 0",
+                       path);
+    return read_schedule(f, path, &s->lr_schedule, err);
+}
+
 static int read_settings(const cn_safetensors *f, const char *path, cn_train_state *s,
                          cn_error *err)
 {
@@ -396,7 +504,8 @@ static int read_settings(const cn_safetensors *f, const char *path, cn_train_sta
     s->precision = CN_PRECISION_FP32;
     if (precision && cn_precision_from_name(precision, &s->precision) != 0)
         return bad_value(path, "precision", precision, "fp32 or bf16", err);
-    return read_data_shape(f, path, s, err);
+    if (read_data_shape(f, path, s, err)) return -1;
+    return read_optimizer(f, path, s, err);
 }
 
 static int read_position(const cn_safetensors *f, const char *path, cn_train_state *s,
@@ -462,9 +571,10 @@ int cn_train_checkpoint_state(const cn_safetensors *f, const char *path, cn_trai
 
 /* ---------------------------------------------------------------- tensors in */
 
-/* Every momentum buffer is there as expected, and no other optimizer.* tensor. */
-static int check_momentum(const cn_safetensors *f, const cn_tensor_ref *refs, int n,
-                          const char *path, cn_error *err)
+/* Every state tensor of the optimiser is there as expected, and no other optimizer.* tensor. */
+static int check_optimizer_state(const cn_safetensors *f, cn_optimizer o,
+                                 const cn_tensor_ref *refs, int n, const char *path,
+                                 cn_error *err)
 {
     for (int i = 0; i < n; i++)
         if (cn_check_expected_tensor(f, &refs[i], path, err)) return -1;
@@ -472,20 +582,34 @@ static int check_momentum(const cn_safetensors *f, const cn_tensor_ref *refs, in
     for (int i = 0; i < cn_safetensors_count(f); i++) {
         const char *name = cn_safetensors_at(f, i)->name;
         if (strncmp(name, MOMENTUM_PREFIX, prefix) == 0 && !cn_ref_listed(name, refs, n))
-            return cn_fail(err, "%s: tensor %s is not a momentum buffer of this model", path,
-                           name);
+            return cn_fail(err, "%s: tensor %s is not part of %s's state for this model", path,
+                           name, cn_optimizer_name(o));
     }
     return 0;
 }
 
-int cn_train_checkpoint_restore(cn_model *m, float *momentum, const cn_safetensors *f,
-                                const char *path, cn_error *err)
+/* The file records optimiser o (files that do not say are sgd). */
+static int check_recorded_optimizer(const cn_safetensors *f, cn_optimizer o, const char *path,
+                                    cn_error *err)
 {
+    const char *name = cn_safetensors_meta(f, "optimizer");
+    if (!name) name = cn_optimizer_name(CN_OPTIMIZER_SGD);
+    if (strcmp(name, cn_optimizer_name(o)) == 0) return 0;
+    return cn_fail(err, "%s: the checkpoint holds the state of optimizer \"%.20s\", not %s", path,
+                   name, cn_optimizer_name(o));
+}
+
+int cn_train_checkpoint_restore(cn_model *m, float *state, cn_optimizer optimizer,
+                                const cn_safetensors *f, const char *path, cn_error *err)
+{
+    if ((unsigned)optimizer >= CN_OPTIMIZER_COUNT)
+        return cn_fail(err, "%s: unknown optimizer %d", path, (int)optimizer);
     int n_model = 0, n = 0;
-    cn_tensor_ref *refs = all_refs(m, momentum, &n_model, &n, path, err);
+    if (check_recorded_optimizer(f, optimizer, path, err)) return -1;
+    cn_tensor_ref *refs = all_refs(m, optimizer, state, &n_model, &n, path, err);
     if (!refs) return -1;
     int rc = cn_check_model_tensors(f, refs, n_model, path, err);
-    if (rc == 0) rc = check_momentum(f, refs + n_model, n - n_model, path, err);
+    if (rc == 0) rc = check_optimizer_state(f, optimizer, refs + n_model, n - n_model, path, err);
     const char *classes = cn_safetensors_meta(f, "classes");
     if (rc == 0 && classes) rc = cn_model_set_classes_text(m, classes, path, err);
     if (rc == 0) cn_copy_tensors(f, refs, n);

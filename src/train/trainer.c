@@ -2,7 +2,8 @@
  * and backward on their own batch in the workspace of the thread that runs them and leave their
  * results in the exchange (dist.h); the gradients are then summed in replica
  * order and averaged, BatchNorm running statistics become the mean of the replicas' updates,
- * and one optimiser step (optimizer.c: SGD or AdamW) updates the single model. When the threads
+ * and one optimiser step (optimizer.c: SGD or AdamW, at the rate its cfg.lr_schedule gives that
+ * step of the run) updates the single model. When the threads
  * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
  * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
  * either way, so the weights do not depend on the thread count. With a communicator each process
@@ -85,7 +86,7 @@ static int check_config(const cn_train_config *c, cn_error *err)
         return cn_fail(err, "momentum must be in [0, 1)");
     if (!(c->label_smoothing >= 0 && c->label_smoothing < 1))
         return cn_fail(err, "label smoothing must be in [0, 1)");
-    if (check_optimizer(c, err)) return -1;
+    if (check_optimizer(c, err) || cn_lr_schedule_check(&c->lr_schedule, err)) return -1;
     if (!cn_precision_supported(c->precision))
         return cn_fail(err, "precision %s: this CPU cannot run it%s",
                        cn_precision_name(c->precision),
@@ -509,8 +510,18 @@ static void timed_run(cn_trainer *t, int tasks, cn_task_fn fn, step_job *job, do
     *phase += cn_seconds() - start;
 }
 
-/* One step; *loss gets the global loss, *correct the right answers of all replicas. */
-static int train_step(cn_trainer *t, step_job *job, float *loss, int *correct,
+/* The rate per replica of optimiser step n of the run: the base rate itself, untouched, when
+ * there is no schedule. */
+static float step_rate(const cn_trainer *t, long n)
+{
+    const cn_lr_schedule *s = &t->cfg.lr_schedule;
+    if (s->kind == CN_LR_CONSTANT && s->warmup_steps == 0) return t->cfg.learning_rate;
+    return cn_lr_at(s, t->cfg.learning_rate, n);
+}
+
+/* One step at rate lr per replica; *loss gets the global loss, *correct the right answers of
+ * all replicas. */
+static int train_step(cn_trainer *t, step_job *job, float lr, float *loss, int *correct,
                       cn_phase_times *times, cn_error *err)
 {
     cn_phase_times local = {0};
@@ -539,7 +550,7 @@ static int train_step(cn_trainer *t, step_job *job, float *loss, int *correct,
         return cn_fail(err, "training diverged: the gradient holds non-finite values (try a "
                        "smaller --learning-rate)");
     double start = cn_seconds();
-    cn_optim_rule_init(&t->rule, &t->cfg, t->cfg.learning_rate, t->optimizer_steps + 1);
+    cn_optim_rule_init(&t->rule, &t->cfg, lr, t->optimizer_steps + 1);
     cn_pool_run(t->pool, T, optimizer_slice, job);
     if (!all_finite(t->next_params, t->m->num_params))
         return cn_fail(err, "training diverged: the step would make weights non-finite (try a "
@@ -558,7 +569,7 @@ int cn_trainer_step(cn_trainer *t, const uint8_t *images, const uint8_t *labels,
     int correct;
     if (ready_to_train(t, err)) return -1;
     t->epoch = 0, t->step = t->direct_steps; /* steps outside epochs draw as epoch 0 */
-    int rc = train_step(t, &job, loss, &correct, times, err);
+    int rc = train_step(t, &job, step_rate(t, t->direct_steps), loss, &correct, times, err);
     t->direct_steps += rc == 0;
     return rc;
 }
@@ -641,11 +652,14 @@ int cn_trainer_run_epoch(cn_trainer *t, const cn_dataset *train, cn_epoch_positi
     cn_sampler_permutation(perm, (uint32_t)train->count, t->cfg.seed, pos->epoch);
     step_job job = {t, train->pixels, train->labels, t->batch_index};
     int rc = 0;
-    cn_step_report report = {pos->epoch, 0, steps, 0, 0, t->cfg.num_replicas * t->cfg.batch_size};
+    cn_step_report report = {pos->epoch, 0, steps, 0, 0, t->cfg.num_replicas * t->cfg.batch_size,
+                             0};
     while (pos->step < steps) {
         fill_batch_index(t, perm, pos->step);
         t->epoch = pos->epoch, t->step = pos->step;
-        rc = train_step(t, &job, &report.loss, &report.correct, times, err);
+        report.learning_rate = step_rate(t, (long)(pos->epoch - 1) * steps + pos->step);
+        rc = train_step(t, &job, report.learning_rate, &report.loss, &report.correct, times,
+                        err);
         if (rc != 0) break;
         pos->loss_sum += report.loss;
         pos->correct += report.correct;
