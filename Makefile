@@ -53,13 +53,18 @@ FUZZ_BIN := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
 
 TRAIN_ARGS ?=
+# The recipe of `make train-best` (docs/training.md says how it was chosen); TRAIN_ARGS add to it.
+TRAIN_BEST_RECIPE := --model models/fashion_mnist_best.model --num-epochs 16 --num-cores 2 \
+                     --batch-size 64 --learning-rate 0.05 --momentum 0.9 --lr-schedule cosine \
+                     --warmup-epochs 1 --label-smoothing 0.1 --augment hflip --val-samples 5000 \
+                     --precision bf16
 BENCH_THREADS ?= $(shell nproc)
 BENCH_EPOCHS ?= 1
 BENCH_ROUNDS ?= 3
 BENCH_PRECISION ?= fp32
 
-.PHONY: all deps deps-test deps-bench deps-fuzz train test test-sanitize fuzz check bench bench-run \
-        bench-gemm bench-conv bench-mpi clean install uninstall
+.PHONY: all deps deps-test deps-bench deps-fuzz train train-best test test-sanitize fuzz check bench bench-run \
+        bench-gemm bench-conv bench-mpi bench-train-best clean install uninstall
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
 $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h src/*/*.h) $(wildcard cli/*.h)
@@ -129,6 +134,10 @@ train: deps
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/cnnc train $(TRAIN_ARGS)
 
+train-best: deps
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/cnnc train $(TRAIN_BEST_RECIPE) $(TRAIN_ARGS)
+
 test: deps-test
 	@$(MAKE) --no-print-directory check
 
@@ -155,6 +164,10 @@ $(BUILD)/conv_bench: bench/conv_bench.c $(BUILD)/libcnnc.a
 
 # Training as 1 and 2 MPI processes beside the threaded single process, and one step's exchange
 # alone (needs Open MPI; a few short runs).
+bench-train-best: deps-bench
+	@$(MAKE) --no-print-directory all
+	@bench/train_best.sh $(BUILD) $(TRAIN_BEST_RECIPE) $(TRAIN_ARGS)
+
 bench-mpi: deps-bench
 	@$(MAKE) --no-print-directory all $(BUILD)/mpi_exchange
 	@bench/mpi_scaling.sh $(BUILD)
