@@ -63,8 +63,8 @@ typedef struct {
     int32_t val_samples, val_count; /* --val-samples, and the images it holds out */
     uint32_t val_crc;
     uint32_t state_crc; /* weights, statistics, momentum and position the run starts from */
-    char host[64];
     int32_t crop_padding, hflip; /* --augment */
+    char host[64];
 } fingerprint;
 
 /* The data's shape and classes, pixels, labels and class names. */
