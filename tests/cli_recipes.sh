@@ -25,11 +25,6 @@ quiet="--result-image none --plot none -q"
 recipe="--optimizer adamw --learning-rate 0.001 --weight-decay 0.01 --lr-schedule cosine
   --warmup-epochs 1"
 
-# header FILE: the JSON header of a safetensors file.
-header() {
-  len=$(od -An -tu8 -N8 "$1" | tr -d ' ')
-  tail -c +9 "$1" | head -c "$len"
-}
 
 # math FILE: the metrics lines without their timings.
 math() {
@@ -74,10 +69,10 @@ ck=straight/checkpoint-epoch-0001.safetensors
 for pair in '"optimizer":"adamw"' '"nesterov":"0"' '"weight_decay":"0.01"' \
   '"optimizer_steps":"8"' '"lr_schedule":"cosine"' '"warmup_steps":"8"' \
   '"lr_total_steps":"24"' '"adamw_beta2":"0.999"'; do
-  header "$ck" | grep -q "$pair" || fail "$ck does not record $pair"
+  safetensors_header "$ck" | grep -q "$pair" || fail "$ck does not record $pair"
 done
-header "$ck" | grep -q 'optimizer.fc2.bias.exp_avg_sq' || fail "$ck holds no exp_avg_sq"
-header "$ck" | grep -q 'momentum_buffer' && fail "$ck of an adamw run holds momentum buffers"
+safetensors_header "$ck" | grep -q 'optimizer.fc2.bias.exp_avg_sq' || fail "$ck holds no exp_avg_sq"
+safetensors_header "$ck" | grep -q 'momentum_buffer' && fail "$ck of an adamw run holds momentum buffers"
 # The last step of each epoch: warmup (1/3 + 2/3 x 7/8 of the rate), then cosine falling.
 # shellcheck disable=SC2046
 set -- $(rates straight.jsonl)

@@ -22,11 +22,6 @@ data=/usr/share/datasets/fashion-mnist
 small="--train-samples 1024 --test-samples 128 --num-cores 2 --batch-size 32 --learning-rate 0.05"
 quiet="--result-image none --plot none -q"
 
-# header FILE: the JSON header of a safetensors file.
-header() {
-  len=$(od -An -tu8 -N8 "$1" | tr -d ' ')
-  tail -c +9 "$1" | head -c "$len"
-}
 
 # body FILE: the tensors of a safetensors file, without its header.
 body() {
@@ -36,7 +31,7 @@ body() {
 
 # meta FILE KEY: a __metadata__ value of a safetensors file.
 meta() {
-  header "$1" | /usr/bin/python3 -c 'import json, sys
+  safetensors_header "$1" | /usr/bin/python3 -c 'import json, sys
 print(json.load(sys.stdin)["__metadata__"].get(sys.argv[1], ""))' "$2"
 }
 
