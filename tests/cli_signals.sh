@@ -67,7 +67,8 @@ grep -q "^cnnc: error: cannot write to standard output: nothing reads it any mor
 
 # ---------------------------------------------------------------- ignored SIGINT and SIGTERM
 # signal_run NAME SIGNALS COMMAND...: starts COMMAND in the background, sends each of SIGNALS
-# (0.2 s apart) during epoch 2, and waits for it (60 s at most); sets $status.
+# (0.2 s apart) once epoch 2 has begun, and waits for it (60 s at most); sets $status. An
+# epoch lasts a fraction of a second, so on a busy machine the signal may land in a later one.
 signal_run() {
   name=$1 signals=$2
   shift 2
@@ -95,7 +96,7 @@ grep -q "^Stopped by" ignored.out &&
 # shellcheck disable=SC2086
 signal_run default INT env --default-signal=INT "$cnnc" $job --num-epochs 12
 [ "$status" -eq 130 ] || fail "SIGINT at its default action: exit status $status, expected 130"
-grep -q "^Stopped by SIGINT at epoch 2" default.out ||
-  fail "SIGINT at its default action did not stop the run: $(tail -n 2 default.out)"
+grep -q "^Stopped by SIGINT at epoch \([2-9]\|1[0-2]\)," default.out ||
+  fail "SIGINT at its default action did not stop the run: $(grep -v "^Epoch" default.out)"
 
 finish
