@@ -476,6 +476,83 @@ static void test_conv_bf16_stride_padding_matches_fp32(void **state)
     check_conv_bf16(1, shape(4, 10, 10, 5, 3, 3, 0), 1, &rng);  /* stride 3, no padding */
 }
 
+/* A convolution in direct loops, summed in double: y = conv(x) + b, and for the output
+ * gradient dy: dx (=), dw (=) and db (=). Any stride and padding. */
+static void direct_conv(const float *x, const float *w, const float *b, const float *dy, int B,
+                        const cn_conv_shape *s, float *y, float *dx, float *dw, float *db)
+{
+    int C = s->C, H = s->H, W = s->W, OC = s->OC, K = s->K, OH = s->OH, OW = s->OW;
+    size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * C * K * K;
+    double *gx = calloc(nx, sizeof *gx), *gw = calloc(nw, sizeof *gw);
+    assert_non_null(gx), assert_non_null(gw);
+    for (int oc = 0; oc < OC; oc++) db[oc] = 0;
+    for (int n = 0; n < B; n++)
+        for (int oc = 0; oc < OC; oc++)
+            for (int oy = 0; oy < OH; oy++)
+                for (int ox = 0; ox < OW; ox++) {
+                    size_t o = (((size_t)n * OC + oc) * OH + oy) * OW + ox;
+                    double sum = b[oc], g = dy[o];
+                    db[oc] += (float)g;
+                    for (int c = 0; c < C; c++)
+                        for (int ky = 0; ky < K; ky++)
+                            for (int kx = 0; kx < K; kx++) {
+                                int iy = oy * s->stride + ky - s->pad;
+                                int ix = ox * s->stride + kx - s->pad;
+                                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                                size_t i = (((size_t)n * C + c) * H + iy) * W + ix;
+                                size_t k = (((size_t)oc * C + c) * K + ky) * K + kx;
+                                sum += (double)w[k] * x[i];
+                                gx[i] += (double)w[k] * g;
+                                gw[k] += (double)x[i] * g;
+                            }
+                    y[o] = (float)sum;
+                }
+    for (size_t i = 0; i < nx; i++) dx[i] = (float)gx[i];
+    for (size_t k = 0; k < nw; k++) dw[k] = (float)gw[k];
+    free(gx), free(gw);
+}
+
+/* cn_conv2d_forward and cn_conv2d_backward against direct loops: shapes whose patch matrix is
+ * large enough to be taken in several bands of output rows (padded and not), one band, and the
+ * whole-output paths (few patch entries, a stride of 2), the scratch starting as NaNs. */
+static void check_conv_direct(int B, cn_conv_shape s, cn_rng *rng)
+{
+    int P = s.OH * s.OW, CKK = s.C * s.K * s.K;
+    size_t nx = (size_t)B * s.C * s.H * s.W, nw = (size_t)s.OC * CKK, ny = (size_t)B * s.OC * P;
+    float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
+    float *b = random_values(rng, (size_t)s.OC, 0.1f), *dy = random_values(rng, ny, 1.0f);
+    float *col = nans(cn_conv2d_col_floats(&s)), *y = nans(ny), *dx = nans(nx);
+    float *dw = zeros(nw), *db = zeros((size_t)s.OC), *want_y = zeros(ny), *want_dx = zeros(nx);
+    float *want_dw = zeros(nw), *want_db = zeros((size_t)s.OC);
+    direct_conv(x, w, b, dy, B, &s, want_y, want_dx, want_dw, want_db);
+    cn_conv2d_forward(y, x, w, b, B, &s, col);
+    cn_conv2d_backward(dx, dw, db, dy, x, w, B, &s, col);
+    double worst[4] = {tu_max_violation(y, want_y, ny, 1e-5 * CKK, 1e-5),
+                       tu_max_violation(dw, want_dw, nw, 1e-5 * B * P, 1e-5),
+                       tu_max_violation(dx, want_dx, nx, 1e-5 * s.OC * s.K * s.K, 1e-5),
+                       tu_max_violation(db, want_db, (size_t)s.OC, 1e-5 * B * P, 1e-5)};
+    for (int i = 0; i < 4; i++)
+        if (worst[i] > 1)
+            fail_msg("conv B%d C%d %dx%d OC%d K%d stride %d pad %d: %s off by %.1f tolerances",
+                     B, s.C, s.H, s.W, s.OC, s.K, s.stride, s.pad,
+                     (const char *[]){"y", "dweight", "din", "dbias"}[i], worst[i]);
+}
+
+static void test_conv_bands_match_direct_loops(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 19);
+    check_conv_direct(2, shape(32, 32, 32, 5, 3, 1, 1), &rng); /* three bands of 11, 11, 10 */
+    check_conv_direct(1, shape(32, 34, 34, 3, 3, 1, 0), &rng); /* the same, valid: rows copied */
+    check_conv_direct(1, shape(64, 17, 15, 4, 3, 1, 1), &rng); /* two bands, odd sizes */
+    check_conv_direct(1, shape(20, 40, 36, 3, 5, 1, 2), &rng); /* K 5, pad 2 */
+    check_conv_direct(1, shape(3, 70, 70, 4, 3, 1, 1), &rng);  /* dot-product weight gradient */
+    check_conv_direct(2, shape(8, 9, 11, 6, 3, 2, 1), &rng);   /* stride 2: one band */
+    check_conv_direct(2, shape(16, 8, 8, 32, 3, 1, 1), &rng);  /* one band, transposed dweight */
+    check_conv_direct(2, shape(4, 12, 12, 6, 3, 1, 1), &rng);  /* few patch entries: one band */
+}
+
 /* A convolution's gradients from the max-pool's gradient and argmax, against the pool's
  * backward pass then the convolution's, on random data, with an input gradient and without
  * (a first layer): windows of 2 and 3, sizes the pool floors, kernels up to 8 (masked rows) and
@@ -491,7 +568,8 @@ static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn
     float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
     float *b = random_values(rng, (size_t)OC, 0.1f), *y = zeros(ny), *pooled = zeros(nq);
     float *dpool = random_values(rng, nq, 1.0f), *dy = zeros(ny);
-    float *col = zeros(cn_conv2d_pool_col_floats(&s, S));
+    size_t pool_col = cn_conv2d_pool_col_floats(&s, S), dense_col = cn_conv2d_col_floats(&s);
+    float *col = zeros(pool_col > dense_col ? pool_col : dense_col); /* as the layer sizes it */
     float *dw = random_values(rng, nw, 1.0f), *db = random_values(rng, (size_t)OC, 1.0f);
     float *want_dw = zeros(nw), *want_db = zeros((size_t)OC), *dx = zeros(nx);
     float *want_dx = zeros(nx), *dw_first = zeros(nw), *db_first = zeros((size_t)OC);
@@ -932,6 +1010,7 @@ int main(void)
         T(test_conv1_fd),           T(test_pool_pytorch),    T(test_pool7_pytorch),
         T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
         T(test_pool_ties_match_scan_order), T(test_conv_from_pool_matches_dense),
+        T(test_conv_bands_match_direct_loops),
         T(test_conv_bf16_matches_fp32_on_rounded_values),
         T(test_conv_bf16_stride_padding_matches_fp32),
         T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),

@@ -16,9 +16,6 @@
 #include "kernels/conv.h"
 #include "layers/layers.h"
 
-/* Below this many output positions the weight gradient is computed from im2row. */
-#define CN_CONV_ROW_GRADIENT_POSITIONS 256
-
 /* The shape's numbers as locals. */
 #define UNPACK(s)                                                                            \
     int C = (s)->C, H = (s)->H, W = (s)->W, OC = (s)->OC, K = (s)->K;                        \
@@ -53,7 +50,9 @@ static size_t whole_lines(size_t floats)
 
 /* ---- the patches of one sample, for any stride and padding ----
  * With stride 1 the vector kernels read the "valid input": the sample itself without padding,
- * else the sample copied into a zero-padded plane [C, H + 2 pad, W + 2 pad] (padded_floats). */
+ * else the sample copied into a zero-padded plane [C, H + 2 pad, W + 2 pad] (padded_floats). A
+ * band of output rows [y0, y0 + h) reads the valid input's rows [y0, y0 + h + K - 1), copied
+ * into a plane of their own unless they are the whole unpadded sample. */
 
 static int padded_h(const cn_conv_shape *s) { return s->H + 2 * s->pad; }
 static int padded_w(const cn_conv_shape *s) { return s->W + 2 * s->pad; }
@@ -64,17 +63,29 @@ static size_t padded_floats(const cn_conv_shape *s)
     return s->stride == 1 && s->pad > 0 ? (size_t)s->C * padded_h(s) * padded_w(s) : 0;
 }
 
+/* The valid input's rows [y0, y0 + rows) of sample x as a plane [C, rows, W + 2 pad]: x itself
+ * when that is the whole unpadded sample (or the stride is over 1: strided_patches pads as it
+ * reads), else copied into plane with the padding's zeros. */
+static const float *band_input(float *plane, const float *x, const cn_conv_shape *s, int y0,
+                               int rows)
+{
+    if (s->stride > 1 || (s->pad == 0 && rows == s->H)) return x;
+    int p = s->pad, Wp = padded_w(s);
+    for (int c = 0; c < s->C; c++)
+        for (int r = 0; r < rows; r++) {
+            float *d = plane + ((size_t)c * rows + r) * Wp;
+            int y = y0 + r - p;
+            memset(d, 0, (size_t)Wp * sizeof *d);
+            if (y >= 0 && y < s->H)
+                memcpy(d + p, x + ((size_t)c * s->H + y) * s->W, (size_t)s->W * sizeof *d);
+        }
+    return plane;
+}
+
 /* The valid input of sample x: x, or x copied into plane with its border of zeros. */
 static const float *valid_input(float *plane, const float *x, const cn_conv_shape *s)
 {
-    if (s->stride > 1 || s->pad == 0) return x;
-    int p = s->pad, Hp = padded_h(s), Wp = padded_w(s);
-    memset(plane, 0, padded_floats(s) * sizeof *plane);
-    for (int c = 0; c < s->C; c++)
-        for (int y = 0; y < s->H; y++)
-            memcpy(plane + ((size_t)c * Hp + y + p) * Wp + p, x + ((size_t)c * s->H + y) * s->W,
-                   (size_t)s->W * sizeof *plane);
-    return plane;
+    return band_input(plane, x, s, 0, padded_h(s));
 }
 
 /* The patch entry (c,ky,kx) of output position (oy,ox) of any stride and padding, stored at
@@ -120,23 +131,24 @@ static void strided_col2im(float *din, const float *col, const cn_conv_shape *s)
             }
 }
 
-/* col [C*K*K, OH*OW] from the valid input v (valid_input). */
-static void patch_columns(float *col, const float *v, const cn_conv_shape *s)
+/* col [C*K*K, h*OW]: the patches of h output rows from their band_input v (with a stride over
+ * 1, h = OH and v = the sample). */
+static void patch_columns(float *col, const float *v, int h, const cn_conv_shape *s)
 {
     if (s->stride > 1)
         strided_patches(col, (ptrdiff_t)s->OH * s->OW, 1, v, s);
     else
-        cn_im2col(col, v, s->C, padded_h(s), padded_w(s), s->K);
+        cn_im2col(col, v, s->C, h + s->K - 1, padded_w(s), s->K);
 }
 
-/* rows [OH*OW, C*K*K] (row stride ld) from the valid input v; may write CN_IM2ROW_SLACK floats
- * past the end. */
-static void patch_rows(float *rows, int ld, const float *v, const cn_conv_shape *s)
+/* rows [h*OW, C*K*K] (row stride ld), the same patches transposed; may write CN_IM2ROW_SLACK
+ * floats past the end. */
+static void patch_rows(float *rows, int ld, const float *v, int h, const cn_conv_shape *s)
 {
     if (s->stride > 1)
         strided_patches(rows, 1, ld, v, s);
     else
-        cn_im2row(rows, ld, v, s->C, padded_h(s), padded_w(s), s->K);
+        cn_im2row(rows, ld, v, s->C, h + s->K - 1, padded_w(s), s->K);
 }
 
 /* din [C,H,W] of one sample = the patch gradient col [C*K*K, OH*OW] summed back; plane: the
@@ -159,53 +171,141 @@ static void patches_to_input(float *din, const float *col, const cn_conv_shape *
 }
 
 /* ---- fp32 ----
- * col holds the patch matrix, then (padding, stride 1) the padded plane on a line of its own. */
+ * A stride-1 convolution goes through its output in bands of rows whose patch matrix (im2col)
+ * holds at most CONV_BAND_FLOATS, so that the products read it from the second-level cache
+ * rather than memory. Its weight gradient is taken transposed, dweight^T [CKK, OC] = patches
+ * [CKK, n] * dout^T [n, OC], one wide product per band into a sum of the whole batch, which is
+ * added to dweight at the end: each element is summed over the samples and positions in order,
+ * whatever the bands. With a larger stride or few patch entries (C*K*K < BANDED_MIN_ENTRIES:
+ * a first layer) the whole output is one band, and the weight gradient is dout * the patch rows
+ * (im2row) on small planes, dot products with the patch columns on larger ones. col holds: the patch matrix of the whole output (the bf16 backward pass needs
+ * that much), then, for stride 1, a band's input plane, the weight gradient's sum and dout^T,
+ * each on lines of its own. */
+
+#define CONV_BAND_FLOATS (128 * 1024)
+#define BANDED_MIN_ENTRIES 64
+/* Otherwise, below this many output positions the weight gradient comes from im2row. */
+#define CN_CONV_ROW_GRADIENT_POSITIONS 256
+
+/* 1 when the convolution goes band by band with the transposed weight gradient: stride 1 and
+ * enough patch entries (C*K*K) to fill the transposed product's rows. */
+static int banded(const cn_conv_shape *s)
+{
+    return s->stride == 1 && s->C * s->K * s->K >= BANDED_MIN_ENTRIES;
+}
+
+/* Output rows in a band. */
+static int band_rows(const cn_conv_shape *s)
+{
+    if (!banded(s)) return s->OH;
+    size_t per_row = (size_t)s->C * s->K * s->K * s->OW;
+    size_t bands = (per_row * s->OH + CONV_BAND_FLOATS - 1) / CONV_BAND_FLOATS;
+    return (int)((s->OH + bands - 1) / bands);
+}
 
 static size_t patch_floats(const cn_conv_shape *s)
 {
     return (size_t)s->C * s->K * s->K * s->OH * s->OW + CN_IM2ROW_SLACK;
 }
 
-size_t cn_conv2d_col_floats(const cn_conv_shape *s)
+/* The parts of col after the patch matrix (stride 1 only). */
+typedef struct {
+    float *plane; /* [C, H + 2 pad, W + 2 pad]: a band's input, then its input gradient */
+    float *dwt;   /* [CKK, OC]: the batch's weight gradient, transposed */
+    float *dt;    /* [P, OC]: a band's output gradient, transposed */
+} band_scratch;
+
+static size_t band_scratch_floats(const cn_conv_shape *s, band_scratch *parts, float *col)
 {
-    size_t plane = padded_floats(s);
-    return plane ? whole_lines(patch_floats(s)) + plane : patch_floats(s);
+    if (s->stride > 1) return 0;
+    size_t plane = whole_lines((size_t)s->C * padded_h(s) * padded_w(s));
+    size_t dwt = whole_lines((size_t)s->C * s->K * s->K * s->OC);
+    if (parts) {
+        float *at = col + whole_lines(patch_floats(s));
+        *parts = (band_scratch){at, at + plane, at + plane + dwt};
+    }
+    return plane + dwt + (size_t)s->OH * s->OW * s->OC;
 }
 
-/* The padded plane's place in col; NULL when there is none. */
-static float *padded_plane_of(float *col, const cn_conv_shape *s)
+size_t cn_conv2d_col_floats(const cn_conv_shape *s)
 {
-    return padded_floats(s) ? col + whole_lines(patch_floats(s)) : NULL;
+    size_t more = band_scratch_floats(s, NULL, NULL);
+    return more ? whole_lines(patch_floats(s)) + more : patch_floats(s);
 }
 
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
                        int B, const cn_conv_shape *s, float *col)
 {
     UNPACK(s);
-    int P = s->OH * s->OW, CKK = C * K * K;
-    float *plane = padded_plane_of(col, s);
-    for (int b = 0; b < B; b++) {
-        float *o = out + (size_t)b * OC * P;
-        patch_columns(col, valid_input(plane, in + (size_t)b * C * H * W, s), s);
-        if (bias)
-            cn_sgemm_rows_from(OC, P, CKK, weight, CKK, col, P, bias, o, P);
-        else
-            cn_sgemm(0, 0, OC, P, CKK, weight, CKK, col, P, 0, o, P);
-    }
+    int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
+    band_scratch sc = {0};
+    band_scratch_floats(s, &sc, col);
+    for (int b = 0; b < B; b++)
+        for (int y0 = 0; y0 < s->OH; y0 += rows) {
+            int h = s->OH - y0 < rows ? s->OH - y0 : rows, n = h * s->OW;
+            float *o = out + (size_t)b * OC * P + (size_t)y0 * s->OW;
+            const float *x = in + (size_t)b * C * H * W;
+            patch_columns(col, band_input(sc.plane, x, s, y0, h + K - 1), h, s);
+            if (bias)
+                cn_sgemm_rows_from(OC, n, CKK, weight, CKK, col, n, bias, o, P);
+            else
+                cn_sgemm(0, 0, OC, n, CKK, weight, CKK, col, n, 0, o, P);
+        }
 }
 
-/* dweight [OC, CKK] += dout_b [OC, P] * patches^T, for one sample of valid input v. */
-static void weight_gradient(float *dweight, const float *dout_b, const float *v,
-                            const cn_conv_shape *s, float *col)
+/* din [C,H,W] of one sample += the input gradient of a band of output rows from y0, whose
+ * valid input's rows (h + K - 1 of them) got the gradient g [C, h + K - 1, W + 2 pad]. */
+static void add_band_gradient(float *din, const float *g, int y0, int h, const cn_conv_shape *s)
+{
+    int rows = h + s->K - 1, Wp = padded_w(s), p = s->pad;
+    for (int c = 0; c < s->C; c++)
+        for (int r = 0; r < rows; r++) {
+            int y = y0 + r - p;
+            if (y < 0 || y >= s->H) continue;
+            float *d = din + ((size_t)c * s->H + y) * s->W;
+            const float *from = g + ((size_t)c * rows + r) * Wp + p;
+            for (int x = 0; x < s->W; x++) d[x] += from[x];
+        }
+}
+
+/* The gradients of one band of h output rows from y0 of sample x, d = the band's rows of the
+ * sample's output gradient (row stride P): sc.dwt +=, and, with din_b, the band's part of the
+ * input gradient (din_b = it for a single band, += for several, which the caller zeroed). */
+static void band_backward(float *din_b, const float *d, const float *x, const float *weight,
+                          int y0, int h, const cn_conv_shape *s, float *col, band_scratch sc)
+{
+    int P = s->OH * s->OW, CKK = s->C * s->K * s->K, OC = s->OC, n = h * s->OW;
+    patch_columns(col, band_input(sc.plane, x, s, y0, h + s->K - 1), h, s);
+    for (int p = 0; p < n; p++)
+        for (int oc = 0; oc < OC; oc++) sc.dt[(size_t)p * OC + oc] = d[(size_t)oc * P + p];
+    cn_sgemm(0, 0, CKK, OC, n, col, n, sc.dt, OC, 1, sc.dwt, OC);
+    if (!din_b) return;
+    cn_sgemm(1, 0, CKK, n, OC, weight, CKK, d, P, 0, col, n);
+    if (h == s->OH) {
+        patches_to_input(din_b, col, s, sc.plane);
+        return;
+    }
+    cn_col2im(sc.plane, col, s->C, h + s->K - 1, padded_w(s), s->K);
+    add_band_gradient(din_b, sc.plane, y0, h, s);
+}
+
+/* The gradients of the whole output in one band, without the transposed product (a stride
+ * over 1, or few patch entries): dweight +=, din_b = (skipped if NULL). */
+static void whole_backward(float *din_b, float *dweight, const float *d, const float *x,
+                           const float *weight, const cn_conv_shape *s, float *col, float *plane)
 {
     int P = s->OH * s->OW, CKK = s->C * s->K * s->K, OC = s->OC;
+    const float *v = valid_input(plane, x, s);
     if (P < CN_CONV_ROW_GRADIENT_POSITIONS) {
-        patch_rows(col, CKK, v, s);
-        cn_sgemm(0, 0, OC, CKK, P, dout_b, P, col, CKK, 1, dweight, CKK);
+        patch_rows(col, CKK, v, s->OH, s);
+        cn_sgemm(0, 0, OC, CKK, P, d, P, col, CKK, 1, dweight, CKK);
     } else {
-        patch_columns(col, v, s);
-        cn_sgemm(0, 1, OC, CKK, P, dout_b, P, col, P, 1, dweight, CKK);
+        patch_columns(col, v, s->OH, s);
+        cn_sgemm(0, 1, OC, CKK, P, d, P, col, P, 1, dweight, CKK);
     }
+    if (!din_b) return;
+    cn_sgemm(1, 0, CKK, P, OC, weight, CKK, d, P, 0, col, P);
+    patches_to_input(din_b, col, s, plane);
 }
 
 void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *dout,
@@ -213,17 +313,27 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
                         float *col)
 {
     UNPACK(s);
-    int P = s->OH * s->OW, CKK = C * K * K;
-    float *plane = padded_plane_of(col, s);
+    int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
+    band_scratch sc = {0};
+    band_scratch_floats(s, &sc, col);
+    if (banded(s)) memset(sc.dwt, 0, (size_t)CKK * OC * sizeof *sc.dwt);
     for (int b = 0; b < B; b++) {
-        const float *d = dout + (size_t)b * OC * P;
+        const float *d = dout + (size_t)b * OC * P, *x = in + (size_t)b * C * H * W;
+        float *din_b = din ? din + (size_t)b * C * H * W : NULL;
         bias_gradient(dbias, d, OC, P);
-        weight_gradient(dweight, d, valid_input(plane, in + (size_t)b * C * H * W, s), s, col);
-        if (din) {
-            cn_sgemm(1, 0, CKK, P, OC, weight, CKK, d, P, 0, col, P);
-            patches_to_input(din + (size_t)b * C * H * W, col, s, plane);
+        if (!banded(s)) {
+            whole_backward(din_b, dweight, d, x, weight, s, col, sc.plane);
+            continue;
+        }
+        if (din_b && rows < s->OH) memset(din_b, 0, (size_t)C * H * W * sizeof *din_b);
+        for (int y0 = 0; y0 < s->OH; y0 += rows) {
+            int h = s->OH - y0 < rows ? s->OH - y0 : rows;
+            band_backward(din_b, d + (size_t)y0 * s->OW, x, weight, y0, h, s, col, sc);
         }
     }
+    if (banded(s))
+        for (int oc = 0; oc < OC; oc++)
+            for (int k = 0; k < CKK; k++) dweight[(size_t)oc * CKK + k] += sc.dwt[(size_t)k * OC + oc];
 }
 
 /* ---- bf16: the same products on operands packed in pairs (gemm.h) ----
@@ -341,7 +451,7 @@ static void position_pairs(cn_bf16_pair *rowsp, cn_bf16_pair *plane, const float
         cn_bf16_pair_columns(plane, v, C, Hv, Wv);
         cn_bf16_im2row_pairs(rowsp, plane, C, Hv, Wv, K);
     } else {
-        patch_rows(col, CKK, v, s);
+        patch_rows(col, CKK, v, s->OH, s);
         cn_bf16_pack_row_pairs(rowsp, col, P, CKK, CKK);
     }
 }
