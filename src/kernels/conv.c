@@ -178,12 +178,12 @@ static void patches_to_input(float *din, const float *col, const cn_conv_shape *
  * added to dweight at the end: each element is summed over the samples and positions in order,
  * whatever the bands. With a larger stride or few patch entries (C*K*K < BANDED_MIN_ENTRIES:
  * a first layer) the whole output is one band, and the weight gradient is dout * the patch rows
- * (im2row) on small planes, dot products with the patch columns on larger ones. col holds: the patch matrix of the whole output (the bf16 backward pass needs
- * that much), then, for stride 1, a band's input plane, the weight gradient's sum and dout^T,
- * each on lines of its own. */
+ * (im2row) on small planes, dot products with the patch columns on larger ones. col holds:
+ * the patch matrix of the whole output (the bf16 backward pass needs that much), then, for
+ * stride 1, a band's input plane, the weight gradient's sum and dout^T, each on whole lines. */
 
 #define CONV_BAND_FLOATS (128 * 1024)
-#define BANDED_MIN_ENTRIES 64
+#define BANDED_MIN_ENTRIES 64 /* below it, the transposed product has too few rows */
 /* Otherwise, below this many output positions the weight gradient comes from im2row. */
 #define CN_CONV_ROW_GRADIENT_POSITIONS 256
 
@@ -331,9 +331,9 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
             band_backward(din_b, d + (size_t)y0 * s->OW, x, weight, y0, h, s, col, sc);
         }
     }
-    if (banded(s))
-        for (int oc = 0; oc < OC; oc++)
-            for (int k = 0; k < CKK; k++) dweight[(size_t)oc * CKK + k] += sc.dwt[(size_t)k * OC + oc];
+    if (!banded(s)) return;
+    for (int oc = 0; oc < OC; oc++)
+        for (int k = 0; k < CKK; k++) dweight[(size_t)oc * CKK + k] += sc.dwt[(size_t)k * OC + oc];
 }
 
 /* ---- bf16: the same products on operands packed in pairs (gemm.h) ----
