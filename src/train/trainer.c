@@ -7,8 +7,9 @@
  * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
  * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
  * either way, so the weights do not depend on the thread count. With a communicator each process
- * runs its share of the replicas and gathers all replicas' results (dist.c) before the same
- * sums, so they do not depend on the process count either. Threads and their workspaces follow
+ * runs its share of the replicas; each then sums one slice of the gradient over all replicas in
+ * the same order and the sums are gathered back (dist.c), and every replica's statistics and
+ * loss reach every process, so the weights do not depend on the process count either. Threads and their workspaces follow
  * the work, not the thread count asked for: the first call that needs them (a step, an
  * evaluation) makes as many as it can give work to, for the samples it runs, and later calls
  * reuse them; the step loop allocates nothing. A training sample is cropped and flipped
@@ -97,9 +98,10 @@ static int check_config(const cn_train_config *c, cn_error *err)
 static int check_comm(const cn_comm *comm, int replicas, cn_error *err)
 {
     if (!cn_comm_is_distributed(comm)) return 0;
-    if (comm->rank < 0 || comm->rank >= comm->size || !comm->allgather || !comm->abort)
-        return cn_fail(err, "communicator: rank %d of %d without both collectives", comm->rank,
-                       comm->size);
+    if (comm->rank < 0 || comm->rank >= comm->size || !comm->allgather || !comm->alltoall ||
+        !comm->abort)
+        return cn_fail(err, "communicator: rank %d of %d without allgather, alltoall and abort",
+                       comm->rank, comm->size);
     if (replicas % comm->size != 0)
         return cn_fail(err, "%d replicas cannot be shared evenly among %d processes (use a "
                        "multiple of %d)", replicas, comm->size, comm->size);
@@ -419,7 +421,8 @@ static void account_parts(const cn_trainer *t, double wall, cn_phase_times *tm)
 }
 
 /* Each task owns a contiguous slice of the parameters; within it the replicas are summed in
- * order 0..R-1, so the result does not depend on how many tasks there are. */
+ * order 0..R-1, so the result does not depend on how many tasks there are (nor, since
+ * cn_exchange_reduce does the same sums on its slice, on how many processes). */
 static void slice_of(const cn_trainer *t, int task, size_t *begin, size_t *end)
 {
     size_t n = t->m->num_params, T = (size_t)cn_pool_threads(t->pool);
@@ -490,15 +493,23 @@ static int all_finite(const float *x, size_t n)
     return 1;
 }
 
-/* With other processes: waits for all of them, then gathers every replica's results. */
+/* With other processes: waits for all of them; then this process's slice of the gradient is
+ * summed over every replica (reduce) and every slice's mean lands in t->grad, with every
+ * replica's loss and statistics (communicate). */
 static int exchange_results(cn_trainer *t, cn_phase_times *tm, cn_error *err)
 {
+    cn_exchange *x = &t->exchange;
     double start = cn_seconds();
-    if (cn_exchange_wait(&t->exchange, err)) return -1;
+    if (cn_exchange_wait(x, err)) return -1;
     double ready = cn_seconds();
-    if (cn_exchange_run(&t->exchange, err)) return -1;
+    if (cn_exchange_scatter(x, err)) return -1;
+    double scattered = cn_seconds();
+    cn_exchange_reduce(x);
+    double reduced = cn_seconds();
+    if (cn_exchange_gather(x, t->grad, err)) return -1;
     tm->wait += ready - start;
-    tm->communicate += cn_seconds() - ready;
+    tm->reduce += reduced - scattered;
+    tm->communicate += scattered - ready + cn_seconds() - reduced;
     return 0;
 }
 
@@ -535,7 +546,8 @@ static int train_step(cn_trainer *t, step_job *job, float lr, float *loss, int *
         timed_run(t, L, replica_pass, job, &replicas_wall);
         account_parts(t, replicas_wall, tm);
     }
-    if (cn_comm_is_distributed(t->comm) && exchange_results(t, tm, err)) return -1;
+    int distributed = cn_comm_is_distributed(t->comm);
+    if (distributed && exchange_results(t, tm, err)) return -1;
 
     float sum = 0.0f;
     *correct = 0;
@@ -545,7 +557,8 @@ static int train_step(cn_trainer *t, step_job *job, float lr, float *loss, int *
         return cn_fail(err, "training diverged: the loss is %f (try a smaller --learning-rate)",
                        (double)*loss);
 
-    timed_run(t, T, reduce_slice, job, &tm->reduce);
+    if (!distributed) /* with other processes the exchange has summed it */
+        timed_run(t, T, reduce_slice, job, &tm->reduce);
     if (!all_finite(t->grad, t->m->num_params))
         return cn_fail(err, "training diverged: the gradient holds non-finite values (try a "
                        "smaller --learning-rate)");
@@ -599,6 +612,11 @@ int cn_trainer_threads(const cn_trainer *t, int training, int eval_samples)
     int most = training ? t->step_threads : 1;
     int eval = eval_samples > 0 ? eval_threads(t, eval_samples) : 1;
     return eval > most ? eval : most;
+}
+
+int64_t cn_trainer_exchange_bytes(const cn_trainer *t)
+{
+    return cn_exchange_bytes(&t->exchange);
 }
 
 int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train)
