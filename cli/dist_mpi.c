@@ -1,10 +1,11 @@
 /* dist_mpi.c — the only file that calls MPI: recognising a process started by mpirun or srun,
  * MPI_Init, the allgather and alltoall the library's communicator runs on (point-to-point
- * messages polled against a deadline, so that a rank that died or hangs stops the others instead of leaving them
- * waiting for ever), stopping every process when a collective fails, and MPI_Finalize. Built
- * without CNNC_MPI (make MPI=0) it still recognises a launcher, so that a build without MPI
- * refuses to run as several processes rather than run several independent trainings. It decides
- * nothing about training: what the message on a lost rank ends with comes from the caller. */
+ * messages polled against a deadline, so that a rank that died or hangs stops the others
+ * instead of leaving them waiting for ever), stopping every process when a collective fails,
+ * and MPI_Finalize. Built without CNNC_MPI (make MPI=0) it still recognises a launcher, so
+ * that a build without MPI refuses to run as several processes rather than run several
+ * independent trainings. It decides nothing about training and sums nothing: what the message
+ * on a lost rank ends with comes from the caller. */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>

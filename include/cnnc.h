@@ -553,8 +553,10 @@ CN_API int cn_trainer_threads(const cn_trainer *t, int training, int eval_sample
 
 /* Bytes this process sends plus receives in one training step's exchange of the replicas'
  * results (the payload of the alltoall and the allgather; not the one-byte agreements): with P
- * processes of L replicas each, n parameters and m BatchNorm statistics per replica,
- * 8 (P - 1) ((L + 1) ceil(n / P) + L (m + 2)). 0 for one process. */
+ * processes of L replicas each, n parameters and m running statistics (BatchNorm's mean and
+ * var), 8 (P - 1) ((L + 1) ceil((n + m) / P) + 2 L): at most 8 (L + 1) (n + m + P) for the
+ * summed values, and 8 bytes per replica to and from each other process for its loss and right
+ * answers. 0 for one process. */
 CN_API int64_t cn_trainer_exchange_bytes(const cn_trainer *t);
 
 /* Steps in one epoch of data: floor(floor(count / R) / batch_size). */

@@ -224,12 +224,13 @@ static void check_ranks_match_one_process(int size)
                                 .test = &test};
     run_ranks(size, train_one, ranks, sizeof *ranks);
     world_finish(&w);
-    int local = REPLICAS / size, slice = (21900 + size - 1) / size; /* 60 BatchNorm floats */
+    /* 21,900 parameters and 60 BatchNorm running shares summed; loss and right answers */
+    int local = REPLICAS / size, slice = (21900 + 60 + size - 1) / size;
     for (int p = 0; p < size; p++) {
         expect_same_run(one, &ranks[p]);
         assert_true(ranks[p].times.communicate > 0);
         assert_int_equal(ranks[p].exchange_bytes,
-                         8 * (size - 1) * ((local + 1) * slice + local * (60 + 2)));
+                         8 * (size - 1) * ((local + 1) * slice + 2 * local));
     }
     free(one);
     free(ranks);
@@ -300,9 +301,10 @@ static void test_replicas_must_divide_among_ranks(void **state)
 
 /* ------------------------------------------------------------------ the exchange alone */
 
-/* Replica r's gradient float j: values of magnitudes 1e-3 to 1e3 and both signs, so that
- * summing them in another order or association gives other bits. */
-static float gradient_value(int r, size_t j)
+/* Replica r's summed float j (its gradient, then its running shares): values of magnitudes
+ * 1e-3 to 1e3 and both signs, so that summing them in another order or association gives
+ * other bits. */
+static float summed_value(int r, size_t j)
 {
     uint32_t h = (uint32_t)(r * 7919 + 1) * 2654435761u ^ (uint32_t)j * 40503u;
     h ^= h >> 13;
@@ -316,76 +318,83 @@ typedef struct {
     const cn_comm *comm;
     int replicas;
     size_t num_params, num_report;
-    float *mean;     /* [num_params] what this rank ends with */
-    int tails_ok;    /* every replica's loss, right answers and report came through */
+    float *mean;     /* [num_params + num_report] what this rank ends with */
+    int tails_ok;    /* every replica's loss and right answers came through */
     int64_t bytes;   /* cn_exchange_bytes */
     int rc;
 } exchange_case;
 
-/* One rank's step of the exchange: puts its replicas, scatters, reduces, gathers. */
+/* The exchange's step on one rank, once its buffers are there and values holds room for one
+ * replica's summed floats. */
+static int exchange_step(exchange_case *c, cn_exchange *x, float *values, cn_error *err)
+{
+    int local = c->replicas / c->comm->size;
+    size_t total = c->num_params + c->num_report;
+    for (int i = 0; i < local; i++) {
+        int r = c->comm->rank * local + i;
+        for (size_t j = 0; j < total; j++) values[j] = summed_value(r, j);
+        cn_exchange_put(x, i, values, 0.5f * (float)r, 3 * r, values + c->num_params);
+    }
+    if (cn_exchange_scatter(x, err)) return -1;
+    cn_exchange_reduce(x);
+    if (cn_exchange_gather(x, c->mean, c->mean + c->num_params, err)) return -1;
+    c->tails_ok = 1;
+    for (int r = 0; r < c->replicas; r++) {
+        cn_replica_result res = cn_exchange_result(x, r);
+        c->tails_ok &= *res.loss == 0.5f * (float)r && *res.correct == (float)(3 * r);
+    }
+    c->bytes = cn_exchange_bytes(x);
+    return 0;
+}
+
 static void *exchange_one(void *arg)
 {
     exchange_case *c = arg;
     cn_error err = {{0}};
     cn_exchange x;
-    float *grad = malloc(c->num_params * sizeof *grad), report[3];
-    c->rc = !grad || cn_exchange_init(&x, c->comm, c->replicas, c->num_params, c->num_report);
-    int local = c->replicas / c->comm->size;
-    for (int i = 0; c->rc == 0 && i < local; i++) {
-        int r = c->comm->rank * local + i;
-        for (size_t j = 0; j < c->num_params; j++) grad[j] = gradient_value(r, j);
-        for (size_t k = 0; k < c->num_report; k++) report[k] = (float)(100 * r + (int)k);
-        cn_exchange_put(&x, i, grad, 0.5f * (float)r, 3 * r, report);
-    }
-    if (c->rc == 0) c->rc = cn_exchange_scatter(&x, &err);
-    if (c->rc == 0) cn_exchange_reduce(&x);
-    if (c->rc == 0) c->rc = cn_exchange_gather(&x, c->mean, &err);
-    c->tails_ok = c->rc == 0;
-    for (int r = 0; c->rc == 0 && r < c->replicas; r++) {
-        cn_replica_result res = cn_exchange_result(&x, r);
-        c->tails_ok &= *res.loss == 0.5f * (float)r && *res.correct == (float)(3 * r);
-        for (size_t k = 0; k < c->num_report; k++)
-            c->tails_ok &= res.report[k] == (float)(100 * r + (int)k);
-    }
-    c->bytes = c->rc == 0 ? cn_exchange_bytes(&x) : -1;
+    float *values = malloc((c->num_params + c->num_report) * sizeof *values);
+    c->rc = !values || cn_exchange_init(&x, c->comm, c->replicas, c->num_params, c->num_report);
+    if (c->rc == 0) c->rc = exchange_step(c, &x, values, &err);
     cn_exchange_free(&x);
-    free(grad);
+    free(values);
     return NULL;
 }
 
 /* One process's mean: each float summed over replicas 0..R-1 from 0, then divided by R (the
- * trainer's reduce_slice); reversed: the same sum from replica R-1 down. */
+ * trainer's reduce_slice, BatchNorm's update_running); reversed: the same from replica R-1. */
 static void one_process_mean(int replicas, size_t n, int reversed, float *mean)
 {
     for (size_t j = 0; j < n; j++) {
         float sum = 0.0f;
         for (int k = 0; k < replicas; k++)
-            sum += gradient_value(reversed ? replicas - 1 - k : k, j);
+            sum += summed_value(reversed ? replicas - 1 - k : k, j);
         mean[j] = sum / (float)replicas;
     }
 }
 
-/* size ranks of `local` replicas each exchange a gradient of n floats and 3 statistics; each
- * ends with one process's mean bit for bit. Returns the bytes each rank moved. */
-static int64_t check_exchange(int size, int local, size_t n)
+/* size ranks of `local` replicas each exchange n gradient floats and m running shares; each
+ * ends with one process's means bit for bit. Returns the bytes each rank moved. */
+static int64_t check_exchange(int size, int local, size_t n, size_t m)
 {
     int replicas = size * local;
-    float *want = malloc(n * sizeof *want), *means = malloc((size_t)size * n * sizeof *means);
+    float *want = malloc((n + m) * sizeof *want);
+    float *means = malloc((size_t)size * (n + m) * sizeof *means);
     assert_non_null(want);
     assert_non_null(means);
-    one_process_mean(replicas, n, 0, want);
+    one_process_mean(replicas, n + m, 0, want);
     world w;
     rank_ctx ctx[MAX_RANKS];
     exchange_case cases[MAX_RANKS];
     world_init(&w, size, ctx);
     for (int p = 0; p < size; p++)
-        cases[p] = (exchange_case){&ctx[p].comm, replicas, n, 3, means + (size_t)p * n, 0, 0, 0};
+        cases[p] = (exchange_case){&ctx[p].comm, replicas, n, m, means + (size_t)p * (n + m),
+                                   0, 0, 0};
     run_ranks(size, exchange_one, cases, sizeof cases[0]);
     int64_t moved = w.bytes[0];
     for (int p = 0; p < size; p++) {
         assert_int_equal(cases[p].rc, 0);
         assert_true(cases[p].tails_ok);
-        assert_memory_equal(cases[p].mean, want, n * sizeof *want);
+        assert_memory_equal(cases[p].mean, want, (n + m) * sizeof *want);
         assert_int_equal(cases[p].bytes, w.bytes[p]); /* what it reports is what it moved */
         assert_int_equal(w.bytes[p], moved);
     }
@@ -398,12 +407,11 @@ static int64_t check_exchange(int size, int local, size_t n)
 static void test_exchange_sums_like_one_process(void **state)
 {
     (void)state;
-    static const size_t lengths[] = {1, 3, 10, 1001, 21900}; /* shorter than, and not a
-                                                                multiple of, the ranks */
-    for (int size = 2; size <= MAX_RANKS; size++)
+    static const size_t lengths[][2] = {{1, 0}, {2, 1}, {10, 0}, {997, 4}, {21900, 60}};
+    for (int size = 2; size <= MAX_RANKS; size++) /* slices of every size, some empty */
         for (int local = 1; local <= 3; local++)
             for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++)
-                check_exchange(size, local, lengths[k]);
+                check_exchange(size, local, lengths[k][0], lengths[k][1]);
 }
 
 /* The check above can fail: the same sums in another order give other bits. */
@@ -417,20 +425,21 @@ static void test_order_of_the_sum_matters(void **state)
     assert_memory_not_equal(forward, backward, sizeof forward);
 }
 
-/* With a fixed number of replicas per rank, each rank moves 8 (P - 1) ((L + 1) ceil(n / P)
- * + L (m + 2)) bytes: the gradient's part stays below 8 (L + 1) (n + P) however many ranks
- * there are (the whole replicas' records to every rank would be 8 (P - 1) L (n + m + 2)). */
+/* With a fixed number L of replicas per rank, each rank moves 8 (P - 1) ((L + 1) ceil(N / P)
+ * + 2 L) bytes for N summed floats: below 8 (L + 1) (N + P) + 16 (P - 1) L however many ranks
+ * there are, the last term the loss and right answers of each replica (the whole replicas'
+ * records to every rank would be 8 (P - 1) L (N + 2)). */
 static void test_exchange_bytes_do_not_grow_with_ranks(void **state)
 {
     (void)state;
-    const int64_t n = 1001, tail = 3 + 2;
+    const int64_t n = 1001, m = 4, N = n + m;
     for (int local = 1; local <= 2; local++)
         for (int size = 2; size <= MAX_RANKS; size++) {
-            int64_t moved = check_exchange(size, local, (size_t)n);
-            int64_t slice = (n + size - 1) / size, per_replica = 8 * (size - 1) * local * tail;
-            assert_int_equal(moved, 8 * (size - 1) * ((local + 1) * slice + local * tail));
-            assert_true(moved - per_replica <= 8 * (local + 1) * (n + size));
-            assert_true(moved - per_replica >= 8 * (local + 1) * n / 2); /* and it is moved */
+            int64_t moved = check_exchange(size, local, (size_t)n, (size_t)m);
+            int64_t slice = (N + size - 1) / size, per_replica = 16 * (size - 1) * local;
+            assert_int_equal(moved, 8 * (size - 1) * ((local + 1) * slice + 2 * local));
+            assert_true(moved - per_replica <= 8 * (local + 1) * (N + size));
+            assert_true(moved - per_replica >= 8 * (local + 1) * N / 2); /* and it is moved */
         }
 }
 

@@ -56,10 +56,13 @@ int cn_comm_agree(const cn_comm *c, int failed, cn_error *err)
 
 /* ------------------------------------------------------------------ replica exchange */
 
+/* Each replica's loss and right answers: kept per replica with several processes. */
+enum { TAIL = 2 };
+
 /* One process: every replica's whole record, summed by the trainer. */
-static int init_alone(cn_exchange *x, int replicas)
+static int init_alone(cn_exchange *x)
 {
-    x->blocks = calloc((size_t)replicas * x->record, sizeof *x->blocks);
+    x->blocks = calloc((size_t)x->replicas * x->record, sizeof *x->blocks);
     return x->blocks ? 0 : -1;
 }
 
@@ -67,10 +70,10 @@ static int init_alone(cn_exchange *x, int replicas)
 static int init_distributed(cn_exchange *x)
 {
     size_t P = (size_t)x->comm->size, L = (size_t)x->local;
-    x->slice = (x->num_params + P - 1) / P;
+    x->slice = (x->num_params + x->num_report + P - 1) / P;
     x->scatter = calloc(P * L * x->slice, sizeof *x->scatter);
     x->owned = calloc(P * L * x->slice, sizeof *x->owned);
-    x->gathered = calloc(P * (x->slice + L * x->tail), sizeof *x->gathered);
+    x->gathered = calloc(P * (x->slice + L * TAIL), sizeof *x->gathered);
     return x->scatter && x->owned && x->gathered ? 0 : -1;
 }
 
@@ -79,11 +82,10 @@ int cn_exchange_init(cn_exchange *x, const cn_comm *comm, int replicas, size_t n
 {
     *x = (cn_exchange){.comm = comm, .replicas = replicas, .local = replicas / comm->size,
                        .num_params = num_params, .num_report = num_report};
-    x->tail = num_report + 2;
-    x->record = num_params + x->tail;
+    x->record = num_params + num_report + TAIL;
     x->flags = calloc((size_t)comm->size, 1);
     if (!x->flags) return -1;
-    return cn_comm_is_distributed(comm) ? init_distributed(x) : init_alone(x, replicas);
+    return cn_comm_is_distributed(comm) ? init_distributed(x) : init_alone(x);
 }
 
 void cn_exchange_free(cn_exchange *x)
@@ -96,46 +98,66 @@ void cn_exchange_free(cn_exchange *x)
     *x = (cn_exchange){0};
 }
 
-/* The gradient's floats [*begin, *end) that rank q owns: cn_comm_share's split, in size_t. */
+/* The summed floats [*begin, *end) that rank q owns: cn_comm_share's split, in size_t. */
 static void slice_bounds(const cn_exchange *x, int q, size_t *begin, size_t *end)
 {
-    size_t n = x->num_params, P = (size_t)x->comm->size;
+    size_t n = x->num_params + x->num_report, P = (size_t)x->comm->size;
     *begin = n * (size_t)q / P;
     *end = n * (size_t)(q + 1) / P;
 }
 
-/* Rank p's block of the allgather: its mean slice, then its replicas' tails. */
-static float *gathered_block(const cn_exchange *x, int p)
+/* The summed floats [begin, end) are the params [begin, split) and then the report's floats
+ * from report_begin on: *params floats of the one, *reports of the other. */
+typedef struct {
+    size_t begin, params, report_begin, reports;
+} summed_part;
+
+static summed_part part_of(const cn_exchange *x, int q)
 {
-    return x->gathered + (size_t)p * (x->slice + (size_t)x->local * x->tail);
+    size_t begin, end, n = x->num_params;
+    slice_bounds(x, q, &begin, &end);
+    size_t split = begin > n ? begin : end < n ? end : n;
+    return (summed_part){begin, split - begin, split >= n ? split - n : 0, end - split};
 }
 
-/* Where replica r's report, loss and correct are kept. */
+/* Rank p's block of the allgather: its mean slice, then its replicas' loss and right answers. */
+static float *gathered_block(const cn_exchange *x, int p)
+{
+    return x->gathered + (size_t)p * (x->slice + (size_t)x->local * TAIL);
+}
+
+/* Where replica r's loss and right answers are kept. */
 static float *tail_of(const cn_exchange *x, int replica)
 {
-    if (x->blocks) return x->blocks + (size_t)replica * x->record + x->num_params;
-    return gathered_block(x, replica / x->local) + x->slice +
-           (size_t)(replica % x->local) * x->tail;
+    if (x->blocks) return x->blocks + (size_t)(replica + 1) * x->record - TAIL;
+    return gathered_block(x, replica / x->local) + x->slice + (size_t)(replica % x->local) * TAIL;
+}
+
+/* Local replica i's part of each rank q's slice, at [q][i] of the scatter. */
+static void scatter_put(cn_exchange *x, int i, const float *dparams, const float *report)
+{
+    for (int q = 0; q < x->comm->size; q++) {
+        summed_part s = part_of(x, q);
+        float *to = x->scatter + ((size_t)q * x->local + i) * x->slice;
+        if (s.params) memcpy(to, dparams + s.begin, s.params * sizeof *to);
+        if (s.reports) memcpy(to + s.params, report + s.report_begin, s.reports * sizeof *to);
+    }
 }
 
 void cn_exchange_put(cn_exchange *x, int i, const float *dparams, float loss, int correct,
                      const float *report)
 {
-    int P = x->comm->size, L = x->local;
-    float *tail = tail_of(x, x->comm->rank * L + i);
+    int replica = x->comm->rank * x->local + i;
+    float *tail = tail_of(x, replica);
     if (x->blocks) {
-        memcpy(tail - x->num_params, dparams, x->num_params * sizeof *tail);
+        float *rec = x->blocks + (size_t)replica * x->record;
+        memcpy(rec, dparams, x->num_params * sizeof *rec);
+        memcpy(rec + x->num_params, report, x->num_report * sizeof *rec);
     } else {
-        for (int q = 0; q < P; q++) { /* rank q's part: at [q][i] of the scatter */
-            size_t begin, end;
-            slice_bounds(x, q, &begin, &end);
-            memcpy(x->scatter + ((size_t)q * L + i) * x->slice, dparams + begin,
-                   (end - begin) * sizeof *tail);
-        }
+        scatter_put(x, i, dparams, report);
     }
-    memcpy(tail, report, x->num_report * sizeof *tail);
-    tail[x->tail - 2] = loss;
-    tail[x->tail - 1] = (float)correct;
+    tail[0] = loss;
+    tail[1] = (float)correct;
 }
 
 int cn_exchange_wait(cn_exchange *x, cn_error *err)
@@ -158,8 +180,8 @@ int cn_exchange_scatter(cn_exchange *x, cn_error *err)
     return x->comm->alltoall(x->comm->ctx, x->scatter, x->owned, block, err);
 }
 
-/* owned holds rank p's local replica i, replica p * local + i, at [p][i]: walking p, then i,
- * visits the replicas 0..R-1 in order, as the trainer's sum for one process does. */
+/* owned holds rank p's local replica i, replica p * local + i, at [p][i]: walking the rows in
+ * order visits the replicas 0..R-1 in order, as the trainer's sum for one process does. */
 void cn_exchange_reduce(cn_exchange *x)
 {
     size_t begin, end;
@@ -172,14 +194,16 @@ void cn_exchange_reduce(cn_exchange *x)
     }
 }
 
-int cn_exchange_gather(cn_exchange *x, float *mean, cn_error *err)
+int cn_exchange_gather(cn_exchange *x, float *mean_params, float *mean_report, cn_error *err)
 {
-    size_t block = (x->slice + (size_t)x->local * x->tail) * sizeof *x->gathered;
+    size_t block = (x->slice + (size_t)x->local * TAIL) * sizeof *x->gathered;
     if (x->comm->allgather(x->comm->ctx, x->gathered, block, err)) return -1;
     for (int q = 0; q < x->comm->size; q++) {
-        size_t begin, end;
-        slice_bounds(x, q, &begin, &end);
-        memcpy(mean + begin, gathered_block(x, q), (end - begin) * sizeof *mean);
+        summed_part s = part_of(x, q);
+        const float *from = gathered_block(x, q);
+        if (s.params) memcpy(mean_params + s.begin, from, s.params * sizeof *from);
+        if (s.reports)
+            memcpy(mean_report + s.report_begin, from + s.params, s.reports * sizeof *from);
     }
     return 0;
 }
@@ -187,8 +211,9 @@ int cn_exchange_gather(cn_exchange *x, float *mean, cn_error *err)
 cn_replica_result cn_exchange_result(const cn_exchange *x, int replica)
 {
     const float *tail = tail_of(x, replica);
-    return (cn_replica_result){x->blocks ? tail - x->num_params : NULL, tail + x->tail - 2,
-                               tail + x->tail - 1, tail};
+    if (!x->blocks) return (cn_replica_result){NULL, tail, tail + 1, NULL};
+    const float *rec = x->blocks + (size_t)replica * x->record;
+    return (cn_replica_result){rec, tail, tail + 1, rec + x->num_params};
 }
 
 /* Each of the size - 1 other ranks: one block sent and one received, in each collective. */
@@ -196,7 +221,7 @@ int64_t cn_exchange_bytes(const cn_exchange *x)
 {
     if (x->blocks) return 0;
     int64_t scatter = (int64_t)x->local * (int64_t)x->slice;
-    int64_t gather = (int64_t)x->slice + (int64_t)x->local * (int64_t)x->tail;
+    int64_t gather = (int64_t)x->slice + (int64_t)x->local * TAIL;
     return 2 * (int64_t)(x->comm->size - 1) * (scatter + gather) * (int64_t)sizeof(float);
 }
 

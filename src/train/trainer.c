@@ -7,9 +7,10 @@
  * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
  * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
  * either way, so the weights do not depend on the thread count. With a communicator each process
- * runs its share of the replicas; each then sums one slice of the gradient over all replicas in
- * the same order and the sums are gathered back (dist.c), and every replica's statistics and
- * loss reach every process, so the weights do not depend on the process count either. Threads and their workspaces follow
+ * runs its share of the replicas; each then sums one slice of the gradient and of the replicas'
+ * shares of the running statistics over all replicas in the same order, and the sums are
+ * gathered back (dist.c) with every replica's loss, so the weights do not depend on the process
+ * count either. Threads and their workspaces follow
  * the work, not the thread count asked for: the first call that needs them (a step, an
  * evaluation) makes as many as it can give work to, for the samples it runs, and later calls
  * reuse them; the step loop allocates nothing. A training sample is cropped and flipped
@@ -40,6 +41,8 @@ struct cn_trainer {
     double (*part_seconds)[3]; /* [local] thread-seconds of data, forward, backward this step */
     cn_exchange exchange;      /* every replica's results, from this and the other processes */
     cn_replica_result *result; /* [R] where replica r's results of the step are read from */
+    float *mean_report;  /* several processes: [num_report] the mean of the replicas' running
+                            shares (the running statistics to take); NULL alone */
     const float **reports; /* [R] one layer's part of each replica's report (running stats) */
     float *grad;         /* [num_params] averaged gradient, then the candidate momentum */
     float *momentum;     /* [num_params] sgd; adamw: exp_avg then exp_avg_sq [2 x num_params] */
@@ -122,6 +125,8 @@ static int plan_results(cn_trainer *t)
     t->reports = calloc((size_t)R, sizeof *t->reports);
     if (!t->result || !t->reports) return -1;
     if (cn_exchange_init(&t->exchange, c, R, t->m->num_params, t->m->num_report)) return -1;
+    if (c != &solo && !(t->mean_report = calloc(t->m->num_report + 1, sizeof(float))))
+        return -1;
     for (int r = 0; r < R; r++) t->result[r] = cn_exchange_result(&t->exchange, r);
     return 0;
 }
@@ -279,6 +284,7 @@ void cn_trainer_free(cn_trainer *t)
     free(t->augmented);
     free(t->result);
     free(t->reports);
+    free(t->mean_report);
     cn_exchange_free(&t->exchange);
     free(t);
 }
@@ -325,6 +331,20 @@ static void load_batch(const step_job *job, int i, cn_workspace *w)
     }
 }
 
+/* Local replica i's results into the exchange. With other processes each layer's report
+ * becomes, in place, this replica's share of the running statistics (running_share), which the
+ * exchange sums like the gradient. */
+static void put_results(cn_trainer *t, int i, cn_workspace *w, float loss, int correct)
+{
+    for (int k = 0; t->mean_report && k < t->m->num_layers; k++) {
+        const cn_layer *l = &t->m->layers[k];
+        if (l->type->running_share)
+            l->type->running_share(l, t->m->running + l->running, w->report + l->report,
+                                   w->report + l->report);
+    }
+    cn_exchange_put(&t->exchange, i, w->dparams, loss, correct, w->report);
+}
+
 /* One local replica's whole share of a step — its batch, forward, loss and backward — in one
  * task, in the workspace of the thread, so that what forward leaves for backward is still in
  * this core's caches. The thread-seconds of each part go to t->part_seconds[i]; the results go
@@ -345,7 +365,7 @@ static void replica_pass(void *ctx, int i, int thread)
     int correct = cn_count_correct(w->out[last], w->labels, B, classes);
     double forwarded = cn_seconds();
     cn_backward(&t->plan, w);
-    cn_exchange_put(&t->exchange, i, w->dparams, loss, correct, w->report);
+    put_results(t, i, w, loss, correct);
     part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = cn_seconds() - forwarded;
 }
 
@@ -400,7 +420,7 @@ static void replica_split_pass(const step_job *job, int i, cn_phase_times *tm)
         run_chunks(t, &j, backward_chunk_task);
         cn_backward_segment_done(p, j.w, j.seg);
     }
-    cn_exchange_put(&t->exchange, i, j.w->dparams, loss, correct, j.w->report);
+    put_results(t, i, j.w, loss, correct);
     tm->data += loaded - start;
     tm->forward += forwarded - loaded;
     tm->backward += cn_seconds() - forwarded;
@@ -472,7 +492,8 @@ static void commit_slice(void *ctx, int task, int thread)
     memcpy(t->m->params + begin, t->next_params + begin, (end - begin) * sizeof(float));
 }
 
-/* Each layer with running statistics combines every replica's report, in replica order. */
+/* Each layer with running statistics combines every replica's report, in replica order; with
+ * other processes the exchange has made that combination, the mean of the running shares. */
 static void update_running_stats(cn_trainer *t)
 {
     cn_model *m = t->m;
@@ -480,6 +501,12 @@ static void update_running_stats(cn_trainer *t)
     for (int i = 0; i < m->num_layers; i++) {
         const cn_layer *l = &m->layers[i];
         if (!l->type->update_running) continue;
+        if (t->mean_report) {
+            memcpy(m->running + l->running, t->mean_report + l->report,
+                   l->num_running * sizeof *m->running);
+            m->counters[l->counter] += 1;
+            continue;
+        }
         for (int r = 0; r < R; r++) t->reports[r] = t->result[r].report + l->report;
         l->type->update_running(l, m->running + l->running, &m->counters[l->counter],
                                 t->reports, R);
@@ -493,9 +520,9 @@ static int all_finite(const float *x, size_t n)
     return 1;
 }
 
-/* With other processes: waits for all of them; then this process's slice of the gradient is
- * summed over every replica (reduce) and every slice's mean lands in t->grad, with every
- * replica's loss and statistics (communicate). */
+/* With other processes: waits for all of them; then this process's slice of the gradient and
+ * running shares is summed over every replica (reduce), and every slice's mean lands in
+ * t->grad and t->mean_report, with every replica's loss and right answers (communicate). */
 static int exchange_results(cn_trainer *t, cn_phase_times *tm, cn_error *err)
 {
     cn_exchange *x = &t->exchange;
@@ -506,7 +533,7 @@ static int exchange_results(cn_trainer *t, cn_phase_times *tm, cn_error *err)
     double scattered = cn_seconds();
     cn_exchange_reduce(x);
     double reduced = cn_seconds();
-    if (cn_exchange_gather(x, t->grad, err)) return -1;
+    if (cn_exchange_gather(x, t->grad, t->mean_report, err)) return -1;
     tm->wait += ready - start;
     tm->reduce += reduced - scattered;
     tm->communicate += scattered - ready + cn_seconds() - reduced;
