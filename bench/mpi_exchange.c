@@ -1,18 +1,20 @@
 /* mpi_exchange.c — what one training step's communication costs on this machine, without the
- * training: the allgather cnnc makes every step (each rank's replicas' gradients, BatchNorm batch
- * statistics and losses: R/P records of 21,962 floats, MPI_IN_PLACE as in cli/dist_mpi.c), an
- * MPI_Allreduce of the 21,900 gradient floats for comparison (what an inexact all-reduce would
- * send), and a 4-byte allgather (the latency floor). Prints microseconds per call from rank 0:
- * the median of the rounds, and for the step's allgather also the mean, which a busy machine's
- * scheduling pushes up. It measures; it asserts nothing.
- * Run: mpirun -np P build/mpi_exchange [R]. */
+ * training, for the seed's network (21,900 gradient floats and 60 BatchNorm running shares
+ * summed over the replicas; the loss and the right answers per replica): the exchange cnnc
+ * makes every step (an alltoall of each rank's replicas' parts of every rank's slice of the
+ * summed floats, then an allgather of each rank's summed slice and its replicas' losses and
+ * right answers), the allgather of whole replica records that cnnc made before for comparison,
+ * and a 4-byte allgather (the latency floor). MPI's own
+ * collectives carry the same bytes as cli/dist_mpi.c's messages. Prints microseconds per call
+ * from rank 0 (the median of the rounds, and the mean for the step's exchange) and the bytes
+ * each rank sends plus receives. It measures; it asserts nothing.
+ * Run: mpirun -np P build/mpi_exchange [REPLICAS_PER_RANK]. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#define PARAMS 21900
-#define RECORD (PARAMS + 2 * 30 + 2) /* gradient, bn1+bn2 mean and var, loss, right answers */
+#define SUMMED (21900 + 2 * 30) /* gradient, bn1+bn2 running shares of mean and var */
+#define TAIL 2                  /* loss, right answers: kept per replica */
 #define ROUNDS 200
 
 static int compare_doubles(const void *a, const void *b)
@@ -45,22 +47,27 @@ static double median_seconds(collective_fn fn, void *ctx, double *mean)
 }
 
 typedef struct {
-    float *buf;
-    int count; /* floats per rank (allgather) or in all (allreduce) */
-    float *out;
+    int scatter_count; /* floats to each rank in the alltoall: local x slice */
+    int gather_count;  /* floats from each rank in the allgather */
+    float *send, *recv, *gathered;
 } buffers;
 
-static void step_allgather(void *ctx)
+/* cnnc's step: the reduce-scatter's alltoall, then the allgather of the sums and tails. */
+static void step_exchange(void *ctx)
 {
     buffers *b = ctx;
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->buf, b->count, MPI_FLOAT,
+    MPI_Alltoall(b->send, b->scatter_count, MPI_FLOAT, b->recv, b->scatter_count, MPI_FLOAT,
+                 MPI_COMM_WORLD);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->gathered, b->gather_count, MPI_FLOAT,
                   MPI_COMM_WORLD);
 }
 
-static void gradient_allreduce(void *ctx)
+/* An allgather of gather_count floats per rank alone: the old whole records, or 4 bytes. */
+static void allgather_only(void *ctx)
 {
     buffers *b = ctx;
-    MPI_Allreduce(b->buf, b->out, b->count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->gathered, b->gather_count, MPI_FLOAT,
+                  MPI_COMM_WORLD);
 }
 
 int main(int argc, char **argv)
@@ -69,35 +76,38 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int replicas = argc > 1 ? atoi(argv[1]) : 8;
-    if (replicas < size || replicas % size != 0) {
-        if (rank == 0)
-            fprintf(stderr, "mpi_exchange: %d replicas among %d ranks\n", replicas, size);
+    int local = argc > 1 ? atoi(argv[1]) : 2;
+    if (local < 1) {
+        if (rank == 0) fprintf(stderr, "mpi_exchange: replicas per rank must be at least 1\n");
         MPI_Finalize();
         return 2;
     }
-    int local = replicas / size;
-    buffers gather = {calloc((size_t)replicas * RECORD, sizeof(float)), local * RECORD, NULL};
-    buffers reduce = {calloc(PARAMS, sizeof(float)), PARAMS, calloc(PARAMS, sizeof(float))};
-    buffers tiny = {calloc((size_t)size, sizeof(float)), 1, NULL};
-    if (!gather.buf || !reduce.buf || !reduce.out || !tiny.buf) MPI_Abort(MPI_COMM_WORLD, 1);
-    double mean_gather;
-    double t_gather = median_seconds(step_allgather, &gather, &mean_gather);
-    double t_reduce = median_seconds(gradient_allreduce, &reduce, NULL);
-    double t_tiny = median_seconds(step_allgather, &tiny, NULL);
+    size_t P = (size_t)size, L = (size_t)local, slice = (SUMMED + P - 1) / P;
+    buffers step = {(int)(L * slice), (int)(slice + L * TAIL), calloc(P * L * slice, 4),
+                    calloc(P * L * slice, 4), calloc(P * (slice + L * TAIL), 4)};
+    buffers whole = {0, (int)(L * (SUMMED + TAIL)), NULL, NULL,
+                     calloc(P * L * (SUMMED + TAIL), 4)};
+    buffers tiny = {0, 1, NULL, NULL, calloc(P, 4)};
+    if (!step.send || !step.recv || !step.gathered || !whole.gathered || !tiny.gathered)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    double mean_step;
+    double t_step = median_seconds(step_exchange, &step, &mean_step);
+    double t_whole = median_seconds(allgather_only, &whole, NULL);
+    double t_tiny = median_seconds(allgather_only, &tiny, NULL);
     if (rank == 0) {
-        double sent = (double)local * RECORD * 4, received = sent * (size - 1);
-        printf("ranks=%d replicas=%d step_allgather_us=%.1f step_allgather_mean_us=%.1f "
-               "bytes_per_rank=%.0f bytes_received_per_rank=%.0f allgather_GBps=%.2f "
-               "allreduce_us=%.1f allreduce_bytes=%d latency_us=%.1f\n",
-               size, replicas, t_gather * 1e6, mean_gather * 1e6, sent, received,
-               t_gather > 0 ? received / t_gather / 1e9 : 0, t_reduce * 1e6, PARAMS * 4,
-               t_tiny * 1e6);
+        double others = (double)(size - 1);
+        double bytes = 2 * others * (step.scatter_count + step.gather_count) * 4.0;
+        double whole_bytes = 2 * others * whole.gather_count * 4.0;
+        printf("ranks=%d replicas_per_rank=%d exchange_bytes=%.0f exchange_us=%.1f "
+               "exchange_mean_us=%.1f whole_records_bytes=%.0f whole_records_us=%.1f "
+               "latency_us=%.1f\n", size, local, bytes, t_step * 1e6, mean_step * 1e6,
+               whole_bytes, t_whole * 1e6, t_tiny * 1e6);
     }
-    free(gather.buf);
-    free(reduce.buf);
-    free(reduce.out);
-    free(tiny.buf);
+    free(step.send);
+    free(step.recv);
+    free(step.gathered);
+    free(whole.gathered);
+    free(tiny.gathered);
     MPI_Finalize();
     return 0;
 }

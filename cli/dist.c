@@ -33,7 +33,7 @@ static int die_with_launcher(void)
 
 int cli_dist_start(cli_dist *d)
 {
-    *d = (cli_dist){.comm = {0, 1, NULL, NULL, NULL}, .saved_stderr = -1};
+    *d = (cli_dist){.comm = {.rank = 0, .size = 1}, .saved_stderr = -1};
     int size, rank;
     if (!cli_mpi_launched(&size, &rank))
         return CLI_OK;

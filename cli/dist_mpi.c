@@ -1,10 +1,11 @@
 /* dist_mpi.c — the only file that calls MPI: recognising a process started by mpirun or srun,
- * MPI_Init, the allgather the library's communicator runs on (point-to-point messages polled
- * against a deadline, so that a rank that died or hangs stops the others instead of leaving them
- * waiting for ever), stopping every process when a collective fails, and MPI_Finalize. Built
- * without CNNC_MPI (make MPI=0) it still recognises a launcher, so that a build without MPI
- * refuses to run as several processes rather than run several independent trainings. It decides
- * nothing about training: what the message on a lost rank ends with comes from the caller. */
+ * MPI_Init, the allgather and alltoall the library's communicator runs on (point-to-point
+ * messages polled against a deadline, so that a rank that died or hangs stops the others
+ * instead of leaving them waiting for ever), stopping every process when a collective fails,
+ * and MPI_Finalize. Built without CNNC_MPI (make MPI=0) it still recognises a launcher, so
+ * that a build without MPI refuses to run as several processes rather than run several
+ * independent trainings. It decides nothing about training and sums nothing: what the message
+ * on a lost rank ends with comes from the caller. */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -81,22 +82,23 @@ static void stop_on_error(MPI_Comm comm, const char *call, int rc)
     stop_everyone(comm, what);
 }
 
-/* Posts the receive of every other rank's block and the send of this rank's to every other,
- * each in the order rank + 1, rank + 2, ... (mod size). */
-static int post_exchange(mpi_state *m, char *blocks, int block)
+/* Posts the receive of every other rank's block into recv (rank k's at k * block) and the send
+ * to every other rank k of send + k * stride (stride 0: the same bytes to all), each in the
+ * order rank + 1, rank + 2, ... (mod size). */
+static int post_exchange(mpi_state *m, const char *send, size_t stride, char *recv, int block)
 {
-    MPI_Request *recv = m->requests, *send = m->requests + m->size;
+    MPI_Request *recvs = m->requests, *sends = m->requests + m->size;
     int rc = MPI_SUCCESS;
     for (int k = 0; k < 2 * m->size; k++) m->requests[k] = MPI_REQUEST_NULL;
     for (int i = 1; i < m->size && rc == MPI_SUCCESS; i++) {
         int k = (m->rank + i) % m->size;
-        rc = MPI_Irecv(blocks + (size_t)k * (size_t)block, block, MPI_BYTE, k, EXCHANGE_TAG,
-                       m->world, &recv[k]);
+        rc = MPI_Irecv(recv + (size_t)k * (size_t)block, block, MPI_BYTE, k, EXCHANGE_TAG,
+                       m->world, &recvs[k]);
     }
-    char *mine = blocks + (size_t)m->rank * (size_t)block;
     for (int i = 1; i < m->size && rc == MPI_SUCCESS; i++) {
         int k = (m->rank + i) % m->size;
-        rc = MPI_Isend(mine, block, MPI_BYTE, k, EXCHANGE_TAG, m->world, &send[k]);
+        rc = MPI_Isend(send + (size_t)k * stride, block, MPI_BYTE, k, EXCHANGE_TAG, m->world,
+                       &sends[k]);
     }
     return rc;
 }
@@ -183,19 +185,39 @@ static int wait_exchange(mpi_state *m)
     }
 }
 
-/* Every rank's block to every other, the same bytes in the same places as MPI_Allgather. */
-static int mpi_allgather(void *ctx, void *blocks, size_t block, cn_error *err)
+/* One message of block bytes to and from every other rank (post_exchange), waited for under
+ * the deadline; an MPI error stops every process. */
+static int exchange(mpi_state *m, const char *send, size_t stride, char *recv, size_t block,
+                    cn_error *err)
 {
-    mpi_state *m = ctx;
     if (block > INT_MAX) /* every rank has the same block size, so every rank refuses */
         return cn_fail(err, "%zu bytes per process is more than one message sends", block);
-    int rc = post_exchange(m, blocks, (int)block);
+    int rc = post_exchange(m, send, stride, recv, (int)block);
     if (rc != MPI_SUCCESS)
         stop_on_error(m->world, "posting the exchange", rc);
     rc = wait_exchange(m);
     if (rc != MPI_SUCCESS)
         stop_on_error(m->world, "the exchange", rc);
     return 0;
+}
+
+/* Every rank's block to every other, the same bytes in the same places as MPI_Allgather. */
+static int mpi_allgather(void *ctx, void *blocks, size_t block, cn_error *err)
+{
+    mpi_state *m = ctx;
+    char *bytes = blocks;
+    return exchange(m, bytes + (size_t)m->rank * block, 0, bytes, block, err);
+}
+
+/* Block k of send to rank k, the same bytes in the same places as MPI_Alltoall. */
+static int mpi_alltoall(void *ctx, const void *send, void *recv, size_t block, cn_error *err)
+{
+    mpi_state *m = ctx;
+    const char *from = send;
+    char *to = recv;
+    size_t own = (size_t)m->rank * block;
+    memcpy(to + own, from + own, block);
+    return exchange(m, from, block, to, block, err);
 }
 
 static void mpi_abort(void *ctx, const char *message)
@@ -245,7 +267,8 @@ int cli_mpi_start(cn_comm *comm, char *library, size_t library_size)
         MPI_Abort(MPI_COMM_WORLD, 1);
         return -1;
     }
-    *comm = (cn_comm){m->rank, m->size, m, mpi_allgather, mpi_abort};
+    *comm = (cn_comm){.rank = m->rank, .size = m->size, .ctx = m, .allgather = mpi_allgather,
+                      .alltoall = mpi_alltoall, .abort = mpi_abort};
     library_name(library, library_size);
     return 0;
 }

@@ -809,6 +809,7 @@ static int run_epoch(const train_settings *s, train_run *run, epoch_report *r)
     }
     double trained = cli_seconds();
     r->train_seconds = trained - start;
+    r->exchange_bytes = cn_trainer_exchange_bytes(run->trainer);
     long per_step = (long)s->num_cores * s->batch_size;
     r->timed_samples = (long)(pos->step - first_step) * per_step;
     r->train_samples = (long)run->steps * per_step;

@@ -139,6 +139,7 @@ typedef struct epoch_report {
     double val_loss;       /* mean NLL over the validation images */
     double val_accuracy;   /* percent */
     float learning_rate;   /* per replica, of the epoch's last step */
+    int64_t exchange_bytes; /* sent plus received by this process in one step; 0 alone */
 } epoch_report;
 
 /* "cnnc 0.1.0: 50 epochs of 58 steps, ..." — the settings a run uses, printed once, in lines

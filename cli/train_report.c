@@ -107,7 +107,7 @@ static void print_time_breakdown(const epoch_report *r)
     }
     print_share(", ", "other", other > 0 ? other : 0, total);
     print_share(", ", "eval", r->eval_seconds, total);
-    printf("; epoch %.3f s\n", total);
+    printf("; epoch %.3f s; exchange %lld bytes a step\n", total, (long long)r->exchange_bytes);
 }
 
 /* With a validation split the labels go: "Epoch 3/50  train 0.4321 84.55%  val 0.4410 84.10%
@@ -163,6 +163,7 @@ int write_metrics_line(FILE *f, const epoch_report *r)
     write_json_number(f, "optimizer_seconds", p->optimizer);
     write_json_number(f, "wait_seconds", p->wait);
     write_json_number(f, "communicate_seconds", p->communicate);
+    fprintf(f, ",\"exchange_bytes\":%lld", (long long)r->exchange_bytes);
     write_json_number(f, "learning_rate", (double)r->learning_rate);
     fputs("}\n", f);
     if (fflush(f) != 0 || ferror(f))

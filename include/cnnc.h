@@ -371,17 +371,21 @@ CN_API void cn_pool_free(cn_pool *pool);
 
 /* ---------------------------------------------------------------- processes */
 
-/* The processes of one run, ranks 0..size-1, and the one collective they exchange bytes with.
+/* The processes of one run, ranks 0..size-1, and the two collectives they exchange bytes with.
  * The library starts no processes and calls no MPI itself: the cnnc command supplies an Open MPI
  * communicator, tests an in-memory one. Every rank makes the same collective calls in the same
- * order. An implementation that cannot complete a collective must stop every process itself
- * (MPI_Abort): the ranks could not get back in step. */
+ * order, with the same block size. An implementation that cannot complete a collective must stop
+ * every process itself (MPI_Abort): the ranks could not get back in step. */
 typedef struct {
     int rank, size;
     void *ctx;
     /* blocks holds size * block bytes, this rank's own bytes at rank * block; on return every
      * rank holds every rank's block. 0, or -1 with a message. */
     int (*allgather)(void *ctx, void *blocks, size_t block, cn_error *err);
+    /* send and recv hold size * block bytes each (not overlapping): block k of send goes to
+     * rank k, and on return block k of recv holds what rank k sent this rank (this rank's own
+     * block copied across). 0, or -1 with a message. */
+    int (*alltoall)(void *ctx, const void *send, void *recv, size_t block, cn_error *err);
     /* Stops every process after printing message; for failures inside a collective. */
     void (*abort)(void *ctx, const char *message);
 } cn_comm;
@@ -530,10 +534,11 @@ typedef struct cn_trainer cn_trainer;
 CN_API cn_trainer *cn_trainer_create(cn_model *m, const cn_train_config *cfg, cn_error *err);
 /* The same for one rank of several processes (comm borrowed, it must outlive the trainer; NULL
  * or size 1: one process). num_replicas must be a multiple of comm->size: each rank runs its
- * cn_comm_share of the replicas, gathers every replica's results each step and applies the same
- * update, so the weights are bit-identical to one process's; evaluation is split across the
- * ranks. Every rank drives its trainer with the same calls and data; creating one makes no
- * collective call. */
+ * cn_comm_share of the replicas; each step every rank sums one slice of the gradient over all
+ * replicas, in the order one process sums them (alltoall), and the sums are gathered back
+ * (allgather), so every rank applies the same update and the weights are bit-identical to one
+ * process's; evaluation is split across the ranks. Every rank drives its trainer with the same
+ * calls and data; creating one makes no collective call. */
 CN_API cn_trainer *cn_trainer_create_distributed(cn_model *m, const cn_train_config *cfg,
                                                  const cn_comm *comm, cn_error *err);
 /* Stops the trainer's pool and frees its buffers (not the model); t may be NULL. */
@@ -545,6 +550,14 @@ CN_API void cn_trainer_free(cn_trainer *t);
  * samples (0: none), one per batch of batch_size (of the largest share, with several processes).
  * The largest of those asked for, at least 1: what the trainer will run on. */
 CN_API int cn_trainer_threads(const cn_trainer *t, int training, int eval_samples);
+
+/* Bytes this process sends plus receives in one training step's exchange of the replicas'
+ * results (the payload of the alltoall and the allgather; not the one-byte agreements): with P
+ * processes of L replicas each, n parameters and m running statistics (BatchNorm's mean and
+ * var), 8 (P - 1) ((L + 1) ceil((n + m) / P) + 2 L): at most 8 (L + 1) (n + m + P) for the
+ * summed values, and 8 bytes per replica to and from each other process for its loss and right
+ * answers. 0 for one process. */
+CN_API int64_t cn_trainer_exchange_bytes(const cn_trainer *t);
 
 /* Steps in one epoch of data: floor(floor(count / R) / batch_size). */
 CN_API int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train);

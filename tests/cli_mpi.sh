@@ -14,13 +14,8 @@
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
 require_cnnc
-if ! command -v mpirun >/dev/null 2>&1; then
-  echo "$suite: skipped every check: mpirun is missing (Debian package openmpi-bin)"
-  exit 0
-fi
+require_mpi
 require_data
-
-mpi_env
 
 make_tmp
 cd "$tmp" || exit 1
@@ -33,11 +28,6 @@ run_mpi() {
   status=$?
   seconds=$(($(date +%s) - start))
 }
-
-if timeout 60 mpirun -np 2 "$cnnc" train --help 2>&1 | grep -q "built without MPI"; then
-  echo "$suite: skipped every check: this cnnc was built without MPI (make MPI=0)"
-  exit 0
-fi
 
 small="train --num-epochs 2 --train-samples 1024 --test-samples 300 --num-cores 4
   --batch-size 32 --log-steps 4 --metrics-debug"

@@ -1,15 +1,18 @@
 /* test_dist.c — training as several processes, without MPI: each "rank" is a thread with its
  * own model and trainer, joined by an in-memory communicator that also checks that every rank
- * makes the same collective calls with the same sizes. Checks that 2 and 4 ranks end with the
- * weights, statistics, step losses and evaluation of one process, bit for bit, and the sharing,
- * agreement and gathering helpers. The real Open MPI runs are in tests/cli_mpi.sh. */
+ * makes the same collective calls with the same sizes, and counts the bytes each rank sends and
+ * receives. Checks that 2 and 4 ranks end with the weights, statistics, step losses and
+ * evaluation of one process, bit for bit; that the exchange's reduce-scatter and allgather give
+ * one process's sums bit for bit for 2 to 8 ranks, uneven slices included, with per-rank bytes
+ * that do not grow with the ranks; and the sharing, agreement and gathering helpers. The real
+ * Open MPI runs are in tests/cli_mpi.sh. */
 #include <pthread.h>
 
 #include "testutil.h"
 
 #include "train/dist.h"
 
-#define MAX_RANKS 4
+#define MAX_RANKS 8
 
 /* ------------------------------------------------------------------ in-memory communicator */
 
@@ -20,6 +23,7 @@ typedef struct {
     size_t capacity;
     size_t block_of[MAX_RANKS]; /* the block size each rank passed to the current call */
     int calls[MAX_RANKS];       /* collectives each rank made */
+    int64_t bytes[MAX_RANKS];   /* sent plus received by each rank, what a network would carry */
     int mismatched[MAX_RANKS];  /* a call where a rank saw another block size than its own */
     int aborted[MAX_RANKS];
 } world;
@@ -44,6 +48,28 @@ static int world_allgather(void *ctx, void *blocks, size_t block, cn_error *err)
     for (int p = 0; p < w->size; p++)
         if (w->block_of[p] != block) w->mismatched[r->rank] = 1;
     memcpy(bytes, w->shared, block * (size_t)w->size);
+    w->bytes[r->rank] += 2 * (int64_t)(w->size - 1) * (int64_t)block;
+    pthread_barrier_wait(&w->barrier);
+    return 0;
+}
+
+/* Rank p's send lands in the shared buffer at p * size blocks; rank q takes block q of each. */
+static int world_alltoall(void *ctx, const void *send, void *recv, size_t block, cn_error *err)
+{
+    rank_ctx *r = ctx;
+    world *w = r->w;
+    size_t size = (size_t)w->size, row = block * size;
+    if (row * size > w->capacity)
+        return cn_fail(err, "test communicator: %zu bytes is too big", block);
+    w->block_of[r->rank] = block;
+    w->calls[r->rank]++;
+    memcpy(w->shared + row * (size_t)r->rank, send, row);
+    pthread_barrier_wait(&w->barrier);
+    for (int p = 0; p < w->size; p++) {
+        if (w->block_of[p] != block) w->mismatched[r->rank] = 1;
+        memcpy((unsigned char *)recv + block * p, w->shared + row * p + block * r->rank, block);
+    }
+    w->bytes[r->rank] += 2 * (int64_t)(w->size - 1) * (int64_t)block;
     pthread_barrier_wait(&w->barrier);
     return 0;
 }
@@ -64,7 +90,9 @@ static void world_init(world *w, int size, rank_ctx ranks[])
     assert_non_null(w->shared);
     assert_int_equal(pthread_barrier_init(&w->barrier, NULL, (unsigned)size), 0);
     for (int p = 0; p < size; p++)
-        ranks[p] = (rank_ctx){w, p, {p, size, &ranks[p], world_allgather, world_abort}};
+        ranks[p] = (rank_ctx){w, p, {.rank = p, .size = size, .ctx = &ranks[p],
+                                     .allgather = world_allgather,
+                                     .alltoall = world_alltoall, .abort = world_abort}};
 }
 
 /* Asserts that the ranks stayed in step, then frees the world. */
@@ -107,6 +135,7 @@ typedef struct {
     float epoch_loss[EPOCHS];
     double test_loss, accuracy;
     uint8_t predictions[TEST];
+    int64_t exchange_bytes;
     cn_phase_times times;
     char error[1024];
 } run_result;
@@ -152,6 +181,7 @@ static void *train_one(void *arg)
                            .learning_rate = 0.01f, .momentum = 0.5f, .seed = 9};
     cn_trainer *t = cn_trainer_create_distributed(m, &cfg, res->comm, &err);
     res->rc = t ? train_and_score(t, res, &err) : -1;
+    res->exchange_bytes = t ? cn_trainer_exchange_bytes(t) : -1;
     copy_state(m, res);
     snprintf(res->error, sizeof res->error, "%s", err.msg);
     cn_trainer_free(t);
@@ -184,6 +214,7 @@ static void check_ranks_match_one_process(int size)
     assert_int_equal(one->rc, 0);
     assert_int_equal(one->tracked[0], EPOCHS * (TRAIN / REPLICAS / BATCH));
     assert_true(one->times.communicate == 0);
+    assert_int_equal(one->exchange_bytes, 0);
 
     world w;
     rank_ctx ctx[MAX_RANKS];
@@ -193,9 +224,13 @@ static void check_ranks_match_one_process(int size)
                                 .test = &test};
     run_ranks(size, train_one, ranks, sizeof *ranks);
     world_finish(&w);
+    /* 21,900 parameters and 60 BatchNorm running shares summed; loss and right answers */
+    int local = REPLICAS / size, slice = (21900 + 60 + size - 1) / size;
     for (int p = 0; p < size; p++) {
         expect_same_run(one, &ranks[p]);
         assert_true(ranks[p].times.communicate > 0);
+        assert_int_equal(ranks[p].exchange_bytes,
+                         8 * (size - 1) * ((local + 1) * slice + 2 * local));
     }
     free(one);
     free(ranks);
@@ -262,6 +297,150 @@ static void test_replicas_must_divide_among_ranks(void **state)
     cn_trainer_free(t);
     cn_model_free(m);
     world_finish(&w);
+}
+
+/* ------------------------------------------------------------------ the exchange alone */
+
+/* Replica r's summed float j (its gradient, then its running shares): values of magnitudes
+ * 1e-3 to 1e3 and both signs, so that summing them in another order or association gives
+ * other bits. */
+static float summed_value(int r, size_t j)
+{
+    uint32_t h = (uint32_t)(r * 7919 + 1) * 2654435761u ^ (uint32_t)j * 40503u;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    static const float scale[7] = {1e-3f, 1e-2f, 0.1f, 1.0f, 10.0f, 100.0f, 1000.0f};
+    return ((float)(h % 2001u) - 1000.0f) / 997.0f * scale[(h >> 11) % 7u];
+}
+
+typedef struct {
+    const cn_comm *comm;
+    int replicas;
+    size_t num_params, num_report;
+    float *mean;     /* [num_params + num_report] what this rank ends with */
+    int tails_ok;    /* every replica's loss and right answers came through */
+    int64_t bytes;   /* cn_exchange_bytes */
+    int rc;
+} exchange_case;
+
+/* The exchange's step on one rank, once its buffers are there and values holds room for one
+ * replica's summed floats. */
+static int exchange_step(exchange_case *c, cn_exchange *x, float *values, cn_error *err)
+{
+    int local = c->replicas / c->comm->size;
+    size_t total = c->num_params + c->num_report;
+    for (int i = 0; i < local; i++) {
+        int r = c->comm->rank * local + i;
+        for (size_t j = 0; j < total; j++) values[j] = summed_value(r, j);
+        cn_exchange_put(x, i, values, 0.5f * (float)r, 3 * r, values + c->num_params);
+    }
+    if (cn_exchange_scatter(x, err)) return -1;
+    cn_exchange_reduce(x);
+    if (cn_exchange_gather(x, c->mean, c->mean + c->num_params, err)) return -1;
+    c->tails_ok = 1;
+    for (int r = 0; r < c->replicas; r++) {
+        cn_replica_result res = cn_exchange_result(x, r);
+        c->tails_ok &= *res.loss == 0.5f * (float)r && *res.correct == (float)(3 * r);
+    }
+    c->bytes = cn_exchange_bytes(x);
+    return 0;
+}
+
+static void *exchange_one(void *arg)
+{
+    exchange_case *c = arg;
+    cn_error err = {{0}};
+    cn_exchange x;
+    float *values = malloc((c->num_params + c->num_report) * sizeof *values);
+    c->rc = !values || cn_exchange_init(&x, c->comm, c->replicas, c->num_params, c->num_report);
+    if (c->rc == 0) c->rc = exchange_step(c, &x, values, &err);
+    cn_exchange_free(&x);
+    free(values);
+    return NULL;
+}
+
+/* One process's mean: each float summed over replicas 0..R-1 from 0, then divided by R (the
+ * trainer's reduce_slice, BatchNorm's update_running); reversed: the same from replica R-1. */
+static void one_process_mean(int replicas, size_t n, int reversed, float *mean)
+{
+    for (size_t j = 0; j < n; j++) {
+        float sum = 0.0f;
+        for (int k = 0; k < replicas; k++)
+            sum += summed_value(reversed ? replicas - 1 - k : k, j);
+        mean[j] = sum / (float)replicas;
+    }
+}
+
+/* size ranks of `local` replicas each exchange n gradient floats and m running shares; each
+ * ends with one process's means bit for bit. Returns the bytes each rank moved. */
+static int64_t check_exchange(int size, int local, size_t n, size_t m)
+{
+    int replicas = size * local;
+    float *want = malloc((n + m) * sizeof *want);
+    float *means = malloc((size_t)size * (n + m) * sizeof *means);
+    assert_non_null(want);
+    assert_non_null(means);
+    one_process_mean(replicas, n + m, 0, want);
+    world w;
+    rank_ctx ctx[MAX_RANKS];
+    exchange_case cases[MAX_RANKS];
+    world_init(&w, size, ctx);
+    for (int p = 0; p < size; p++)
+        cases[p] = (exchange_case){&ctx[p].comm, replicas, n, m, means + (size_t)p * (n + m),
+                                   0, 0, 0};
+    run_ranks(size, exchange_one, cases, sizeof cases[0]);
+    int64_t moved = w.bytes[0];
+    for (int p = 0; p < size; p++) {
+        assert_int_equal(cases[p].rc, 0);
+        assert_true(cases[p].tails_ok);
+        assert_memory_equal(cases[p].mean, want, (n + m) * sizeof *want);
+        assert_int_equal(cases[p].bytes, w.bytes[p]); /* what it reports is what it moved */
+        assert_int_equal(w.bytes[p], moved);
+    }
+    world_finish(&w);
+    free(want);
+    free(means);
+    return moved;
+}
+
+static void test_exchange_sums_like_one_process(void **state)
+{
+    (void)state;
+    static const size_t lengths[][2] = {{1, 0}, {2, 1}, {10, 0}, {997, 4}, {21900, 60}};
+    for (int size = 2; size <= MAX_RANKS; size++) /* slices of every size, some empty */
+        for (int local = 1; local <= 3; local++)
+            for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++)
+                check_exchange(size, local, lengths[k][0], lengths[k][1]);
+}
+
+/* The check above can fail: the same sums in another order give other bits. */
+static void test_order_of_the_sum_matters(void **state)
+{
+    (void)state;
+    enum { R = 8, N = 1001 };
+    float forward[N], backward[N];
+    one_process_mean(R, N, 0, forward);
+    one_process_mean(R, N, 1, backward);
+    assert_memory_not_equal(forward, backward, sizeof forward);
+}
+
+/* With a fixed number L of replicas per rank, each rank moves 8 (P - 1) ((L + 1) ceil(N / P)
+ * + 2 L) bytes for N summed floats: below 8 (L + 1) (N + P) + 16 (P - 1) L however many ranks
+ * there are, the last term the loss and right answers of each replica (the whole replicas'
+ * records to every rank would be 8 (P - 1) L (N + 2)). */
+static void test_exchange_bytes_do_not_grow_with_ranks(void **state)
+{
+    (void)state;
+    const int64_t n = 1001, m = 4, N = n + m;
+    for (int local = 1; local <= 2; local++)
+        for (int size = 2; size <= MAX_RANKS; size++) {
+            int64_t moved = check_exchange(size, local, (size_t)n, (size_t)m);
+            int64_t slice = (N + size - 1) / size, per_replica = 16 * (size - 1) * local;
+            assert_int_equal(moved, 8 * (size - 1) * ((local + 1) * slice + 2 * local));
+            assert_true(moved - per_replica <= 8 * (local + 1) * (N + size));
+            assert_true(moved - per_replica >= 8 * (local + 1) * N / 2); /* and it is moved */
+        }
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -370,6 +549,9 @@ int main(void)
         cmocka_unit_test(test_agreement_reports_the_first_failing_rank_everywhere),
         cmocka_unit_test(test_gathering_shares_fills_in_every_item),
         cmocka_unit_test(test_replicas_must_divide_among_ranks),
+        cmocka_unit_test(test_exchange_sums_like_one_process),
+        cmocka_unit_test(test_order_of_the_sum_matters),
+        cmocka_unit_test(test_exchange_bytes_do_not_grow_with_ranks),
         cmocka_unit_test(test_two_ranks_match_one_process),
         cmocka_unit_test(test_four_ranks_match_one_process),
         cmocka_unit_test(test_other_replica_count_differs),

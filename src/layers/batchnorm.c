@@ -4,7 +4,9 @@
  * variance; the unbiased one goes to the running statistics), evaluation mode the running ones.
  * Sums run in double in a fixed order. The batch statistics are the layer's report: each
  * replica reports its own and update_running combines them in replica order, so the running
- * statistics do not depend on where replicas ran. No affine=False, no track_running_stats=False. */
+ * statistics do not depend on where replicas ran; with several processes each replica's share
+ * of that combination is made where it ran (running_share) and the shares are summed like the
+ * gradient. No affine=False, no track_running_stats=False. */
 #include <math.h>
 #include <stdio.h>
 
@@ -203,7 +205,13 @@ static void backward(const cn_layer_pass *p)
                             p->params, p->n, C, HW);
 }
 
-/* running = mean over replicas r of ((1 - m) * running + m * batch_r), summed in order. */
+/* One replica's share of a running value: (1 - m) * running + m * batch. */
+static inline float share(float mom, float running, float batch)
+{
+    return (1.0f - mom) * running + mom * batch;
+}
+
+/* running = mean over replicas r of share(running, batch_r), summed in order. */
 static void update_running(const cn_layer *l, float *running, int64_t *counter,
                            const float *const *reports, int R)
 {
@@ -213,13 +221,22 @@ static void update_running(const cn_layer *l, float *running, int64_t *counter,
     for (int c = 0; c < C; c++) {
         float sum_mean = 0.0f, sum_var = 0.0f;
         for (int r = 0; r < R; r++) {
-            sum_mean += (1.0f - mom) * mean[c] + mom * reports[r][c];
-            sum_var += (1.0f - mom) * var[c] + mom * reports[r][C + c];
+            sum_mean += share(mom, mean[c], reports[r][c]);
+            sum_var += share(mom, var[c], reports[r][C + c]);
         }
         mean[c] = sum_mean / (float)R;
         var[c] = sum_var / (float)R;
     }
     *counter += 1;
+}
+
+/* The addends of update_running for one replica: its shares of the mean and the variance. */
+static void running_share(const cn_layer *l, const float *running, const float *report,
+                          float *out)
+{
+    int C = l->out.c;
+    const float mom = l->args.momentum;
+    for (int c = 0; c < 2 * C; c++) out[c] = share(mom, running[c], report[c]);
 }
 
 static void describe(const cn_layer *l, char *line, size_t cap)
@@ -233,7 +250,8 @@ static void describe(const cn_layer *l, char *line, size_t cap)
         .kind = word, .flags = CN_KEEPS_INPUT | CN_WHOLE_BATCH, .keys = "name momentum eps",   \
         .required = "", .plan = plan_fn, .tensors = tensors, .init = init,                     \
         .batch_state = batch_state, .forward = forward, .backward = backward,                  \
-        .update_running = update_running, .describe = describe,                                \
+        .update_running = update_running, .running_share = running_share,                      \
+        .describe = describe,                                                                  \
     }
 
 const cn_layer_type cn_batchnorm2d_type = BATCHNORM_TYPE("batchnorm2d", plan2d);

@@ -136,6 +136,13 @@ struct cn_layer_type {
      * layer's place), in replica order; counter += 1. NULL: none. */
     void (*update_running)(const cn_layer *l, float *running, int64_t *counter,
                            const float *const *reports, int R);
+    /* With several processes, made where the replica ran: out[num_report] (may be report)
+     * gets this replica's addends of update_running, laid out as running (num_running ==
+     * num_report), so that update_running over R replicas equals, bit for bit, the sum of the
+     * R replicas' out in replica order from 0, divided by R, and counter += 1. NULL exactly
+     * when update_running is. */
+    void (*running_share)(const cn_layer *l, const float *running, const float *report,
+                          float *out);
     /* Appends (cn_appendf) the layer's keys in the canonical model file, after the kind and
      * name=: " out=10 kernel=5", optional keys only where they differ from the defaults. NULL:
      * no keys. */

@@ -7,8 +7,10 @@
  * divide the replicas, replica r runs on pool thread r % T; otherwise the replicas run one after
  * another, each spreading the chunks of its batch over the threads. Every sum has a fixed order
  * either way, so the weights do not depend on the thread count. With a communicator each process
- * runs its share of the replicas and gathers all replicas' results (dist.c) before the same
- * sums, so they do not depend on the process count either. Threads and their workspaces follow
+ * runs its share of the replicas; each then sums one slice of the gradient and of the replicas'
+ * shares of the running statistics over all replicas in the same order, and the sums are
+ * gathered back (dist.c) with every replica's loss, so the weights do not depend on the process
+ * count either. Threads and their workspaces follow
  * the work, not the thread count asked for: the first call that needs them (a step, an
  * evaluation) makes as many as it can give work to, for the samples it runs, and later calls
  * reuse them; the step loop allocates nothing. A training sample is cropped and flipped
@@ -39,6 +41,8 @@ struct cn_trainer {
     double (*part_seconds)[3]; /* [local] thread-seconds of data, forward, backward this step */
     cn_exchange exchange;      /* every replica's results, from this and the other processes */
     cn_replica_result *result; /* [R] where replica r's results of the step are read from */
+    float *mean_report;  /* several processes: [num_report] the mean of the replicas' running
+                            shares (the running statistics to take); NULL alone */
     const float **reports; /* [R] one layer's part of each replica's report (running stats) */
     float *grad;         /* [num_params] averaged gradient, then the candidate momentum */
     float *momentum;     /* [num_params] sgd; adamw: exp_avg then exp_avg_sq [2 x num_params] */
@@ -97,9 +101,10 @@ static int check_config(const cn_train_config *c, cn_error *err)
 static int check_comm(const cn_comm *comm, int replicas, cn_error *err)
 {
     if (!cn_comm_is_distributed(comm)) return 0;
-    if (comm->rank < 0 || comm->rank >= comm->size || !comm->allgather || !comm->abort)
-        return cn_fail(err, "communicator: rank %d of %d without both collectives", comm->rank,
-                       comm->size);
+    if (comm->rank < 0 || comm->rank >= comm->size || !comm->allgather || !comm->alltoall ||
+        !comm->abort)
+        return cn_fail(err, "communicator: rank %d of %d without allgather, alltoall and abort",
+                       comm->rank, comm->size);
     if (replicas % comm->size != 0)
         return cn_fail(err, "%d replicas cannot be shared evenly among %d processes (use a "
                        "multiple of %d)", replicas, comm->size, comm->size);
@@ -120,6 +125,8 @@ static int plan_results(cn_trainer *t)
     t->reports = calloc((size_t)R, sizeof *t->reports);
     if (!t->result || !t->reports) return -1;
     if (cn_exchange_init(&t->exchange, c, R, t->m->num_params, t->m->num_report)) return -1;
+    if (c != &solo && !(t->mean_report = calloc(t->m->num_report + 1, sizeof(float))))
+        return -1;
     for (int r = 0; r < R; r++) t->result[r] = cn_exchange_result(&t->exchange, r);
     return 0;
 }
@@ -277,6 +284,7 @@ void cn_trainer_free(cn_trainer *t)
     free(t->augmented);
     free(t->result);
     free(t->reports);
+    free(t->mean_report);
     cn_exchange_free(&t->exchange);
     free(t);
 }
@@ -323,6 +331,20 @@ static void load_batch(const step_job *job, int i, cn_workspace *w)
     }
 }
 
+/* Local replica i's results into the exchange. With other processes each layer's report
+ * becomes, in place, this replica's share of the running statistics (running_share), which the
+ * exchange sums like the gradient. */
+static void put_results(cn_trainer *t, int i, cn_workspace *w, float loss, int correct)
+{
+    for (int k = 0; t->mean_report && k < t->m->num_layers; k++) {
+        const cn_layer *l = &t->m->layers[k];
+        if (l->type->running_share)
+            l->type->running_share(l, t->m->running + l->running, w->report + l->report,
+                                   w->report + l->report);
+    }
+    cn_exchange_put(&t->exchange, i, w->dparams, loss, correct, w->report);
+}
+
 /* One local replica's whole share of a step — its batch, forward, loss and backward — in one
  * task, in the workspace of the thread, so that what forward leaves for backward is still in
  * this core's caches. The thread-seconds of each part go to t->part_seconds[i]; the results go
@@ -343,7 +365,7 @@ static void replica_pass(void *ctx, int i, int thread)
     int correct = cn_count_correct(w->out[last], w->labels, B, classes);
     double forwarded = cn_seconds();
     cn_backward(&t->plan, w);
-    cn_exchange_put(&t->exchange, i, w->dparams, loss, correct, w->report);
+    put_results(t, i, w, loss, correct);
     part[0] = loaded - start, part[1] = forwarded - loaded, part[2] = cn_seconds() - forwarded;
 }
 
@@ -398,7 +420,7 @@ static void replica_split_pass(const step_job *job, int i, cn_phase_times *tm)
         run_chunks(t, &j, backward_chunk_task);
         cn_backward_segment_done(p, j.w, j.seg);
     }
-    cn_exchange_put(&t->exchange, i, j.w->dparams, loss, correct, j.w->report);
+    put_results(t, i, j.w, loss, correct);
     tm->data += loaded - start;
     tm->forward += forwarded - loaded;
     tm->backward += cn_seconds() - forwarded;
@@ -419,7 +441,8 @@ static void account_parts(const cn_trainer *t, double wall, cn_phase_times *tm)
 }
 
 /* Each task owns a contiguous slice of the parameters; within it the replicas are summed in
- * order 0..R-1, so the result does not depend on how many tasks there are. */
+ * order 0..R-1, so the result does not depend on how many tasks there are (nor, since
+ * cn_exchange_reduce does the same sums on its slice, on how many processes). */
 static void slice_of(const cn_trainer *t, int task, size_t *begin, size_t *end)
 {
     size_t n = t->m->num_params, T = (size_t)cn_pool_threads(t->pool);
@@ -469,7 +492,8 @@ static void commit_slice(void *ctx, int task, int thread)
     memcpy(t->m->params + begin, t->next_params + begin, (end - begin) * sizeof(float));
 }
 
-/* Each layer with running statistics combines every replica's report, in replica order. */
+/* Each layer with running statistics combines every replica's report, in replica order; with
+ * other processes the exchange has made that combination, the mean of the running shares. */
 static void update_running_stats(cn_trainer *t)
 {
     cn_model *m = t->m;
@@ -477,6 +501,12 @@ static void update_running_stats(cn_trainer *t)
     for (int i = 0; i < m->num_layers; i++) {
         const cn_layer *l = &m->layers[i];
         if (!l->type->update_running) continue;
+        if (t->mean_report) {
+            memcpy(m->running + l->running, t->mean_report + l->report,
+                   l->num_running * sizeof *m->running);
+            m->counters[l->counter] += 1;
+            continue;
+        }
         for (int r = 0; r < R; r++) t->reports[r] = t->result[r].report + l->report;
         l->type->update_running(l, m->running + l->running, &m->counters[l->counter],
                                 t->reports, R);
@@ -490,15 +520,23 @@ static int all_finite(const float *x, size_t n)
     return 1;
 }
 
-/* With other processes: waits for all of them, then gathers every replica's results. */
+/* With other processes: waits for all of them; then this process's slice of the gradient and
+ * running shares is summed over every replica (reduce), and every slice's mean lands in
+ * t->grad and t->mean_report, with every replica's loss and right answers (communicate). */
 static int exchange_results(cn_trainer *t, cn_phase_times *tm, cn_error *err)
 {
+    cn_exchange *x = &t->exchange;
     double start = cn_seconds();
-    if (cn_exchange_wait(&t->exchange, err)) return -1;
+    if (cn_exchange_wait(x, err)) return -1;
     double ready = cn_seconds();
-    if (cn_exchange_run(&t->exchange, err)) return -1;
+    if (cn_exchange_scatter(x, err)) return -1;
+    double scattered = cn_seconds();
+    cn_exchange_reduce(x);
+    double reduced = cn_seconds();
+    if (cn_exchange_gather(x, t->grad, t->mean_report, err)) return -1;
     tm->wait += ready - start;
-    tm->communicate += cn_seconds() - ready;
+    tm->reduce += reduced - scattered;
+    tm->communicate += scattered - ready + cn_seconds() - reduced;
     return 0;
 }
 
@@ -535,7 +573,8 @@ static int train_step(cn_trainer *t, step_job *job, float lr, float *loss, int *
         timed_run(t, L, replica_pass, job, &replicas_wall);
         account_parts(t, replicas_wall, tm);
     }
-    if (cn_comm_is_distributed(t->comm) && exchange_results(t, tm, err)) return -1;
+    int distributed = cn_comm_is_distributed(t->comm);
+    if (distributed && exchange_results(t, tm, err)) return -1;
 
     float sum = 0.0f;
     *correct = 0;
@@ -545,7 +584,8 @@ static int train_step(cn_trainer *t, step_job *job, float lr, float *loss, int *
         return cn_fail(err, "training diverged: the loss is %f (try a smaller --learning-rate)",
                        (double)*loss);
 
-    timed_run(t, T, reduce_slice, job, &tm->reduce);
+    if (!distributed) /* with other processes the exchange has summed it */
+        timed_run(t, T, reduce_slice, job, &tm->reduce);
     if (!all_finite(t->grad, t->m->num_params))
         return cn_fail(err, "training diverged: the gradient holds non-finite values (try a "
                        "smaller --learning-rate)");
@@ -599,6 +639,11 @@ int cn_trainer_threads(const cn_trainer *t, int training, int eval_samples)
     int most = training ? t->step_threads : 1;
     int eval = eval_samples > 0 ? eval_threads(t, eval_samples) : 1;
     return eval > most ? eval : most;
+}
+
+int64_t cn_trainer_exchange_bytes(const cn_trainer *t)
+{
+    return cn_exchange_bytes(&t->exchange);
 }
 
 int cn_trainer_steps_per_epoch(const cn_trainer *t, const cn_dataset *train)

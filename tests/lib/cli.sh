@@ -101,6 +101,20 @@ mpi_env() {
   return 0
 }
 
+# require_mpi: after require_cnnc, skips the whole suite (exit 0, saying why) when mpirun is
+# missing or this cnnc was built without MPI; otherwise sets mpi_env.
+require_mpi() {
+  if ! command -v mpirun >/dev/null 2>&1; then
+    echo "$suite: skipped every check: mpirun is missing (Debian package openmpi-bin)"
+    exit 0
+  fi
+  mpi_env
+  if timeout 60 mpirun -np 2 "$cnnc" train --help 2>&1 | grep -q "built without MPI"; then
+    echo "$suite: skipped every check: this cnnc was built without MPI (make MPI=0)"
+    exit 0
+  fi
+}
+
 finish() {
   if [ "$failures" -ne 0 ]; then
     echo "$suite: $failures check(s) failed"
