@@ -196,7 +196,7 @@ lose_host() {
 # loading; then the host's link comes back, mpirun ends, and the run resumed on TO hosts ends
 # with the weights of the run never stopped.
 lose_host_and_resume() {
-  from=$1 to=$2 ck=ck$1 timeout=2
+  from=$1 to=$2 ck=ck$1 timeout=3
   what="host $from of $from lost"
   # shellcheck disable=SC2086
   launch "$from" "$cnnc" $job_flags --threads 1 --checkpoint-dir "$ck" --mpi-timeout $timeout \
