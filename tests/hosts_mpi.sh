@@ -38,10 +38,8 @@ agent=$root/tests/lib/hosts_agent.sh
 export CNNC_HOSTS_NS="cnh$$"
 made=""
 
-# Kills every process in the namespaces made, then removes them (their links and the bridge go
-# with them), then the temporary folder.
-# shellcheck disable=SC2317 # called by the trap
-cleanup() {
+# kill_all: kills every process in the namespaces made (twice: a daemon may be starting one).
+kill_all() {
   for pass in 1 2; do
     for ns in $made; do
       pids=$(ip netns pids "$ns" 2>/dev/null)
@@ -50,6 +48,13 @@ cleanup() {
     done
     [ "$pass" = 1 ] && sleep 0.2
   done
+}
+
+# Kills every process in the namespaces made, then removes them (their links and the bridge go
+# with them), then the temporary folder.
+# shellcheck disable=SC2317 # called by the trap
+cleanup() {
+  kill_all
   for ns in $made; do ip netns delete "$ns" 2>/dev/null; done
   chmod -R u+rwx "$tmp" 2>/dev/null
   rm -rf "$tmp"
@@ -99,8 +104,9 @@ launch() {
   job=$!
 }
 
-# finish_within SECONDS: waits for the job at most SECONDS (else kills it, records a failure and
-# returns 1); its exit status in $status, its wall seconds in $seconds.
+# finish_within SECONDS: waits for the job at most SECONDS (else kills it and every process on
+# the hosts, records a failure and returns 1); its exit status in $status, its wall seconds in
+# $seconds.
 finish_within() {
   start=$(date +%s)
   polls=0
@@ -109,7 +115,7 @@ finish_within() {
     polls=$((polls + 1))
   done
   if kill -0 "$job" 2>/dev/null; then
-    kill -KILL "$job"
+    kill_all
     wait "$job"
     status=124
     fail "mpirun still ran after $1 s: $(tail -n 5 "$tmp/err")"
