@@ -1,6 +1,7 @@
 # Makefile — builds build/libcnnc.a, the command build/cnnc and the tests.
 #   make train   installs missing Debian packages (as root), builds, trains the seed's job
 #   make test    installs missing packages, builds, runs every test
+#   make test-hosts   one training across network namespaces as hosts (root; tests/hosts_mpi.sh)
 #   make install PREFIX=/usr/local [DESTDIR=]   installs command, libraries, header, pkg-config
 #                file and man page; make uninstall removes exactly those files
 # Packages are installed by tools/deps.sh; this file only builds and runs.
@@ -64,7 +65,7 @@ BENCH_ROUNDS ?= 3
 BENCH_PRECISION ?= fp32
 
 .PHONY: all deps deps-test deps-bench deps-fuzz train train-best test test-sanitize fuzz check bench bench-run \
-        bench-gemm bench-conv bench-mpi bench-train-best clean install uninstall
+        test-hosts bench-gemm bench-conv bench-mpi bench-train-best clean install uninstall
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
 $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h src/*/*.h) $(wildcard cli/*.h)
@@ -140,6 +141,11 @@ train-best: deps
 
 test: deps-test
 	@$(MAKE) --no-print-directory check
+
+# One mpirun across 4 network namespaces acting as hosts (root; skipped where it cannot run).
+test-hosts: deps-test
+	@$(MAKE) --no-print-directory all
+	@sh tests/hosts_mpi.sh $(BUILD)
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory bench-run

@@ -55,6 +55,8 @@ int cli_mpi_launched(int *size, int *rank)
 
 /* The tag of the exchange's messages: consecutive exchanges between two ranks match in order. */
 #define EXCHANGE_TAG 0x636e
+/* The bytes kept of a host's name (with its '\0'); a longer one is cut. */
+#define HOST_NAME_SIZE 64
 
 typedef struct {
     MPI_Comm world;        /* a duplicate of MPI_COMM_WORLD that returns errors instead of dying */
@@ -62,6 +64,7 @@ typedef struct {
     MPI_Request *requests; /* [2 * size]: the receive from each rank, then the send to each */
     double timeout;        /* seconds an exchange waits for the other ranks; 0: for ever */
     char *afterword;       /* what the message on a lost rank ends with, or NULL */
+    char *hosts;           /* [size * HOST_NAME_SIZE]: every rank's host, for that message */
     int stderr_fd;         /* the real stderr, even while dist.c holds this rank's back */
 } mpi_state;
 
@@ -131,8 +134,8 @@ static void pause_after(double waited)
     nanosleep(&ts, NULL);
 }
 
-/* "1, 3": the ranks whose receive is still pending or, when every receive is complete, whose
- * send is (*sent set); *count is how many. */
+/* "1 (host2), 3 (host4)": the ranks, with their hosts, whose receive is still pending or, when
+ * every receive is complete, whose send is (*sent set); *count is how many. */
 static void lost_ranks(const mpi_state *m, char *out, size_t size, int *count, int *sent)
 {
     const MPI_Request *recv = m->requests, *send = m->requests + m->size;
@@ -145,7 +148,8 @@ static void lost_ranks(const mpi_state *m, char *out, size_t size, int *count, i
     for (int k = 0; k < m->size && used < size; k++) {
         if (pending[k] == MPI_REQUEST_NULL)
             continue;
-        int n = snprintf(out + used, size - used, "%s%d", *count ? ", " : "", k);
+        int n = snprintf(out + used, size - used, "%s%d (%s)", *count ? ", " : "", k,
+                         m->hosts + (size_t)k * HOST_NAME_SIZE);
         used += n > 0 ? (size_t)n : 0;
         (*count)++;
     }
@@ -155,7 +159,7 @@ static void lost_ranks(const mpi_state *m, char *out, size_t size, int *count, i
  * MPI_Finalize, which would wait for them too. An alarm ends this one should MPI_Abort hang. */
 static void stop_lost(mpi_state *m)
 {
-    char ranks[256];
+    char ranks[1024];
     int count, sent;
     lost_ranks(m, ranks, sizeof ranks, &count, &sent);
     fflush(stderr);
@@ -235,12 +239,28 @@ static void library_name(char *out, size_t size)
     snprintf(out, size, "%s", text);
 }
 
+/* Every rank's host name, gathered once, so that the message on a lost rank names its host. */
+static int learn_hosts(mpi_state *m)
+{
+    m->hosts = calloc((size_t)m->size, HOST_NAME_SIZE);
+    if (!m->hosts)
+        return -1;
+    char name[MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    snprintf(m->hosts + (size_t)m->rank * HOST_NAME_SIZE, HOST_NAME_SIZE, "%s", name);
+    mpi_allgather(m, m->hosts, HOST_NAME_SIZE, NULL);
+    for (int k = 1; k <= m->size; k++) m->hosts[(size_t)k * HOST_NAME_SIZE - 1] = '\0';
+    return 0;
+}
+
 static void free_state(mpi_state *m)
 {
     if (m->stderr_fd >= 0)
         close(m->stderr_fd);
     free(m->requests);
     free(m->afterword);
+    free(m->hosts);
     free(m);
 }
 
@@ -262,7 +282,7 @@ int cli_mpi_start(cn_comm *comm, char *library, size_t library_size)
         m->stderr_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
         m->requests = malloc(2 * (size_t)m->size * sizeof *m->requests);
     }
-    if (!m || !m->requests) {
+    if (!m || !m->requests || learn_hosts(m) != 0) {
         cli_failure("out of memory starting MPI");
         MPI_Abort(MPI_COMM_WORLD, 1);
         return -1;

@@ -37,13 +37,6 @@ small="train --num-epochs 2 --train-samples 1024 --test-samples 300 --num-cores 
 "$cnnc" $small --threads 2 --save one.st --metrics-file one.jsonl --result-image one.png \
   >one.out 2>one.err || fail "one process: exit status $?: $(cat one.err)"
 
-# The figures of every epoch that must not depend on the process count.
-figures() {
-  pattern='.*"train_loss":\([^,]*\),"train_accuracy":\([^,]*\),"test_loss":\([^,]*\),'
-  pattern="$pattern"'"test_accuracy":\([^,]*\),.*'
-  sed -e "s/$pattern/\\1 \\2 \\3 \\4/" "$1"
-}
-
 for p in 2 4; do
   # shellcheck disable=SC2086
   run_mpi -np "$p" "$cnnc" $small --save "p$p.st" --metrics-file "p$p.jsonl" \
@@ -54,8 +47,9 @@ for p in 2 4; do
   fi
   cmp -s one.st "p$p.st" || fail "$p processes saved other weights than one process"
   cmp -s one.png "p$p.png" || fail "$p processes drew another result picture than one process"
-  [ "$(figures one.jsonl)" = "$(figures "p$p.jsonl")" ] ||
-    fail "$p processes: losses and accuracy $(figures "p$p.jsonl") differ from $(figures one.jsonl)"
+  [ "$(metrics_figures one.jsonl)" = "$(metrics_figures "p$p.jsonl")" ] ||
+    fail "$p processes: losses and accuracy $(metrics_figures "p$p.jsonl") differ from" \
+      "$(metrics_figures one.jsonl)"
   grep -q "\"communicate_seconds\":[0-9.e-]*[1-9]" "p$p.jsonl" ||
     fail "$p processes: no time in communication in p$p.jsonl"
   grep -q "\"wait_seconds\":" "p$p.jsonl" || fail "$p processes: no wait_seconds in p$p.jsonl"
@@ -289,8 +283,9 @@ seconds=$(($(date +%s) - start))
 if [ "$seconds" -lt 2 ] || [ "$seconds" -gt 20 ]; then
   fail "rank 1 killed: rank 0 stopped after $seconds s, expected the 3 s of --mpi-timeout"
 fi
-# rank 1 may die before or after its part of the step reached rank 0: either wording names it
-lost="rank 1 \(sent nothing to\|took nothing from\) rank 0"
+# rank 1 may die before or after its part of the step reached rank 0: either wording names it,
+# and its host
+lost="rank 1 ($(hostname)) \(sent nothing to\|took nothing from\) rank 0"
 grep -q "cnnc: error: $lost for 3 s (--mpi-timeout); it is probably" "$tmp/err" || fail "rank 1 killed: rank 0 does not name it: $(cat "$tmp/err")"
 grep -q "the last complete checkpoint in ck-lost stays usable" "$tmp/err" ||
   fail "rank 1 killed: rank 0 does not say where the checkpoints are: $(cat "$tmp/err")"

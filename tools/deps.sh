@@ -6,7 +6,7 @@ set -eu
 common="gcc make pkg-config zlib1g-dev libcairo2-dev libfreetype-dev libjansson-dev
   libjpeg62-turbo-dev fonts-dejavu-core libopenmpi-dev openmpi-bin"
 testing="libcmocka-dev time gzip util-linux bsdutils groff-base python3-torch python3-numpy
-  python3-pil"
+  python3-pil iproute2"
 case "${1:-train}" in
   train) want="$common dataset-fashion-mnist" ;;
   test)  want="$common dataset-fashion-mnist $testing" ;;

@@ -86,6 +86,14 @@ safetensors_header() {
   tail -c +9 "$1" | head -c "$len"
 }
 
+# metrics_figures FILE: the losses and accuracies of each epoch in a --metrics-file, one line an
+# epoch: what must not depend on how the run was spread (the times do).
+metrics_figures() {
+  pattern='.*"train_loss":\([^,]*\),"train_accuracy":\([^,]*\),"test_loss":\([^,]*\),'
+  pattern="$pattern"'"test_accuracy":\([^,]*\),.*'
+  sed -e "s/$pattern/\\1 \\2 \\3 \\4/" "$1"
+}
+
 # finish [DETAIL]: the closing line; exits 1 when any check failed.
 # shellcheck disable=SC2120 # DETAIL is optional
 # mpi_env: Open MPI's settings for one machine: no network, no ssh, root allowed (containers,
