@@ -237,7 +237,9 @@ int main(int argc, char **argv)
                                : cn_model_fashion_mnist(&err);
     if (!m || load_data(&s, m, &train, &test, &rd, &err)) return fail(&err);
     cn_model_init(m, 1);
-    cn_train_config cfg = {BATCH, REPLICAS, s.threads, 0.01f, 0.5f, 1, s.precision};
+    cn_train_config cfg = {.batch_size = BATCH, .num_replicas = REPLICAS, .threads = s.threads,
+                           .learning_rate = 0.01f, .momentum = 0.5f, .seed = 1,
+                           .precision = s.precision};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
     bench_result r = {0};
     if (!t || measure(m, t, &train, &test, s.random_samples ? &rd : NULL, &s, &r, &err))

@@ -184,6 +184,7 @@ static void patches_to_input(float *din, const float *col, const cn_conv_shape *
 
 #define CONV_BAND_FLOATS (128 * 1024)
 #define BANDED_MIN_ENTRIES 64 /* below it, the transposed product has too few rows */
+#define BANDED_BACKWARD_MAX_POSITIONS 512
 /* Otherwise, below this many output positions the weight gradient comes from im2row. */
 #define CN_CONV_ROW_GRADIENT_POSITIONS 256
 
@@ -192,6 +193,13 @@ static void patches_to_input(float *din, const float *col, const cn_conv_shape *
 static int banded(const cn_conv_shape *s)
 {
     return s->stride == 1 && s->C * s->K * s->K >= BANDED_MIN_ENTRIES;
+}
+
+/* 1 when the backward pass goes band by band too: on larger planes the dot products of
+ * whole_backward are faster (conv2 of models/cifar10.model, 32 x 32, in `make bench`). */
+static int banded_backward(const cn_conv_shape *s)
+{
+    return banded(s) && s->OH * s->OW <= BANDED_BACKWARD_MAX_POSITIONS;
 }
 
 /* Output rows in a band. */
@@ -316,12 +324,12 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
     band_scratch sc = {0};
     band_scratch_floats(s, &sc, col);
-    if (banded(s)) memset(sc.dwt, 0, (size_t)CKK * OC * sizeof *sc.dwt);
+    if (banded_backward(s)) memset(sc.dwt, 0, (size_t)CKK * OC * sizeof *sc.dwt);
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P, *x = in + (size_t)b * C * H * W;
         float *din_b = din ? din + (size_t)b * C * H * W : NULL;
         bias_gradient(dbias, d, OC, P);
-        if (!banded(s)) {
+        if (!banded_backward(s)) {
             whole_backward(din_b, dweight, d, x, weight, s, col, sc.plane);
             continue;
         }
@@ -331,7 +339,7 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
             band_backward(din_b, d + (size_t)y0 * s->OW, x, weight, y0, h, s, col, sc);
         }
     }
-    if (!banded(s)) return;
+    if (!banded_backward(s)) return;
     for (int oc = 0; oc < OC; oc++)
         for (int k = 0; k < CKK; k++) dweight[(size_t)oc * CKK + k] += sc.dwt[(size_t)k * OC + oc];
 }
