@@ -30,8 +30,8 @@ static inline cn_conv_shape cn_conv_shape_of(int C, int H, int W, int OC, int K,
     return s;
 }
 
-/* The scratch of cn_conv2d_forward and cn_conv2d_backward, in floats (with padding, the padded
- * plane of one sample included). */
+/* The scratch of cn_conv2d_forward and cn_conv2d_backward, in floats (the patch matrix of one
+ * sample and, with stride 1, a padded plane and the weight gradient's transposed sums). */
 size_t cn_conv2d_col_floats(const cn_conv_shape *s);
 /* in [B,C,H,W] -> out [B,OC,OH,OW] (+ bias [OC], or none when bias is NULL). */
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
