@@ -2,6 +2,8 @@
 #   make train   installs missing Debian packages (as root), builds, trains the seed's job
 #   make test    installs missing packages, builds, runs every test
 #   make test-hosts   one training across network namespaces as hosts (root; tests/hosts_mpi.sh)
+#   make test-arm64   an arm64 cross build in build-arm64/, tested under qemu-user (tests/arm64.sh)
+#   make test-portable   a clang build without MPI, tested with the portable kernels (CNNC_ISA=generic)
 #   make install PREFIX=/usr/local [DESTDIR=]   installs command, libraries, header, pkg-config
 #                file and man page; make uninstall removes exactly those files
 # Packages are installed by tools/deps.sh; this file only builds and runs.
@@ -15,20 +17,38 @@ CPPFLAGS += -Iinclude -Isrc -D_GNU_SOURCE
 # library. Training speed is unchanged with these flags (docs/speed.md). Symbols are hidden
 # unless the public header marks them CN_API, so the shared library exports exactly cnnc.h.
 PIC_FLAGS := -fPIC -fno-semantic-interposition -fvisibility=hidden
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# Floating-point contraction is off everywhere but in the kernels that ask for fused
+# multiply-adds, so that the portable code computes the same bits with gcc and clang on every
+# processor (clang would otherwise fuse within expressions where the target has FMA).
+FP_FLAGS := -ffp-contract=off
+PKG_CONFIG ?= pkg-config
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 LDLIBS   := $(PKG_LIBS) -lpthread -lm
-TEST_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+TEST_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 # Open MPI (Debian's libopenmpi-dev) when pkg-config finds it, for the cnnc command only: the
 # library never calls MPI. `make MPI=0` builds a cnnc without it (one process only).
-MPI      ?= $(shell pkg-config --exists ompi-c 2>/dev/null && echo 1 || echo 0)
+MPI      ?= $(shell $(PKG_CONFIG) --exists ompi-c 2>/dev/null && echo 1 || echo 0)
 ifeq ($(MPI),1)
-MPI_CFLAGS := -DCNNC_MPI $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c))
-MPI_LIBS   := $(shell pkg-config --libs ompi-c)
+MPI_CFLAGS := -DCNNC_MPI $(patsubst -I%,-isystem %,$(shell $(PKG_CONFIG) --cflags ompi-c))
+MPI_LIBS   := $(shell $(PKG_CONFIG) --libs ompi-c)
 endif
 
-BUILD    := build
-LIB_SRC  := $(wildcard src/*.c src/*/*.c)
+# The kernels of the target's processor family: src/kernels/x86 on x86-64, src/kernels/arm on
+# arm64, and on any other processor the portable kernels alone (src/kernels/portable holds what
+# stands in for x86's bf16 kernels there). The target is the compiler's, so a cross compiler
+# (CC=aarch64-linux-gnu-gcc) builds for its own.
+TARGET_CPU := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null)))
+ifeq ($(TARGET_CPU),x86_64)
+ARCH_DIRS := src/kernels/x86
+else ifeq ($(TARGET_CPU),aarch64)
+ARCH_DIRS := src/kernels/arm src/kernels/portable
+else
+ARCH_DIRS := src/kernels/portable
+endif
+
+BUILD    ?= build
+LIB_SRC  := $(wildcard src/*.c src/*/*.c $(ARCH_DIRS:%=%/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -65,12 +85,12 @@ BENCH_ROUNDS ?= 3
 BENCH_PRECISION ?= fp32
 
 .PHONY: all deps deps-test deps-bench deps-fuzz train train-best test test-sanitize fuzz check bench bench-run \
-        test-hosts bench-gemm bench-conv bench-mpi bench-train-best clean install uninstall
+        test-hosts test-arm64 test-portable bench-gemm bench-conv bench-mpi bench-train-best clean install uninstall
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
 $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h src/*/*.h) $(wildcard cli/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(PIC_FLAGS) $(KERNEL_FLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	$(CC) $(WARN) $(CFLAGS) $(PIC_FLAGS) $(FP_FLAGS) $(KERNEL_FLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 # The GEMM kernels are compiled once per instruction set; gemm.c picks one at run time. They
 # are vectorised by hand with vector types, so the loop vectoriser is kept out of their way;
@@ -79,11 +99,14 @@ $(BUILD)/%.o: %.c include/cnnc.h $(wildcard src/*.h src/*/*.h) $(wildcard cli/*.
 # clang (the fuzzing build) spells "no loop vectoriser" differently.
 NO_LOOP_VECTORIZE := $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null)),-fno-vectorize,-fno-tree-loop-vectorize)
 KERNEL_FLAGS :=
+KERNEL_OBJ := $(BUILD)/src/kernels/gemm_generic.o $(BUILD)/src/kernels/x86/gemm_avx2.o \
+              $(BUILD)/src/kernels/x86/gemm_avx512.o $(BUILD)/src/kernels/arm/gemm_neon.o
 $(BUILD)/src/kernels/gemm_generic.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi
-$(BUILD)/src/kernels/gemm_avx2.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi -mavx2 -mfma -ffp-contract=fast
-$(BUILD)/src/kernels/gemm_avx512.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
-$(BUILD)/src/kernels/gemm_bf16.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mavx512bw -mavx512bf16
-$(BUILD)/src/kernels/gemm_generic.o $(BUILD)/src/kernels/gemm_avx2.o $(BUILD)/src/kernels/gemm_avx512.o: src/kernels/gemm_kernels.inc
+$(BUILD)/src/kernels/x86/gemm_avx2.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi -mavx2 -mfma -ffp-contract=fast
+$(BUILD)/src/kernels/x86/gemm_avx512.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
+$(BUILD)/src/kernels/x86/gemm_bf16.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mavx512bw -mavx512bf16
+$(BUILD)/src/kernels/arm/gemm_neon.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -ffp-contract=fast
+$(KERNEL_OBJ): src/kernels/gemm_kernels.inc
 
 $(BUILD)/libcnnc.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -146,6 +169,22 @@ test: deps-test
 test-hosts: deps-test
 	@$(MAKE) --no-print-directory all
 	@sh tests/hosts_mpi.sh $(BUILD)
+
+# The cross build for arm64 (Debian's cross compiler and arm64 libraries, without MPI), and its
+# tests under qemu-user. Its objects live in build-arm64/, apart from the native ones.
+ARM64_MAKE = $(MAKE) --no-print-directory BUILD=build-arm64 CC=aarch64-linux-gnu-gcc \
+             PKG_CONFIG=aarch64-linux-gnu-pkg-config MPI=0
+test-arm64:
+	@tools/deps.sh arm64
+	@$(ARM64_MAKE) all $(TEST_SRC:tests/%.c=build-arm64/tests/%)
+	@sh tests/arm64.sh build-arm64
+
+# The build furthest from the default, through the whole suite: clang instead of gcc, no MPI,
+# and the portable kernels for everything (CNNC_ISA=generic; the kernel tests still run once
+# per instruction set). Its objects live in build-portable/.
+test-portable: deps-test
+	@tools/deps.sh fuzz
+	@CNNC_ISA=generic $(MAKE) --no-print-directory BUILD=build-portable CC=clang MPI=0 check
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory bench-run
@@ -234,4 +273,4 @@ uninstall:
 	@$(LDCONFIG)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz build-arm64 build-portable

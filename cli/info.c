@@ -1,10 +1,11 @@
-/* info.c — `cnnc info`: what this machine offers and what this build uses: the CPU model and
- * cores, the instruction set the kernels run with, the measured fp32 multiply-add peak, whether
+/* info.c — `cnnc info`: what this machine offers and what this build uses: the CPU model, the
+ * build's processor family and the machine it runs on, the cores, the instruction set the kernels run with, the measured fp32 multiply-add peak, whether
  * MPI is built in, the compiler, and where the dataset is. It reports problems (no dataset, a bad
  * CNNC_ISA) as facts rather than failing; only bad flags fail. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -74,26 +75,85 @@ static int parse_info_flags(int argc, char **argv, info_settings *s, int *help)
     return cli_no_positional("info", argc, argv, optind);
 }
 
-/* The "model name" line of /proc/cpuinfo, or "unknown". */
-static void cpu_model(char *buf, size_t size)
+/* The processor family this build is for, and the core names arm64 kernels give by number. */
+#if defined(__x86_64__)
+#define BUILD_TARGET "x86-64"
+#elif defined(__aarch64__)
+#define BUILD_TARGET "arm64"
+#else
+#define BUILD_TARGET "portable"
+#endif
+
+#if defined(__aarch64__)
+typedef struct {
+    unsigned implementer, part;
+    const char *name;
+} arm_core;
+
+static const arm_core arm_cores[] = {
+    {0x41, 0xd03, "Arm Cortex-A53"},   {0x41, 0xd05, "Arm Cortex-A55"},
+    {0x41, 0xd07, "Arm Cortex-A57"},   {0x41, 0xd08, "Arm Cortex-A72"},
+    {0x41, 0xd0b, "Arm Cortex-A76"},   {0x41, 0xd0c, "Arm Neoverse N1"},
+    {0x41, 0xd40, "Arm Neoverse V1"},  {0x41, 0xd41, "Arm Cortex-A78"},
+    {0x41, 0xd44, "Arm Cortex-X1"},    {0x41, 0xd49, "Arm Neoverse N2"},
+    {0x41, 0xd4f, "Arm Neoverse V2"},  {0x41, 0xd8e, "Arm Neoverse N3"},
+    {0x61, 0x022, "Apple M1"},         {0x61, 0x032, "Apple M2"},
+};
+#endif
+
+/* value of the first "key : value" line of /proc/cpuinfo into buf; 0 when there is none. */
+static int cpuinfo_value(const char *key, char *buf, size_t size)
 {
-    snprintf(buf, size, "unknown");
-    int fd = cn_open_regular("/proc/cpuinfo", NULL);
+    int fd = cn_open_regular("/proc/cpuinfo", NULL), found = 0;
     FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!f) {
         if (fd >= 0) close(fd);
-        return;
+        return 0;
     }
     char line[512];
-    while (fgets(line, sizeof line, f)) {
+    size_t n = strlen(key);
+    while (!found && fgets(line, sizeof line, f)) {
         char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+        if (strncmp(line, key, n) != 0 || !colon || line + n + strspn(line + n, " \t") != colon)
+            continue; /* another key, or one that only starts with this one */
         colon += strspn(colon + 1, " \t") + 1;
         colon[strcspn(colon, "\n")] = '\0';
         snprintf(buf, size, "%s", colon);
-        break;
+        found = 1;
     }
     fclose(f);
+    return found;
+}
+
+/* The CPU's name as this build's processor family describes it: x86's "model name"; an arm64
+ * core's implementer and part numbers, named where known. "unknown" when /proc/cpuinfo has none
+ * of these, as under an emulator, where it describes the host. */
+static void cpu_model(char *buf, size_t size)
+{
+    snprintf(buf, size, "unknown (/proc/cpuinfo describes no " BUILD_TARGET " processor)");
+#if defined(__aarch64__)
+    char implementer[32], part[32];
+    if (!cpuinfo_value("CPU implementer", implementer, sizeof implementer) ||
+        !cpuinfo_value("CPU part", part, sizeof part))
+        return;
+    unsigned imp = (unsigned)strtoul(implementer, NULL, 0), pn = (unsigned)strtoul(part, NULL, 0);
+    snprintf(buf, size, "arm64 implementer 0x%02x part 0x%03x", imp, pn);
+    for (size_t i = 0; i < sizeof arm_cores / sizeof arm_cores[0]; i++)
+        if (arm_cores[i].implementer == imp && arm_cores[i].part == pn)
+            snprintf(buf, size, "%s", arm_cores[i].name);
+#else
+    char name[256];
+    if (cpuinfo_value("model name", name, sizeof name)) snprintf(buf, size, "%s", name);
+#endif
+}
+
+/* "arm64 build, running on aarch64": the build's target and the machine the kernel reports
+ * (an emulator reports the machine it emulates). */
+static void print_platform(void)
+{
+    struct utsname u;
+    printf("Platform:  %s build, running on %s\n", BUILD_TARGET,
+           uname(&u) == 0 ? u.machine : "an unknown machine");
 }
 
 static void print_simd(void)
@@ -154,6 +214,7 @@ static void print_info(const info_settings *s)
     long online = sysconf(_SC_NPROCESSORS_ONLN), configured = sysconf(_SC_NPROCESSORS_CONF);
     printf("cnnc %s\n", CN_VERSION);
     cli_print_line("CPU:       %s", model); /* text from a file */
+    print_platform();
     printf("Cores:     %ld online (of %ld)\n", online, configured);
     print_simd();
     print_peak(s->threads);

@@ -48,7 +48,7 @@ static void print_overview(FILE *out)
           "      --version  print the version and exit\n"
           "\n"
           "Environment:\n"
-          "  CNNC_ISA       compute kernels: generic, avx2 or avx512\n"
+          "  CNNC_ISA       compute kernels: generic, avx2, avx512 (x86-64) or neon (arm64)\n"
           "                 (default: the best this CPU runs)\n"
           "\n"
           "Exit status: 0 on success, 1 on a failure (files, data, training), 2 on bad\n"

@@ -331,11 +331,14 @@ CN_API int cn_model_tensors(cn_model *m, cn_tensor_ref *out, int max);
 
 /* ---------------------------------------------------------------- instruction sets */
 
-/* The vector instruction sets the compute kernels are built for, chosen at run time. */
-typedef enum { CN_ISA_GENERIC, CN_ISA_AVX2, CN_ISA_AVX512, CN_ISA_COUNT } cn_isa;
+/* The vector instruction sets the compute kernels are built for, chosen at run time: generic
+ * (portable C with vector types, on every processor), AVX2 and AVX-512 on x86-64, NEON on arm64.
+ * A build has the kernels of its own processor family only; the others are never supported. */
+typedef enum { CN_ISA_GENERIC, CN_ISA_AVX2, CN_ISA_AVX512, CN_ISA_NEON, CN_ISA_COUNT } cn_isa;
 
-CN_API const char *cn_isa_name(cn_isa isa);        /* "generic", "avx2", "avx512"; "unknown" else */
-CN_API int cn_isa_supported(cn_isa isa);           /* 1 when this CPU can run it, else 0 */
+/* "generic", "avx2", "avx512", "neon"; "unknown" else */
+CN_API const char *cn_isa_name(cn_isa isa);
+CN_API int cn_isa_supported(cn_isa isa); /* 1 when this build and this CPU can run it, else 0 */
 /* Sets *isa to the best supported set, or the one the environment variable CNNC_ISA names;
  * -1 with a message when CNNC_ISA is unknown or unsupported (*isa then holds the best set).
  * Callers that want to refuse such a setting check this before any work. */

@@ -1,5 +1,5 @@
 #!/bin/sh
-# cli_info.sh — `cnnc info` (CPU model, cores, SIMD path, a measured FMA peak, MPI, where the
+# cli_info.sh — `cnnc info` (CPU model, platform, cores, SIMD path, a measured FMA peak, MPI, where the
 # dataset is) and the help of every command: each flag listed with its default, --version in
 # the form "cnnc X.Y.Z" matching the man page. Does not judge the peak's value beyond > 0.
 # Usage: sh tests/cli_info.sh BUILD_DIR
@@ -11,12 +11,29 @@ make_tmp
 # ---------------------------------------------------------------- cnnc info
 run info --threads 2
 [ "$status" -eq 0 ] || fail "cnnc info: exit status $status: $(cat "$tmp/err")"
-model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
-[ -z "$model" ] || grep -qF "CPU:       $model" "$tmp/out" ||
-  fail "info lacks the CPU model '$model'"
+# The build's processor family, and the CPU as that family's /proc/cpuinfo names it: x86's
+# "model name"; under an emulator (make test-arm64) the file describes the host, and says so.
+grep -qE "^Platform:  (x86-64|arm64|portable) build, running on [a-z0-9_]+$" "$tmp/out" ||
+  fail "info lacks the platform: $(grep Platform "$tmp/out")"
+case $(sed -n 's/^Platform:  \([a-z0-9-]*\) build.*/\1/p' "$tmp/out") in
+  x86-64)
+    model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+    [ -z "$model" ] || grep -qxF "CPU:       $model" "$tmp/out" ||
+      fail "info lacks the CPU model '$model'"
+    simd="generic|avx2|avx512" ;;
+  arm64)
+    if grep -q "^CPU implementer" /proc/cpuinfo; then
+      grep -qE "^CPU:       (Arm|Apple|arm64 implementer)" "$tmp/out" || fail "info lacks the arm64 core"
+    else
+      grep -qx "CPU:       unknown (/proc/cpuinfo describes no arm64 processor)" "$tmp/out" ||
+        fail "info names a CPU that /proc/cpuinfo does not: $(grep CPU: "$tmp/out")"
+    fi
+    simd="generic|neon" ;;
+  *) simd="generic" ;;
+esac
 grep -q "^Cores:     $(getconf _NPROCESSORS_ONLN) online" "$tmp/out" || fail "info lacks the cores"
-grep -qE "^SIMD:      (generic|avx2|avx512) \(this CPU runs: generic" "$tmp/out" ||
-  fail "info lacks the SIMD path"
+grep -qE "^SIMD:      ($simd) \(this CPU runs: generic" "$tmp/out" ||
+  fail "info lacks the SIMD path, or names one of another processor: $(grep SIMD "$tmp/out")"
 grep -qE "^FMA peak:  [0-9]+\.[0-9] GFLOP/s on 1 thread, [0-9]+\.[0-9] GFLOP/s on 2 threads" \
   "$tmp/out" || fail "info lacks the FMA peak"
 grep -qE "^FMA peak:  0\.0 " "$tmp/out" && fail "info measured a zero peak"

@@ -1,13 +1,15 @@
 #!/bin/sh
 # run.sh — runs every test program in BUILD/tests and the command-line checks, then prints one
 # closing line "tests: N passed, N failed". The programs that exercise the compute kernels run
-# once per instruction set (CNNC_ISA); a set this CPU lacks is skipped by the program itself.
-# Exits non-zero when any failed.
+# once per instruction set (CNNC_ISA) that this build and this CPU run, as `cnnc info` lists
+# them. Exits non-zero when any failed.
 set -u
 build=${1:-build}
 kernel_tests="test_gemm test_layers test_model_steps test_trainer"
 passed=0
 failed=0
+isas=$("$build/cnnc" info --threads 1 2>/dev/null | sed -n 's/^SIMD: .*this CPU runs: \([a-z0-9 ]*\);.*/\1/p')
+[ -n "$isas" ] || { echo "FAILED: $build/cnnc info does not list the instruction sets"; exit 1; }
 
 run() { # run LABEL COMMAND...
   label=$1
@@ -21,7 +23,7 @@ for t in "$build"/tests/test_*; do
   name=$(basename "$t")
   case " $kernel_tests " in
     *" $name "*)
-      for isa in generic avx2 avx512; do run "$t (CNNC_ISA=$isa)" env CNNC_ISA=$isa "$t"; done ;;
+      for isa in $isas; do run "$t (CNNC_ISA=$isa)" env CNNC_ISA=$isa "$t"; done ;;
     *) run "$t" "$t" ;;
   esac
 done

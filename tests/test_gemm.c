@@ -71,6 +71,12 @@ static void test_gemm_all_cases(void **state)
             int K = sizes[cn_rng_below(&rng, (uint32_t)n)];
             check_shape(c == 1, c == 2, M, N, K, &rng);
         }
+    /* Every band height of every instruction set (tiles of 1 to 12 rows: NEON's 32 registers
+     * hold 12), each with whole, last and leftover column tiles; and packed panels (rows of B
+     * 512 floats apart, at least four bands). */
+    for (int M = 1; M <= 26; M++) check_shape(0, 0, M, 3 * 16 + 5, 7, &rng);
+    check_shape(0, 0, 70, 520, 40, &rng);
+    check_shape(1, 0, 50, 515, 30, &rng);
     check_shape(0, 1, 10, 25, 576, &rng); /* conv1's weight gradient */
     check_shape(0, 1, 128, 50, 320, &rng); /* fc1's forward */
     check_shape(1, 0, 250, 64, 20, &rng);  /* conv2's input gradient */

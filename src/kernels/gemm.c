@@ -1,8 +1,8 @@
 /* gemm.c — cn_sgemm: picks the kernels for the instruction set in use and maps the four
- * transpose cases onto them. The instruction set is decided once per process: the best the CPU
- * offers, or the one named by the CNNC_ISA environment variable (generic, avx2, avx512) when it
- * is valid and supported. That one-time decision is the only process-wide state in cnnc and it
- * never changes afterwards. */
+ * transpose cases onto them. The instruction set is decided once per process: the best the build
+ * has and the CPU offers (cpu.c), or the one named by the CNNC_ISA environment variable
+ * (generic, avx2, avx512, neon) when it is valid and supported. That one-time decision is the
+ * only process-wide state in cnnc and it never changes afterwards. */
 #include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -35,14 +35,21 @@ typedef struct {
      cn_picked_rows_weight_gradient_##isa, cn_picked_rows_input_gradient_##isa,               \
      cn_row2im_##isa}
 
-static const gemm_kernels kernels_by_isa[] = {
+/* The sets of this build's processor family; the others stay empty and are never supported. */
+static const gemm_kernels kernels_by_isa[CN_ISA_COUNT] = {
     [CN_ISA_GENERIC] = KERNELS_OF(generic),
+#if defined(__x86_64__)
     [CN_ISA_AVX2] = KERNELS_OF(avx2),
     [CN_ISA_AVX512] = KERNELS_OF(avx512),
+#elif defined(__aarch64__)
+    [CN_ISA_NEON] = KERNELS_OF(neon),
+#endif
 };
-static const char *const isa_names[] = {"generic", "avx2", "avx512"};
-_Static_assert(sizeof kernels_by_isa / sizeof kernels_by_isa[0] == CN_ISA_COUNT, "kernels per isa");
+static const char *const isa_names[] = {"generic", "avx2", "avx512", "neon"};
 _Static_assert(sizeof isa_names / sizeof isa_names[0] == CN_ISA_COUNT, "a name per isa");
+/* The order in which the best supported set is chosen. */
+static const cn_isa best_first[] = {CN_ISA_AVX512, CN_ISA_AVX2, CN_ISA_NEON, CN_ISA_GENERIC};
+_Static_assert(sizeof best_first / sizeof best_first[0] == CN_ISA_COUNT, "every isa ranked");
 
 const char *cn_isa_name(cn_isa isa)
 {
@@ -51,31 +58,24 @@ const char *cn_isa_name(cn_isa isa)
 
 int cn_isa_supported(cn_isa isa)
 {
-    __builtin_cpu_init();
-    switch (isa) {
-    case CN_ISA_GENERIC: return 1;
-    case CN_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case CN_ISA_AVX512:
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("fma");
-    default: return 0;
-    }
+    return (unsigned)isa < CN_ISA_COUNT && kernels_by_isa[isa].nn && cn_cpu_runs(isa);
 }
 
 int cn_isa_from_env(cn_isa *isa, cn_error *err)
 {
     const char *want = getenv("CNNC_ISA");
-    *isa = cn_isa_supported(CN_ISA_AVX512) ? CN_ISA_AVX512
-         : cn_isa_supported(CN_ISA_AVX2)   ? CN_ISA_AVX2 : CN_ISA_GENERIC;
+    int i = 0;
+    while (!cn_isa_supported(best_first[i])) i++; /* generic, the last, always is */
+    *isa = best_first[i];
     if (!want || !*want) return 0;
-    for (int i = 0; i < CN_ISA_COUNT; i++)
+    for (i = 0; i < CN_ISA_COUNT; i++)
         if (strcmp(want, isa_names[i]) == 0) {
             if (!cn_isa_supported((cn_isa)i))
                 return cn_fail(err, "CNNC_ISA=%s: this CPU does not support it", want);
             *isa = (cn_isa)i;
             return 0;
         }
-    return cn_fail(err, "CNNC_ISA=%s: unknown; use generic, avx2 or avx512", want);
+    return cn_fail(err, "CNNC_ISA=%s: unknown; use generic, avx2, avx512 or neon", want);
 }
 
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;

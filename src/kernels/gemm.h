@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cnnc.h"
+
 /* C[M,N] = (accumulate ? C : 0) + op(A)[M,K] * op(B)[K,N], where op(A) = A [M,K] (lda) or, with
  * trans_a, A^T of A [K,M]; likewise op(B) = B [K,N] (ldb) or, with trans_b, B^T of B [N,K].
  * Both transposed at once is not supported (asserted). */
@@ -20,6 +22,9 @@ void cn_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int
  * pass that fills C. */
 void cn_sgemm_rows_from(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                         const float *start, float *C, int ldc);
+
+/* 1 when this build has the kernels of isa and this CPU can run them (cpu.c). */
+int cn_cpu_runs(cn_isa isa);
 
 /* iters rounds of independent vector multiply-adds with the kernels in use: the arithmetic peak
  * of one core. Adds the flops done to *flops; returns a value to keep. */
@@ -65,11 +70,12 @@ void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K
  * PyTorch picks it. */
 void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W);
 
-/* ---- bfloat16 products (gemm_bf16.c, AVX512_BF16 only) ----
+/* ---- bfloat16 products (x86/gemm_bf16.c, AVX512_BF16 only) ----
  * A cn_bf16_pair holds two bf16 values of consecutive k in one 32-bit word, the lower k in the
  * low half; an odd count of k is padded with a zero. Products are exact and sums are fp32. */
 typedef uint32_t cn_bf16_pair;
-/* 1 when this CPU has AVX-512 with BF16 (and BW, VL): the only place the functions below run. */
+/* 1 when this CPU has AVX-512 with BF16 (and BW, VL): the only place the functions below run
+ * (cpu.c; always 0 on other processors, whose builds have portable/bf16_absent.c). */
 int cn_bf16_supported(void);
 /* dst [rows, (cols+1)/2]: each row of src [rows, cols] (ld) rounded to bf16, in pairs. */
 void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld);
@@ -101,7 +107,9 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
                             ptrdiff_t ak, const cn_bf16_pair *B, int ldb, const float *start,
                             float *C, int ldc);
 
-/* The kernels, one set per instruction set (gemm_kernels.inc). */
+/* The kernels, one set per instruction set (gemm_kernels.inc): generic in every build, avx2 and
+ * avx512 in x86-64 builds (x86/), neon in arm64 builds (arm/). Only the sets of the build's own
+ * processor family are defined; gemm.c refers to no other. */
 #define CN_DECLARE_GEMM_KERNELS(isa)                                                           \
     void cn_gemm_nn_##isa(int M, int N, int K, const float *A, ptrdiff_t ai, ptrdiff_t ak,    \
                           const float *B, int ldb, const float *init, float *C, int ldc);     \
@@ -125,5 +133,6 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
 CN_DECLARE_GEMM_KERNELS(generic)
 CN_DECLARE_GEMM_KERNELS(avx2)
 CN_DECLARE_GEMM_KERNELS(avx512)
+CN_DECLARE_GEMM_KERNELS(neon)
 
 #endif /* CN_GEMM_H */

@@ -4,18 +4,12 @@
  * dimension: a cn_bf16_pair holds two bf16 values in one 32-bit word, the earlier one in the low
  * half; an odd count is padded with a zero. Rounding to bf16 is to nearest even, by the CPU's
  * conversion instructions. Only this one instruction set: other CPUs train in fp32, and
- * cn_bf16_supported says which. This file alone is compiled with the bf16 target flags. */
+ * cn_bf16_supported (cpu.c) says which. This file alone is compiled with the bf16 target flags;
+ * builds for other processors have src/kernels/portable/bf16_absent.c instead. */
 #include <immintrin.h>
 #include <string.h>
 
 #include "kernels/gemm.h"
-
-int cn_bf16_supported(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-}
 
 /* The first n <= 16 lanes. */
 static inline __mmask16 first(int n) { return (__mmask16)((1u << n) - 1); }

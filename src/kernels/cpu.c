@@ -1,0 +1,39 @@
+/* cpu.c — what this processor can run, asked of the processor itself: on x86-64 through CPUID
+ * (GCC's __builtin_cpu_supports), on arm64 through the hardware capabilities the kernel passes
+ * every process (getauxval(AT_HWCAP)), elsewhere nothing beyond the portable kernels. The one
+ * file that knows processor families apart; it reads the answer, it does not choose (gemm.c). */
+#include "cnnc.h"
+#include "kernels/gemm.h"
+
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1 << 1) /* Linux's arm64 hwcap bit for Advanced SIMD (NEON) */
+#endif
+#endif
+
+int cn_cpu_runs(cn_isa isa)
+{
+    if (isa == CN_ISA_GENERIC) return 1;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (isa == CN_ISA_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (isa == CN_ISA_AVX512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("fma");
+#elif defined(__aarch64__)
+    if (isa == CN_ISA_NEON) return (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0;
+#endif
+    return 0;
+}
+
+int cn_bf16_supported(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
+}
