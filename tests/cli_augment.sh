@@ -74,8 +74,7 @@ expect 2 "--augment" train $small --augment
 [ "$(wc -l <err)" -le 2 ] || fail "a refusal says more than the error and the hint: $(cat err)"
 
 # ---------------------------------------------------------------- processes
-if command -v mpirun >/dev/null 2>&1 &&
-  ! timeout 60 mpirun -np 2 "$cnnc" train --help 2>&1 | grep -q "built without MPI"; then
+if have_mpi; then
   mpi_env
   # shellcheck disable=SC2086
   timeout 120 mpirun -np 2 "$cnnc" train $small $quiet --num-epochs 2 --threads 1 \

@@ -66,7 +66,7 @@ grep -q "^Accuracy=$acc%$" "$tmp/out" ||
 cmp -s t1.st resumed.st || fail "the resumed run saved other weights than the straight run"
 
 detail="threads 1, 2, 3 and a resumed run equal, bit for bit"
-if command -v mpirun >/dev/null 2>&1 && "$cnnc" info 2>/dev/null | grep -q "^MPI: *yes"; then
+if have_mpi; then
   mpi_env
   # shellcheck disable=SC2086
   timeout 120 mpirun -np 2 "$cnnc" train $small --save p2.st >p2.out 2>p2.err ||

@@ -157,8 +157,7 @@ run train --resume stepped $quiet --num-epochs 2
 [ "$status" -eq 0 ] || fail "extending a step schedule: exit status $status: $(cat err)"
 
 # ---------------------------------------------------------------- processes
-if command -v mpirun >/dev/null 2>&1 &&
-  ! timeout 60 mpirun -np 1 "$cnnc" train --help 2>&1 | grep -q "built without MPI"; then
+if have_mpi; then
   mpi_env
   # shellcheck disable=SC2086
   timeout 120 mpirun -np 2 "$cnnc" train $small $quiet $recipe --num-epochs 3 --threads 1 \

@@ -178,7 +178,7 @@ run plot m.jsonl --output replot.png
 
 # ---------------------------------------------------------------- processes
 detail="mpirun part skipped (no mpirun or no MPI in this cnnc)"
-if command -v mpirun >/dev/null 2>&1 && "$cnnc" info 2>/dev/null | grep -q "^MPI: *yes"; then
+if have_mpi; then
   mpi_env
   # shellcheck disable=SC2086
   timeout 120 mpirun -np 2 "$cnnc" train $small $quiet --num-epochs 4 --val-samples 256 \

@@ -5,7 +5,7 @@
 # them. Exits non-zero when any failed.
 set -u
 build=${1:-build}
-kernel_tests="test_gemm test_layers test_model_steps test_trainer"
+kernel_tests="test_gemm test_layers test_model_steps test_model_gradients test_trainer"
 passed=0
 failed=0
 isas=$("$build/cnnc" info --threads 1 2>/dev/null | sed -n 's/^SIMD: .*this CPU runs: \([a-z0-9 ]*\);.*/\1/p')

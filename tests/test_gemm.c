@@ -71,8 +71,8 @@ static void test_gemm_all_cases(void **state)
             int K = sizes[cn_rng_below(&rng, (uint32_t)n)];
             check_shape(c == 1, c == 2, M, N, K, &rng);
         }
-    /* Every band height of every instruction set (tiles of 1 to 12 rows: NEON's 32 registers
-     * hold 12), each with whole, last and leftover column tiles; and packed panels (rows of B
+    /* Every band height of every instruction set (tiles of 1 to 10 rows: NEON's 32 registers
+     * hold 10), each with whole, last and leftover column tiles; and packed panels (rows of B
      * 512 floats apart, at least four bands). */
     for (int M = 1; M <= 26; M++) check_shape(0, 0, M, 3 * 16 + 5, 7, &rng);
     check_shape(0, 0, 70, 520, 40, &rng);

@@ -520,6 +520,17 @@ static int all_finite(const float *x, size_t n)
     return 1;
 }
 
+/* 1 when the batch statistics that the running ones are about to take in are all finite:
+ * huge weights can overflow BatchNorm's variance while the loss, normalised, stays finite. */
+static int reports_finite(const cn_trainer *t)
+{
+    size_t n = t->m->num_report;
+    if (t->mean_report) return all_finite(t->mean_report, n);
+    for (int r = 0; r < t->cfg.num_replicas; r++)
+        if (!all_finite(t->result[r].report, n)) return 0;
+    return 1;
+}
+
 /* With other processes: waits for all of them; then this process's slice of the gradient and
  * running shares is summed over every replica (reduce), and every slice's mean lands in
  * t->grad and t->mean_report, with every replica's loss and right answers (communicate). */
@@ -589,6 +600,9 @@ static int train_step(cn_trainer *t, step_job *job, float lr, float *loss, int *
     if (!all_finite(t->grad, t->m->num_params))
         return cn_fail(err, "training diverged: the gradient holds non-finite values (try a "
                        "smaller --learning-rate)");
+    if (!reports_finite(t))
+        return cn_fail(err, "training diverged: BatchNorm's batch statistics hold non-finite "
+                       "values (try a smaller --learning-rate)");
     double start = cn_seconds();
     cn_optim_rule_init(&t->rule, &t->cfg, lr, t->optimizer_steps + 1);
     cn_pool_run(t->pool, T, optimizer_slice, job);

@@ -34,6 +34,11 @@ require_data() {
   have_data "every check" || exit 0
 }
 
+# have_mpi: true when mpirun is installed and this cnnc is built with MPI (`cnnc info`).
+have_mpi() {
+  command -v mpirun >/dev/null 2>&1 && "$cnnc" info --threads 1 2>/dev/null | grep -q "^MPI: *yes"
+}
+
 # make_tmp: a new temporary folder in $tmp, removed (whatever its permissions) when the script
 # ends or is interrupted.
 make_tmp() {
