@@ -70,6 +70,9 @@ int cn_isa_from_env(cn_isa *isa, cn_error *err)
     if (!want || !*want) return 0;
     for (i = 0; i < CN_ISA_COUNT; i++)
         if (strcmp(want, isa_names[i]) == 0) {
+            if (!kernels_by_isa[i].nn)
+                return cn_fail(err, "CNNC_ISA=%s: kernels of another processor family, not in "
+                               "this build", want);
             if (!cn_isa_supported((cn_isa)i))
                 return cn_fail(err, "CNNC_ISA=%s: this CPU does not support it", want);
             *isa = (cn_isa)i;
