@@ -170,12 +170,18 @@ test-hosts: deps-test
 	@$(MAKE) --no-print-directory all
 	@sh tests/hosts_mpi.sh $(BUILD)
 
-# The cross build for arm64 (Debian's cross compiler and arm64 libraries, without MPI), and its
-# tests under qemu-user. Its objects live in build-arm64/, apart from the native ones.
+# The cross build for arm64 (Debian's cross compiler and arm64 libraries), and its tests under
+# qemu-user. Its objects live in build-arm64/, apart from the native ones. Its Open MPI is
+# Debian's arm64 one unpacked in build-arm64/openmpi (tools/arm64_openmpi.sh), which
+# x86-64's mpirun starts under the emulator.
+ARM64_MPI  = build-arm64/openmpi/root/usr/lib/aarch64-linux-gnu
 ARM64_MAKE = $(MAKE) --no-print-directory BUILD=build-arm64 CC=aarch64-linux-gnu-gcc \
-             PKG_CONFIG=aarch64-linux-gnu-pkg-config MPI=0
+             PKG_CONFIG=aarch64-linux-gnu-pkg-config MPI=1 \
+             MPI_CFLAGS="-DCNNC_MPI -isystem $(ARM64_MPI)/openmpi/include" \
+             MPI_LIBS="-L$(ARM64_MPI)/openmpi/lib -Wl,-rpath-link,$(ARM64_MPI) -lmpi"
 test-arm64:
 	@tools/deps.sh arm64
+	@sh tools/arm64_openmpi.sh build-arm64/openmpi
 	@$(ARM64_MAKE) all $(TEST_SRC:tests/%.c=build-arm64/tests/%)
 	@sh tests/arm64.sh build-arm64
 

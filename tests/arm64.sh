@@ -10,13 +10,13 @@
 #   - the command-line checks that matter on another processor: cli_info (what it prints on
 #     arm64), cli_seed_reference (the seed's job against the reference sums, where the generic
 #     kernels must give x86-64's bits and neon its own line), cli_model_layers (a model with
-#     dropout, padding and average pooling saves the same bytes for --threads 1, 2, 3 and a
-#     resumed run), cli_basic, cli_bad_input and cli_predict.
+#     dropout, padding and average pooling saves the same bytes for --threads 1, 2, 3, a
+#     resumed run and `mpirun -np 2`: arm64 processes under x86-64's mpirun), cli_basic,
+#     cli_bad_input and cli_predict.
 # Left out, for time or because emulation cannot do them: test_trainer with the generic kernels
 # (three minutes; the same engine as neon's run), the other command-line checks (files, signals,
 # PyTorch round trips, datasets: processor-independent code that `make test` covers natively;
-# cli_hostile_files gives cnnc 5 s where emulation needs more), and `mpirun` (Debian's Open MPI
-# for arm64 cannot be installed beside x86-64's). Prints each item's seconds and a closing line;
+# cli_hostile_files gives cnnc 5 s where emulation needs more). Prints each item's seconds and a closing line;
 # exits non-zero when any failed.
 # Usage: sh tests/arm64.sh BUILD_DIR
 set -u
@@ -43,12 +43,23 @@ run() { # run LABEL LOG COMMAND...: the command's output goes to LOG, shown when
   fi
 }
 
-# The command-line checks find cnnc in their BUILD_DIR: there, a script that runs it emulated.
+# The command-line checks find cnnc in their BUILD_DIR: there, a script that runs it emulated,
+# with the arm64 Open MPI unpacked in BUILD_DIR/openmpi/root (tools/arm64_openmpi.sh) as the
+# emulator's first place to look for files, so that the libraries and plugins Open MPI opens
+# by their installed paths are found there. mpirun, x86-64's, starts that script as its ranks.
 mkdir -p "$build/emulated"
-printf '#!/bin/sh\nexec %s "%s/cnnc" "$@"\n' "$emulator" "$build" >"$build/emulated/cnnc"
+printf '#!/bin/sh\nexec %s -L "%s" "%s/cnnc" "$@"\n' "$emulator" "$build/openmpi/root" "$build" \
+  >"$build/emulated/cnnc"
 chmod +x "$build/emulated/cnnc"
-if ! "$build/emulated/cnnc" info --threads 1 | grep -q "^Platform:  arm64 build, running on aarch64$"; then
+info=$("$build/emulated/cnnc" info --threads 1 2>&1)
+if ! echo "$info" | grep -q "^Platform:  arm64 build, running on aarch64$"; then
+  echo "$info"
   echo "FAIL: $build/cnnc is not an arm64 build running emulated"
+  exit 1
+fi
+if ! echo "$info" | grep -q "^MPI: *yes" || ! command -v mpirun >/dev/null; then
+  echo "$info"
+  echo "FAIL: the arm64 cnnc is built without MPI, or mpirun is missing (openmpi-bin)"
   exit 1
 fi
 
