@@ -18,6 +18,7 @@
  * The fixture folder is tests/fixtures, or $CNNC_FIXTURES. */
 #include "testutil.h"
 #include "kernels/conv.h"
+#include "kernels/winograd.h"
 #include "layers/layers.h"
 
 #define PT_ATOL 2e-6
@@ -553,6 +554,36 @@ static void test_conv_bands_match_direct_loops(void **state)
     check_conv_direct(2, shape(4, 12, 12, 6, 3, 1, 1), &rng);  /* few patch entries: one band */
 }
 
+/* The 3x3 convolutions of stride 1 that go through Winograd's F(2x2, 3x3) (kernels/winograd.c)
+ * against direct loops: padding 0, 1 and 2, odd and even output sizes (tiles cut by the edge),
+ * batches of several blocks of samples with a partial last one, a plane of more tiles than a
+ * block, one output position, and the fewest channels it takes. */
+static void test_conv_winograd_matches_direct_loops(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 23);
+    const struct {
+        int B;
+        cn_conv_shape s;
+    } cases[] = {
+        {3, shape(8, 8, 8, 8, 3, 1, 1)},     /* one block, part full */
+        {40, shape(16, 7, 9, 12, 3, 1, 1)},  /* odd sizes, four blocks, the last of 4 samples */
+        {2, shape(12, 10, 11, 8, 3, 1, 0)},  /* no padding */
+        {3, shape(8, 6, 5, 10, 3, 1, 2)},    /* padding 2 */
+        {2, shape(32, 33, 32, 16, 3, 1, 1)}, /* more tiles than a block: a sample per block */
+        {2, shape(9, 1, 1, 8, 3, 1, 1)},     /* one position, padding all round */
+        {2, shape(8, 3, 3, 9, 3, 1, 0)},     /* one position, no padding */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_true(cn_winograd_fits(&cases[i].s));
+        check_conv_direct(cases[i].B, cases[i].s, &rng);
+    }
+    cn_conv_shape thin = shape(3, 32, 32, 32, 3, 1, 1), wide = shape(32, 8, 8, 32, 5, 1, 2);
+    assert_false(cn_winograd_fits(&thin)); /* a first layer's three channels */
+    assert_false(cn_winograd_fits(&wide)); /* another kernel size */
+}
+
 /* A convolution's gradients from the max-pool's gradient and argmax, against the pool's
  * backward pass then the convolution's, on random data, with an input gradient and without
  * (a first layer): windows of 2 and 3, sizes the pool floors, kernels up to 8 (masked rows) and
@@ -1010,7 +1041,7 @@ int main(void)
         T(test_conv1_fd),           T(test_pool_pytorch),    T(test_pool7_pytorch),
         T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
         T(test_pool_ties_match_scan_order), T(test_conv_from_pool_matches_dense),
-        T(test_conv_bands_match_direct_loops),
+        T(test_conv_bands_match_direct_loops), T(test_conv_winograd_matches_direct_loops),
         T(test_conv_bf16_matches_fp32_on_rounded_values),
         T(test_conv_bf16_stride_padding_matches_fp32),
         T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),

@@ -15,6 +15,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/conv.h"
+#include "kernels/winograd.h"
 #include "layers/layers.h"
 
 /* The shape's numbers as locals. */
@@ -236,16 +237,24 @@ static size_t band_scratch_floats(const cn_conv_shape *s, band_scratch *parts, f
     return plane + dwt + (size_t)s->OH * s->OW * s->OC;
 }
 
+int cn_conv2d_batched(const cn_conv_shape *s) { return cn_winograd_fits(s); }
+
 size_t cn_conv2d_col_floats(const cn_conv_shape *s)
 {
     size_t more = band_scratch_floats(s, NULL, NULL);
-    return more ? whole_lines(patch_floats(s)) + more : patch_floats(s);
+    size_t col = more ? whole_lines(patch_floats(s)) + more : patch_floats(s);
+    size_t winograd = cn_winograd_fits(s) ? cn_winograd_floats(s) : 0;
+    return col > winograd ? col : winograd;
 }
 
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
                        int B, const cn_conv_shape *s, float *col)
 {
     UNPACK(s);
+    if (cn_winograd_fits(s)) {
+        cn_winograd_forward(out, in, weight, bias, B, s, col);
+        return;
+    }
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
     band_scratch sc = {0};
     band_scratch_floats(s, &sc, col);
@@ -323,6 +332,11 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
 {
     UNPACK(s);
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
+    if (cn_winograd_fits(s)) {
+        for (int b = 0; b < B; b++) bias_gradient(dbias, dout + (size_t)b * OC * P, OC, P);
+        cn_winograd_backward(din, dweight, dout, in, weight, B, s, col);
+        return;
+    }
     band_scratch sc = {0};
     band_scratch_floats(s, &sc, col);
     if (banded_backward(s)) memset(sc.dwt, 0, (size_t)CKK * OC * sizeof *sc.dwt);

@@ -30,6 +30,10 @@ static inline cn_conv_shape cn_conv_shape_of(int C, int H, int W, int OC, int K,
     return s;
 }
 
+/* 1 when the fp32 kernels do work per call that pays only over many samples (the transformed
+ * kernels of Winograd's algorithm for 3x3 convolutions of stride 1, kernels/winograd.h):
+ * give them the whole batch in one call. */
+int cn_conv2d_batched(const cn_conv_shape *s);
 /* The scratch of cn_conv2d_forward and cn_conv2d_backward, in floats (the patch matrix of one
  * sample and, with stride 1, a padded plane and the weight gradient's transposed sums). */
 size_t cn_conv2d_col_floats(const cn_conv_shape *s);

@@ -29,6 +29,13 @@ static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
     return 0;
 }
 
+/* The whole batch in one call where the kernels' work per call needs many samples to pay. */
+static unsigned shape_flags(const cn_layer *l)
+{
+    cn_conv_shape cs = shape_of(l);
+    return cn_conv2d_batched(&cs) ? CN_WHOLE_BATCH : 0;
+}
+
 static int tensors(const cn_layer *l, cn_tensor_plan *t)
 {
     int64_t o = l->args.out, k = l->args.kernel;
@@ -131,6 +138,7 @@ static void describe(const cn_layer *l, char *line, size_t cap)
 const cn_layer_type cn_conv2d_type = {
     .kind = "conv2d",
     .flags = CN_KEEPS_INPUT,
+    .shape_flags = shape_flags,
     .keys = "name out kernel stride padding bias",
     .required = "out kernel",
     .plan = plan,

@@ -96,7 +96,8 @@ typedef struct {
 enum {
     CN_KEEPS_INPUT = 1,   /* backward reads x */
     CN_KEEPS_OUTPUT = 2,  /* backward reads y */
-    CN_WHOLE_BATCH = 4,   /* forward needs the whole batch at once (batch statistics) */
+    CN_WHOLE_BATCH = 4,   /* runs on the whole batch at once (batch statistics, or work per
+                           * call that only pays over many samples) */
     CN_VIEW = 8,          /* y is x, reshaped: nothing runs, nothing is stored */
     CN_RANDOM = 16,       /* training draws random numbers (from the pass's key) */
     CN_FINAL = 32,        /* the model's last layer, whose output the loss reads */
@@ -105,6 +106,8 @@ enum {
 struct cn_layer_type {
     const char *kind;        /* the model file's word: "conv2d" */
     unsigned flags;
+    /* Flags a layer of this type takes on its shape, added to flags. NULL: none. */
+    unsigned (*shape_flags)(const cn_layer *l);
     const char *keys;        /* the model file keys it takes, space-separated */
     const char *required;    /* those that must be given */
     /* Resolves s into l->args and sets l->out from l->in; -1 with the reason in err (no layer

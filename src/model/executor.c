@@ -17,7 +17,9 @@
 
 static unsigned flags_of(const cn_model *m, int i)
 {
-    return i >= 0 && i < m->num_layers ? m->layers[i].type->flags : 0;
+    if (i < 0 || i >= m->num_layers) return 0;
+    const cn_layer *l = &m->layers[i];
+    return l->type->flags | (l->type->shape_flags ? l->type->shape_flags(l) : 0);
 }
 
 /* The layer that reads layer i's output, looking through views (num_layers if none). */
@@ -192,7 +194,7 @@ static size_t carve(const cn_plan *p, cn_workspace *w, float *base)
     for (int i = 0; i < m->num_layers; i++) {
         const cn_layer *l = &m->layers[i];
         size_t size = cn_layer_out_size(l);
-        if (l->type->flags & CN_VIEW) { /* its input's buffers */
+        if (flags_of(m, i) & CN_VIEW) { /* its input's buffers */
             w->out[i] = i > 0 ? w->out[i - 1] : w->input;
             w->grad[i] = i > 0 ? w->grad[i - 1] : NULL;
             continue;
