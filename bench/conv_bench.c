@@ -1,6 +1,7 @@
 /* conv_bench.c — times the convolution kernels of src/kernels/conv.h, one thread, on the seed's
  * conv2 and on the layers of a small CIFAR-10 network (3x3 kernels, padding 1, 32 to 64
- * channels on 32x32, 16x16 and 8x8 planes), with a padded layer beside the valid convolution of
+ * channels on 32x32, 16x16 and 8x8 planes; those of models/fashion_mnist_best.model on 14x14 and
+ * 7x7), with a padded layer beside the valid convolution of
  * the same size that it amounts to, and a stride-2 layer. For each: forward, backward (weight,
  * bias and input gradients) and both, in ms per batch and GFLOP/s (2 flops per multiply-add of
  * the three products), best of several rounds, in fp32 and, where the CPU has AVX512_BF16, in
@@ -31,6 +32,9 @@ static const layer layers[] = {
     {"  valid 64->64 3x3 18x18", 64, 18, 18, 64, 3, 1, 0},
     {"cifar 64->64 3x3 pad 1 8x8", 64, 8, 8, 64, 3, 1, 1},
     {"stride 2 32->64 3x3 pad 1 32x32", 32, 32, 32, 64, 3, 2, 1},
+    {"best 32->64 3x3 pad 1 14x14", 32, 14, 14, 64, 3, 1, 1},
+    {"best 64->128 3x3 pad 1 7x7", 64, 7, 7, 128, 3, 1, 1},
+    {"  valid 64->64 3x3 12x12", 64, 12, 12, 64, 3, 1, 0},
 };
 
 typedef struct {

@@ -27,13 +27,18 @@ typedef struct {
     void (*picked_input)(int, int, const float *, const int32_t *, const float *, int, int, int,
                          float *, int32_t *);
     void (*row2im)(float *, const float *, int, int, int, int, int);
+    void (*wino_input)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
+    void (*wino_output)(float *, const float *, ptrdiff_t, const cn_winograd_plane *, float,
+                        float *);
+    void (*wino_gradient)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
 } gemm_kernels;
 
 #define KERNELS_OF(isa)                                                                        \
     {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_im2col_##isa, cn_im2row_##isa,  \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_plane_##isa,          \
      cn_picked_rows_weight_gradient_##isa, cn_picked_rows_input_gradient_##isa,               \
-     cn_row2im_##isa}
+     cn_row2im_##isa, cn_winograd_input_##isa, cn_winograd_output_##isa,                      \
+     cn_winograd_gradient_##isa}
 
 /* The sets of this build's processor family; the others stay empty and are never supported. */
 static const gemm_kernels kernels_by_isa[CN_ISA_COUNT] = {
@@ -165,6 +170,24 @@ void cn_picked_rows_input_gradient(int OC, int Q, const float *a, const int32_t 
 void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K)
 {
     kernels_by_isa[cn_isa_active()].row2im(din, rows, ld, C, H, W, K);
+}
+
+void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
+                       float *row)
+{
+    kernels_by_isa[cn_isa_active()].wino_input(v, xs, plane, s, row);
+}
+
+void cn_winograd_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
+                        float bias, float *row)
+{
+    kernels_by_isa[cn_isa_active()].wino_output(y, m, xs, s, bias, row);
+}
+
+void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
+                          float *row)
+{
+    kernels_by_isa[cn_isa_active()].wino_gradient(m, xs, d, s, row);
 }
 
 static const char *const precision_names[] = {"fp32", "bf16"};

@@ -70,6 +70,25 @@ void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K
  * PyTorch picks it. */
 void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W);
 
+/* ---- the transforms of Winograd's F(2x2, 3x3), one plane at a time (winograd.c) ----
+ * A plane of IH x IW inputs zero-padded by pad, with OH x OW outputs in TH x TW tiles of 2 x 2.
+ * A tile's 16 transformed entries lie xs floats apart, the tiles of the plane contiguous in row
+ * order. Additions and subtractions only: the same bits on every instruction set. */
+typedef struct {
+    int IH, IW, pad;
+    int OH, OW, TH, TW;
+} cn_winograd_plane;
+/* v = B^T d B of each tile's 4x4 input block d; row: 12 (TH + 1) (TW + 1) floats of scratch. */
+void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
+                       float *row);
+/* y [OH, OW] = A^T m A + bias of each tile's products m; row: 8 TH TW floats. */
+void cn_winograd_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
+                        float bias, float *row);
+/* m = A dY A^T of each tile's 2x2 block dY of the output gradient d [OH, OW] (zeros past its
+ * edges); row: 4 TH TW floats. */
+void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
+                          float *row);
+
 /* ---- bfloat16 products (x86/gemm_bf16.c, AVX512_BF16 only) ----
  * A cn_bf16_pair holds two bf16 values of consecutive k in one 32-bit word, the lower k in the
  * low half; an odd count of k is padded with a zero. Products are exact and sums are fp32. */
@@ -129,7 +148,13 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     void cn_picked_rows_input_gradient_##isa(int OC, int Q, const float *a,                  \
                                              const int32_t *at, const float *weight, int L,  \
                                              int ld, int P, float *drows, int32_t *scratch); \
-    void cn_row2im_##isa(float *din, const float *rows, int ld, int C, int H, int W, int K);
+    void cn_row2im_##isa(float *din, const float *rows, int ld, int C, int H, int W, int K);   \
+    void cn_winograd_input_##isa(float *v, ptrdiff_t xs, const float *plane,                   \
+                                 const cn_winograd_plane *s, float *row);                      \
+    void cn_winograd_output_##isa(float *y, const float *m, ptrdiff_t xs,                      \
+                                  const cn_winograd_plane *s, float bias, float *row);         \
+    void cn_winograd_gradient_##isa(float *m, ptrdiff_t xs, const float *d,                    \
+                                    const cn_winograd_plane *s, float *row);
 CN_DECLARE_GEMM_KERNELS(generic)
 CN_DECLARE_GEMM_KERNELS(avx2)
 CN_DECLARE_GEMM_KERNELS(avx512)
