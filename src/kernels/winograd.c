@@ -141,14 +141,31 @@ static cn_winograd_plane plane_of(const plan *p)
     return (cn_winograd_plane){p->IH, p->IW, p->pad, p->OH, p->OW, p->TH, p->TW};
 }
 
-/* V's columns tb.. = the transformed input blocks of one sample x [C, IH, IW]. */
-static void transform_input(float *V, const float *x, int tb, const plan *p, float *row)
+/* A transform of one plane into a tile's 16 entries (gemm.h): cn_winograd_input or
+ * cn_winograd_gradient. */
+typedef void plane_transform(float *to, ptrdiff_t xs, const float *plane,
+                             const cn_winograd_plane *s, float *row);
+
+/* The columns tb.. of X [16, planes, ld] = f of each of the planes [planes, h, w] of one sample:
+ * its input blocks (f = cn_winograd_input: planes C of IH x IW, X = V) or its output gradient's
+ * (cn_winograd_gradient: OC of OH x OW, X = M). */
+static void transform_planes(plane_transform *f, float *X, const float *sample, int planes,
+                             size_t plane_floats, int tb, const plan *p, float *row)
 {
     cn_winograd_plane s = plane_of(p);
-    size_t xs = (size_t)p->C * p->ld;
-    for (int c = 0; c < p->C; c++)
-        cn_winograd_input(V + (size_t)c * p->ld + tb, (ptrdiff_t)xs,
-                          x + (size_t)c * p->IH * p->IW, &s, row);
+    size_t xs = (size_t)planes * p->ld;
+    for (int i = 0; i < planes; i++)
+        f(X + (size_t)i * p->ld + tb, (ptrdiff_t)xs, sample + (size_t)i * plane_floats, &s, row);
+}
+
+static void transform_input(float *V, const float *x, int tb, const plan *p, float *row)
+{
+    transform_planes(cn_winograd_input, V, x, p->C, (size_t)p->IH * p->IW, tb, p, row);
+}
+
+static void transform_gradient(float *M, const float *d, int tb, const plan *p, float *row)
+{
+    transform_planes(cn_winograd_gradient, M, d, p->OC, (size_t)p->OH * p->OW, tb, p, row);
 }
 
 /* One sample's output y [OC, OH, OW] from the products in M's columns tb.. (+ bias). */
@@ -160,16 +177,6 @@ static void transform_output(float *y, const float *M, int tb, const float *bias
     for (int oc = 0; oc < p->OC; oc++)
         cn_winograd_output(y + (size_t)oc * p->OH * p->OW, M + (size_t)oc * p->ld + tb,
                            (ptrdiff_t)xs, &s, bias ? bias[oc] : 0.0f, row);
-}
-
-/* M's columns tb.. = the transformed output gradients of one sample's d [OC, OH, OW]. */
-static void transform_gradient(float *M, const float *d, int tb, const plan *p, float *row)
-{
-    cn_winograd_plane s = plane_of(p);
-    size_t xs = (size_t)p->OC * p->ld;
-    for (int oc = 0; oc < p->OC; oc++)
-        cn_winograd_gradient(M + (size_t)oc * p->ld + tb, (ptrdiff_t)xs,
-                             d + (size_t)oc * p->OH * p->OW, &s, row);
 }
 
 /* ---- the passes ---- */
