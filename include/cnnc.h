@@ -308,7 +308,9 @@ CN_API void cn_model_flops(const cn_model *m, double *forward, double *backward)
 /* The same count for the arithmetic cnnc's kernels do: a convolution that feeds a max-pool with
  * S x S windows takes its gradients from the one position in S*S the pool picked, so its
  * backward pass counts 1/S^2 of the dense one (picks whose gradient is zero, skipped too, are
- * still counted: the figure does not depend on the data). */
+ * still counted: the figure does not depend on the data). 3x3 convolutions that go through
+ * Winograd's algorithm (fp32, stride 1) are counted as dense ones, though their products do
+ * 4/9 of the multiply-adds. */
 CN_API void cn_model_flops_computed(const cn_model *m, double *forward, double *backward);
 
 typedef enum { CN_F32, CN_I64 } cn_dtype;
