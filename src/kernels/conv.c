@@ -47,11 +47,6 @@ static void bias_gradient(float *dbias, const float *d, int OC, int P)
     for (int oc = 0; oc < OC; oc++) dbias[oc] += sum_floats(d + (size_t)oc * P, P);
 }
 
-static size_t whole_lines(size_t floats)
-{
-    return (floats + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
-}
-
 /* ---- the patches of one sample, for any stride and padding ----
  * With stride 1 the vector kernels read the "valid input": the sample itself without padding,
  * else the sample copied into a zero-padded plane [C, H + 2 pad, W + 2 pad] (padded_floats). A
@@ -230,10 +225,10 @@ typedef struct {
 static size_t band_scratch_floats(const cn_conv_shape *s, band_scratch *parts, float *col)
 {
     if (s->stride > 1) return 0;
-    size_t plane = whole_lines((size_t)s->C * padded_h(s) * padded_w(s));
-    size_t dwt = whole_lines((size_t)s->C * s->K * s->K * s->OC);
+    size_t plane = cn_whole_lines((size_t)s->C * padded_h(s) * padded_w(s));
+    size_t dwt = cn_whole_lines((size_t)s->C * s->K * s->K * s->OC);
     if (parts) {
-        float *at = col + whole_lines(patch_floats(s));
+        float *at = col + cn_whole_lines(patch_floats(s));
         *parts = (band_scratch){at, at + plane, at + plane + dwt};
     }
     return plane + dwt + (size_t)s->OH * s->OW * s->OC;
@@ -244,7 +239,7 @@ int cn_conv2d_batched(const cn_conv_shape *s) { return cn_winograd_fits(s); }
 size_t cn_conv2d_col_floats(const cn_conv_shape *s)
 {
     size_t more = band_scratch_floats(s, NULL, NULL);
-    size_t col = more ? whole_lines(patch_floats(s)) + more : patch_floats(s);
+    size_t col = more ? cn_whole_lines(patch_floats(s)) + more : patch_floats(s);
     size_t winograd = cn_winograd_fits(s) ? cn_winograd_floats(s) : 0;
     return col > winograd ? col : winograd;
 }
@@ -390,7 +385,7 @@ static int forward_pairs(const cn_conv_shape *s)
 /* The fp32 words at the front of packed. */
 static size_t fp32_words(const cn_conv_shape *s)
 {
-    return whole_lines(s->stride > 1 ? patch_floats(s) : padded_floats(s));
+    return cn_whole_lines(s->stride > 1 ? patch_floats(s) : padded_floats(s));
 }
 
 size_t cn_conv2d_packed_words(const cn_conv_shape *s)
@@ -518,7 +513,7 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
  * rows (row2im reads them so) spreads over the cache's sets instead of a few of them. */
 static int row_stride(int floats)
 {
-    return (int)((whole_lines((size_t)floats) / CN_LINE_FLOATS | 1) * CN_LINE_FLOATS);
+    return (int)((cn_whole_lines((size_t)floats) / CN_LINE_FLOATS | 1) * CN_LINE_FLOATS);
 }
 
 _Static_assert(sizeof(int32_t) == sizeof(float), "the picks' scratch is counted in floats");
@@ -535,7 +530,7 @@ size_t cn_conv2d_pool_col_floats(const cn_conv_shape *s, int S)
     UNPACK(s);
     int OH = H - K + 1, OW = W - K + 1, Q = (OH / S) * (OW / S);
     size_t ld = (size_t)row_stride(C * K * K);
-    return whole_lines((size_t)OH * OW * ld + CN_IM2ROW_SLACK) + (size_t)OC * ld +
+    return cn_whole_lines((size_t)OH * OW * ld + CN_IM2ROW_SLACK) + (size_t)OC * ld +
            CN_PICK_SCRATCH_INTS(OH * OW, OC * Q);
 }
 
@@ -547,7 +542,7 @@ void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const flo
     assert(cn_conv2d_pool_fusable(s, S));
     int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K, Q = (OH / S) * (OW / S);
     int ld = row_stride(CKK);
-    float *rows = col, *padded = rows + whole_lines((size_t)OH * OW * ld + CN_IM2ROW_SLACK);
+    float *rows = col, *padded = rows + cn_whole_lines((size_t)OH * OW * ld + CN_IM2ROW_SLACK);
     int32_t *picks = (int32_t *)(padded + (size_t)OC * ld);
     if (din)
         for (int oc = 0; oc < OC; oc++)

@@ -36,7 +36,7 @@ static plan plan_of(int C, int H, int W, int OC, int pad)
     plan p = {C, H, W, OC, pad, H + 2 * pad - 2, W + 2 * pad - 2, 0, 0, 0, 0, 0};
     p.TH = (p.OH + 1) / 2, p.TW = (p.OW + 1) / 2, p.T = p.TH * p.TW;
     p.nb = BLOCK_TILES / p.T > 1 ? BLOCK_TILES / p.T : 1;
-    p.ld = (p.nb * p.T + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
+    p.ld = (int)cn_whole_lines((size_t)p.nb * p.T);
     return p;
 }
 
@@ -66,16 +66,13 @@ typedef struct {
     float *zero; /* [OC] zeros: where the products' sums start */
 } parts;
 
-static size_t lines(size_t floats)
-{
-    return (floats + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
-}
-
 static size_t carve(const plan *p, float *at, parts *out)
 {
-    size_t u = lines((size_t)XI * p->OC * p->C), v = lines((size_t)XI * p->C * p->ld);
-    size_t m = lines((size_t)XI * p->OC * p->ld);
-    size_t r = lines(12 * ((size_t)p->TH + 1) * ((size_t)p->TW + 1)), z = lines((size_t)p->OC);
+    size_t u = cn_whole_lines((size_t)XI * p->OC * p->C);
+    size_t v = cn_whole_lines((size_t)XI * p->C * p->ld);
+    size_t m = cn_whole_lines((size_t)XI * p->OC * p->ld);
+    size_t r = cn_whole_lines(12 * ((size_t)p->TH + 1) * ((size_t)p->TW + 1));
+    size_t z = cn_whole_lines((size_t)p->OC);
     if (out) *out = (parts){at, at + u, at + u + v, at + u + v + m, at + u + v + m + r};
     return u + v + m + r + z;
 }

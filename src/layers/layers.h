@@ -14,6 +14,12 @@
  * whole lines. */
 #define CN_LINE_FLOATS 16
 
+/* floats rounded up to whole cache lines. */
+static inline size_t cn_whole_lines(size_t floats)
+{
+    return (floats + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
+}
+
 /* A pooling window K with stride S on [C,H,W] per sample, floor, no padding: out [C,OH,OW]
  * with OH = (H - K) / S + 1 (likewise OW). */
 typedef struct {

@@ -163,7 +163,7 @@ static size_t layer_rows(const cn_plan *p, int i, int kept)
 /* n floats at the next line boundary from *at; NULL while only counting (base NULL). */
 static float *take(float *base, size_t *at, size_t n)
 {
-    size_t start = (*at + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
+    size_t start = cn_whole_lines(*at);
     *at = start + n;
     return base ? base + start : NULL;
 }
@@ -205,7 +205,7 @@ static size_t carve(const cn_plan *p, cn_workspace *w, float *base)
         w->aux[i] = aux ? TAKE(floats_for_bytes((size_t)p->batch * aux)) : NULL;
     }
 #undef TAKE
-    return (at + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
+    return cn_whole_lines(at);
 }
 
 int cn_workspace_init(cn_workspace *w, const cn_plan *p)
