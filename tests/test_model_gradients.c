@@ -167,6 +167,20 @@ static const char wide_padding[] =
     "linear out=3\n"
     "log_softmax\n";
 
+/* A convolution that runs on the whole batch at once (Winograd's: 3x3, >= 8 channels) with its
+ * backward fused into the max-pool after it, which runs in chunks of the batch: large enough
+ * planes that the pool's segment takes more than one pass over the BATCH samples. */
+static const char whole_batch_into_pool[] =
+    "input channels=8 height=36 width=36 mean=0 std=1\n"
+    "conv2d out=8 kernel=3\n"                      /* 8x34x34, the whole batch at once */
+    "maxpool2d kernel=2\n"                        /* 8x17x17, in chunks */
+    "relu\n"
+    "avgpool2d kernel=2 stride=1\n"               /* 8x16x16 */
+    "maxpool2d kernel=8\n"                        /* 8x2x2 */
+    "flatten\n"
+    "linear out=3\n"
+    "log_softmax\n";
+
 static void test_every_layer(void **state)
 {
     (void)state;
@@ -185,12 +199,24 @@ static void test_wide_padding(void **state)
     check_gradients(wide_padding, 13);
 }
 
+static void test_whole_batch_into_pool(void **state)
+{
+    (void)state;
+    net n = make_net(whole_batch_into_pool, 14);
+    int pool_segment = 1;
+    assert_int_equal(n.plan.segments[0].batch_op, 1); /* the convolution alone */
+    assert_true(n.plan.segments[pool_segment].num_chunks > 1);
+    free_net(&n);
+    check_gradients(whole_batch_into_pool, 14);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_layer),
         cmocka_unit_test(test_seed_like),
         cmocka_unit_test(test_wide_padding),
+        cmocka_unit_test(test_whole_batch_into_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

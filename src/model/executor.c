@@ -47,13 +47,20 @@ static int grad_kept(const cn_model *m, int i)
            i == m->num_layers - 1;
 }
 
+/* A layer that runs fused with the one before it, when that one runs on the whole batch, is
+ * run by it on the whole batch too, in the earlier segment: its buffers must hold every sample. */
+static int run_by_whole_batch(const cn_plan *p, int i)
+{
+    return i > 0 && p->fused[i - 1] && (flags_of(p->m, i - 1) & CN_WHOLE_BATCH);
+}
+
 static void plan_keeping(cn_plan *p)
 {
     const cn_model *m = p->m;
     for (int i = 0; i < m->num_layers; i++) {
-        int view = flags_of(m, i) & CN_VIEW;
-        p->keep_out[i] = view ? (i == 0 || p->keep_out[i - 1]) : output_kept(m, i);
-        p->keep_grad[i] = view ? (i == 0 || p->keep_grad[i - 1]) : grad_kept(m, i);
+        int view = flags_of(m, i) & CN_VIEW, whole = run_by_whole_batch(p, i);
+        p->keep_out[i] = view ? (i == 0 || p->keep_out[i - 1]) : whole || output_kept(m, i);
+        p->keep_grad[i] = view ? (i == 0 || p->keep_grad[i - 1]) : whole || grad_kept(m, i);
         p->fused[i] = cn_model_fused_next(m, i) != NULL;
     }
 }
