@@ -730,13 +730,13 @@ static bn_case bn_load(const char *p)
 static void bn_forward(bn_case *c)
 {
     cn_batchnorm2d_forward_train(c->y, c->mean, c->invstd, c->var_unbiased, c->x, c->gamma,
-                                 c->beta, c->B, c->C, c->HW, c->eps);
+                                 c->beta, c->B, c->C, c->HW, c->eps, 0);
 }
 
 static void bn_backward(bn_case *c, float *dx, float *dgamma, float *dbeta)
 {
-    cn_batchnorm2d_backward(dx, dgamma, dbeta, c->r, c->x, c->mean, c->invstd, c->gamma, c->B,
-                            c->C, c->HW);
+    cn_batchnorm2d_backward(dx, dgamma, dbeta, c->r, c->x, c->mean, c->invstd, c->gamma, c->beta,
+                            c->B, c->C, c->HW, 0);
 }
 
 /* running = (1 - momentum) * running + momentum * batch, from mean 0 and var 1. */
@@ -781,7 +781,7 @@ static void test_bn_eval_pytorch(void **state)
     bn_case c = bn_load("bn_eval");
     size_t C = (size_t)c.C;
     float *rm = fx_f32("bn_eval", "running_mean", C), *rv = fx_f32("bn_eval", "running_var", C);
-    cn_batchnorm2d_forward_eval(c.y, c.x, c.gamma, c.beta, rm, rv, c.B, c.C, c.HW, c.eps);
+    cn_batchnorm2d_forward_eval(c.y, c.x, c.gamma, c.beta, rm, rv, c.B, c.C, c.HW, c.eps, 0);
     expect_pt("bn_eval y", c.y, fx_f32("bn_eval", "y", c.n), c.n);
 }
 
@@ -804,6 +804,87 @@ static void test_bn_fd(void **state)
     tu_fd_check("bn x", bn_loss, &c, c.x, dx, c.n, NULL);
     tu_fd_check("bn weight", bn_loss, &c, c.gamma, dg, C, NULL);
     tu_fd_check("bn bias", bn_loss, &c, c.beta, db, C, NULL);
+}
+
+/* BatchNorm with the relu after it fused into its passes computes the bits of the two layers
+ * run one after the other: the forward output, the running statistics' inputs, and, from the
+ * relu's output gradient, the input and parameter gradients (the relu's gate recomputed from
+ * the input). Planes with vector tails, a plane of one value (batchnorm1d), more channels than
+ * one sweep takes. */
+static void bn_relu_fused_case(int B, int C, int HW, uint64_t seed)
+{
+    cn_rng rng;
+    cn_rng_seed(&rng, seed);
+    size_t n = (size_t)B * C * HW, Cs = (size_t)C;
+    float *x = random_values(&rng, n, 2.0f), *dy = random_values(&rng, n, 1.0f);
+    float *gamma = random_values(&rng, Cs, 0.5f), *beta = random_values(&rng, Cs, 0.5f);
+    for (int c = 0; c < C; c++) gamma[c] += 1.0f;
+    float *y = zeros(n), *yr = zeros(n), *yf = zeros(n), *mean = zeros(Cs), *invstd = zeros(Cs);
+    float *var = zeros(Cs), *mean_f = zeros(Cs), *invstd_f = zeros(Cs), *var_f = zeros(Cs);
+    cn_batchnorm2d_forward_train(y, mean, invstd, var, x, gamma, beta, B, C, HW, 1e-5f, 0);
+    cn_relu_forward(yr, y, n);
+    cn_batchnorm2d_forward_train(yf, mean_f, invstd_f, var_f, x, gamma, beta, B, C, HW, 1e-5f, 1);
+    assert_memory_equal(yf, yr, n * sizeof *yf);
+    assert_memory_equal(mean_f, mean, Cs * sizeof *mean);
+    assert_memory_equal(invstd_f, invstd, Cs * sizeof *invstd);
+    assert_memory_equal(var_f, var, Cs * sizeof *var);
+    size_t zeroed = 0;
+    for (size_t i = 0; i < n; i++) zeroed += yr[i] == 0.0f;
+    assert_true(zeroed > n / 8 && zeroed < n - n / 8); /* the gate matters */
+
+    float *dbn = zeros(n), *dx = nans(n), *dx_f = nans(n);
+    float *dg = zeros(Cs), *db = zeros(Cs), *dg_f = zeros(Cs), *db_f = zeros(Cs);
+    cn_relu_backward(dbn, dy, yr, n);
+    cn_batchnorm2d_backward(dx, dg, db, dbn, x, mean, invstd, gamma, beta, B, C, HW, 0);
+    cn_batchnorm2d_backward(dx_f, dg_f, db_f, dy, x, mean, invstd, gamma, beta, B, C, HW, 1);
+    assert_memory_equal(dx_f, dx, n * sizeof *dx);
+    assert_memory_equal(dg_f, dg, Cs * sizeof *dg);
+    assert_memory_equal(db_f, db, Cs * sizeof *db);
+
+    cn_batchnorm2d_forward_eval(y, x, gamma, beta, mean, var, B, C, HW, 1e-5f, 0);
+    cn_relu_forward(yr, y, n);
+    cn_batchnorm2d_forward_eval(yf, x, gamma, beta, mean, var, B, C, HW, 1e-5f, 1);
+    assert_memory_equal(yf, yr, n * sizeof *yf);
+}
+
+static void test_bn_relu_fused_equals_two_layers(void **state)
+{
+    (void)state;
+    bn_relu_fused_case(5, 3, 144, 21);  /* the seed's bn1 planes, 12 x 12 */
+    bn_relu_fused_case(3, 37, 13, 22);  /* tails, two sweeps of channels */
+    bn_relu_fused_case(16, 40, 1, 23);  /* batchnorm1d */
+    bn_relu_fused_case(2, 2, 1030, 24); /* long planes */
+}
+
+/* The batch statistics stay exact when the values are far from 0 beside their spread (a one
+ * pass sum of squares would cancel): against a two-pass reference in double. */
+static void test_bn_statistics_far_from_zero(void **state)
+{
+    (void)state;
+    enum { B = 4, C = 3, HW = 50 };
+    cn_rng rng;
+    cn_rng_seed(&rng, 25);
+    size_t n = (size_t)B * C * HW;
+    float *x = random_values(&rng, n, 0.01f), *y = zeros(n);
+    for (size_t i = 0; i < n; i++) x[i] += 1000.0f * (float)(1 + i / HW % C);
+    float gamma[C] = {1, 1, 1}, beta[C] = {0}, mean[C], invstd[C], var[C];
+    cn_batchnorm2d_forward_train(y, mean, invstd, var, x, gamma, beta, B, C, HW, 1e-8f, 0);
+    for (int c = 0; c < C; c++) {
+        double m = 0, v = 0;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < HW; i++) m += x[((size_t)b * C + c) * HW + i];
+        m /= B * HW;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < HW; i++) {
+                double d = x[((size_t)b * C + c) * HW + i] - m;
+                v += d * d;
+            }
+        v /= B * HW;
+        double want = 1.0 / sqrt(v + 1e-8);
+        if (fabs(invstd[c] - want) > 1e-6 * want || fabs(mean[c] - m) > 1e-6 * fabs(m))
+            fail_msg("channel %d: mean %.9g invstd %.9g, want %.9g %.9g", c, (double)mean[c],
+                     (double)invstd[c], m, want);
+    }
 }
 
 /* ---------------------------------------------------------------- linear */
@@ -1045,6 +1126,7 @@ int main(void)
         T(test_conv_bf16_matches_fp32_on_rounded_values),
         T(test_conv_bf16_stride_padding_matches_fp32),
         T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),
+        T(test_bn_relu_fused_equals_two_layers), T(test_bn_statistics_far_from_zero),
         T(test_linear_pytorch),     T(test_linear_fd),       T(test_log_softmax_pytorch),
         T(test_log_softmax_fd),     T(test_nll_pytorch),     T(test_nll_fd),
     };

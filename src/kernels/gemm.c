@@ -31,6 +31,10 @@ typedef struct {
     void (*wino_output)(float *, const float *, ptrdiff_t, const cn_winograd_plane *, float,
                         float *);
     void (*wino_gradient)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
+    void (*bn_sums)(double *, const float *, int, float);
+    void (*bn_normalise)(float *, const float *, int, const cn_bn_channel *);
+    void (*bn_gradient_sums)(double *, const float *, const float *, int, const cn_bn_channel *);
+    void (*bn_input_gradient)(float *, const float *, const float *, int, const cn_bn_channel *);
 } gemm_kernels;
 
 #define KERNELS_OF(isa)                                                                        \
@@ -38,7 +42,8 @@ typedef struct {
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_plane_##isa,          \
      cn_picked_rows_weight_gradient_##isa, cn_picked_rows_input_gradient_##isa,               \
      cn_row2im_##isa, cn_winograd_input_##isa, cn_winograd_output_##isa,                      \
-     cn_winograd_gradient_##isa}
+     cn_winograd_gradient_##isa, cn_bn_sums_##isa, cn_bn_normalise_##isa,                     \
+     cn_bn_gradient_sums_##isa, cn_bn_input_gradient_##isa}
 
 /* The sets of this build's processor family; the others stay empty and are never supported. */
 static const gemm_kernels kernels_by_isa[CN_ISA_COUNT] = {
@@ -188,6 +193,28 @@ void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winog
                           float *row)
 {
     kernels_by_isa[cn_isa_active()].wino_gradient(m, xs, d, s, row);
+}
+
+void cn_bn_sums(double *sums, const float *x, int n, float shift)
+{
+    kernels_by_isa[cn_isa_active()].bn_sums(sums, x, n, shift);
+}
+
+void cn_bn_normalise(float *y, const float *x, int n, const cn_bn_channel *c)
+{
+    kernels_by_isa[cn_isa_active()].bn_normalise(y, x, n, c);
+}
+
+void cn_bn_gradient_sums(double *sums, const float *dy, const float *x, int n,
+                         const cn_bn_channel *c)
+{
+    kernels_by_isa[cn_isa_active()].bn_gradient_sums(sums, dy, x, n, c);
+}
+
+void cn_bn_input_gradient(float *dx, const float *dy, const float *x, int n,
+                          const cn_bn_channel *c)
+{
+    kernels_by_isa[cn_isa_active()].bn_input_gradient(dx, dy, x, n, c);
 }
 
 static const char *const precision_names[] = {"fp32", "bf16"};

@@ -6,130 +6,143 @@
  * replica reports its own and update_running combines them in replica order, so the running
  * statistics do not depend on where replicas ran; with several processes each replica's share
  * of that combination is made where it ran (running_share) and the shares are summed like the
- * gradient. No affine=False, no track_running_stats=False. */
+ * gradient. A relu right after the layer runs inside its passes (fuses). The passes over a plane
+ * are kernels of each instruction set (batchnorm_kernels.inc). No affine=False, no
+ * track_running_stats=False. */
 #include <math.h>
 #include <stdio.h>
 
 #include "layers/layer.h"
 #include "layers/layers.h"
 
-/* Sums of one channel's values over the batch, in eight interleaved double partial sums per
- * plane folded in a fixed order (so they vectorise and stay exact enough). */
+/* A channel's two sums over the batch (x and x^2, or g and g * xhat), 16 lanes each, which
+ * the kernels fill plane by plane in sample order (cn_bn_sums). */
 typedef struct {
-    double lane[8];
-} lanes8;
+    double lane[32];
+} bn_sums;
 
-static void add_lanes(lanes8 *acc, const float *x, int n, double shift)
+/* The sum of 16 lanes, folded in a fixed order. */
+static double fold16(const double *l)
 {
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) acc->lane[l] += (double)x[i + l] - shift;
-    for (int l = 0; i < n; i++, l++) acc->lane[l] += (double)x[i] - shift;
+    double h[8];
+    for (int i = 0; i < 8; i++) h[i] = l[i] + l[i + 8];
+    return ((h[0] + h[4]) + (h[1] + h[5])) + ((h[2] + h[6]) + (h[3] + h[7]));
 }
 
-static void add_square_lanes(lanes8 *acc, const float *x, int n, double shift)
+/* Channels swept together: for each sample in turn, the planes of up to CN_BN_GROUP channels,
+ * so that the batch is read in memory order while the channels' sums stay in L1. */
+#define CN_BN_GROUP 32
+
+static const float *plane(const float *t, int b, int C, int HW, int c)
 {
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) {
-            double d = (double)x[i + l] - shift;
-            acc->lane[l] += d * d;
-        }
-    for (int l = 0; i < n; i++, l++) {
-        double d = (double)x[i] - shift;
-        acc->lane[l] += d * d;
-    }
+    return t + ((size_t)b * C + c) * HW;
 }
 
-/* acc += dy * xhat, with xhat = (x - mean) * invstd in float as the forward pass has it. */
-static void add_products(lanes8 *acc, const float *dy, const float *x, int n, float mean,
-                         float invstd)
+static float *plane_out(float *t, int b, int C, int HW, int c)
 {
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) acc->lane[l] += dy[i + l] * ((x[i + l] - mean) * invstd);
-    for (int l = 0; i < n; i++, l++) acc->lane[l] += dy[i] * ((x[i] - mean) * invstd);
+    return t + ((size_t)b * C + c) * HW;
 }
 
-static double fold8(const lanes8 *acc)
+static void normalise_group(float *out, const float *in, int B, int C, int HW, int c0, int g,
+                            const cn_bn_channel *ch)
 {
-    return ((acc->lane[0] + acc->lane[4]) + (acc->lane[1] + acc->lane[5])) +
-           ((acc->lane[2] + acc->lane[6]) + (acc->lane[3] + acc->lane[7]));
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < g; j++)
+            cn_bn_normalise(plane_out(out, b, C, HW, c0 + j), plane(in, b, C, HW, c0 + j), HW,
+                            &ch[j]);
 }
 
-static void channel_stats(const float *in, int B, int C, int HW, int c, double *mean, double *var)
+/* Mean and biased variance of channels c0..c0+g-1 in one sweep: the sums of x - s and of its
+ * square, s the channel's first value (so that the variance does not cancel when the mean is
+ * far from 0), in double. */
+static void group_stats(const float *in, int B, int C, int HW, int c0, int g, double *mean,
+                        double *var)
 {
-    lanes8 sum = {{0}}, sq = {{0}};
-    for (int b = 0; b < B; b++) add_lanes(&sum, in + ((size_t)b * C + c) * HW, HW, 0.0);
-    double m = fold8(&sum) / ((double)B * HW);
-    for (int b = 0; b < B; b++) add_square_lanes(&sq, in + ((size_t)b * C + c) * HW, HW, m);
-    *mean = m;
-    *var = fold8(&sq) / ((double)B * HW);
-}
-
-static void normalise_channel(float *out, const float *in, int B, int C, int HW, int c,
-                              float shift, float scale, float beta)
-{
-    for (int b = 0; b < B; b++) {
-        const float *x = in + ((size_t)b * C + c) * HW;
-        float *y = out + ((size_t)b * C + c) * HW;
-        for (int i = 0; i < HW; i++) y[i] = (x[i] - shift) * scale + beta;
+    bn_sums sums[CN_BN_GROUP] = {{{0}}};
+    float shift[CN_BN_GROUP];
+    double n = (double)B * HW;
+    for (int j = 0; j < g; j++) shift[j] = plane(in, 0, C, HW, c0 + j)[0];
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < g; j++)
+            cn_bn_sums(sums[j].lane, plane(in, b, C, HW, c0 + j), HW, shift[j]);
+    for (int j = 0; j < g; j++) {
+        double d = fold16(sums[j].lane) / n, sq = fold16(sums[j].lane + 16) / n;
+        mean[j] = shift[j] + d;
+        var[j] = sq - d * d > 0 ? sq - d * d : 0.0;
     }
 }
 
 void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float *var_unbiased,
                                   const float *in, const float *gamma, const float *beta, int B,
-                                  int C, int HW, float eps)
+                                  int C, int HW, float eps, int relu)
 {
     double n = (double)B * HW;
-    for (int c = 0; c < C; c++) {
-        double m, v;
-        channel_stats(in, B, C, HW, c, &m, &v);
-        mean[c] = (float)m;
-        invstd[c] = (float)(1.0 / sqrt(v + eps));
-        var_unbiased[c] = (float)(n > 1 ? v * n / (n - 1) : v);
-        normalise_channel(out, in, B, C, HW, c, mean[c], invstd[c] * gamma[c], beta[c]);
+    for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
+        int g = C - c0 < CN_BN_GROUP ? C - c0 : CN_BN_GROUP;
+        double m[CN_BN_GROUP], v[CN_BN_GROUP];
+        cn_bn_channel ch[CN_BN_GROUP];
+        group_stats(in, B, C, HW, c0, g, m, v);
+        for (int j = 0; j < g; j++) {
+            int c = c0 + j;
+            mean[c] = (float)m[j];
+            invstd[c] = (float)(1.0 / sqrt(v[j] + eps));
+            var_unbiased[c] = (float)(n > 1 ? v[j] * n / (n - 1) : v[j]);
+            ch[j] = (cn_bn_channel){.mean = mean[c], .invstd = invstd[c],
+                                    .scale = gamma[c] * invstd[c], .beta = beta[c], .relu = relu};
+        }
+        normalise_group(out, in, B, C, HW, c0, g, ch);
     }
 }
 
 void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma,
                                  const float *beta, const float *running_mean,
-                                 const float *running_var, int B, int C, int HW, float eps)
+                                 const float *running_var, int B, int C, int HW, float eps,
+                                 int relu)
 {
-    for (int c = 0; c < C; c++) {
-        float scale = (float)(1.0 / sqrt((double)running_var[c] + eps)) * gamma[c];
-        normalise_channel(out, in, B, C, HW, c, running_mean[c], scale, beta[c]);
+    for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
+        int g = C - c0 < CN_BN_GROUP ? C - c0 : CN_BN_GROUP;
+        cn_bn_channel ch[CN_BN_GROUP];
+        for (int j = 0; j < g; j++) {
+            int c = c0 + j;
+            float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
+            ch[j] = (cn_bn_channel){.mean = running_mean[c], .scale = invstd * gamma[c],
+                                    .beta = beta[c], .relu = relu};
+        }
+        normalise_group(out, in, B, C, HW, c0, g, ch);
     }
 }
 
 void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const float *dout,
                              const float *in, const float *mean, const float *invstd,
-                             const float *gamma, int B, int C, int HW)
+                             const float *gamma, const float *beta, int B, int C, int HW,
+                             int relu)
 {
     double n = (double)B * HW;
-    for (int c = 0; c < C; c++) {
-        lanes8 dy_lanes = {{0}}, dy_xhat_lanes = {{0}};
-        for (int b = 0; b < B; b++) {
-            const float *x = in + ((size_t)b * C + c) * HW;
-            const float *dy = dout + ((size_t)b * C + c) * HW;
-            add_lanes(&dy_lanes, dy, HW, 0.0);
-            add_products(&dy_xhat_lanes, dy, x, HW, mean[c], invstd[c]);
+    for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
+        int g = C - c0 < CN_BN_GROUP ? C - c0 : CN_BN_GROUP;
+        bn_sums sums[CN_BN_GROUP] = {{{0}}};
+        cn_bn_channel ch[CN_BN_GROUP];
+        for (int j = 0; j < g; j++) {
+            int c = c0 + j;
+            ch[j] = (cn_bn_channel){.mean = mean[c], .invstd = invstd[c],
+                                    .scale = gamma[c] * invstd[c], .beta = beta[c], .relu = relu};
         }
-        double sum_dy = fold8(&dy_lanes), sum_dy_xhat = fold8(&dy_xhat_lanes);
-        dgamma[c] += (float)sum_dy_xhat;
-        dbeta[c] += (float)sum_dy;
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < g; j++)
+                cn_bn_gradient_sums(sums[j].lane, plane(dout, b, C, HW, c0 + j),
+                                    plane(in, b, C, HW, c0 + j), HW, &ch[j]);
+        for (int j = 0; j < g; j++) {
+            double sum_dy = fold16(sums[j].lane), sum_dy_xhat = fold16(sums[j].lane + 16);
+            dgamma[c0 + j] += (float)sum_dy_xhat;
+            dbeta[c0 + j] += (float)sum_dy;
+            ch[j].mean_dy = (float)(sum_dy / n), ch[j].mean_dy_xhat = (float)(sum_dy_xhat / n);
+        }
         if (!din) continue; /* a first layer: no input gradient wanted */
-        float k = gamma[c] * invstd[c];
-        float mean_dy = (float)(sum_dy / n), mean_dy_xhat = (float)(sum_dy_xhat / n);
-        for (int b = 0; b < B; b++) {
-            const float *x = in + ((size_t)b * C + c) * HW;
-            const float *dy = dout + ((size_t)b * C + c) * HW;
-            float *dx = din + ((size_t)b * C + c) * HW;
-            for (int i = 0; i < HW; i++) {
-                float xhat = (x[i] - mean[c]) * invstd[c];
-                dx[i] = k * (dy[i] - mean_dy - xhat * mean_dy_xhat);
-            }
-        }
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < g; j++)
+                cn_bn_input_gradient(plane_out(din, b, C, HW, c0 + j),
+                                     plane(dout, b, C, HW, c0 + j), plane(in, b, C, HW, c0 + j),
+                                     HW, &ch[j]);
     }
 }
 
@@ -184,25 +197,48 @@ static void batch_state(const cn_layer *l, size_t *report, size_t *state)
     *report = 2 * (size_t)l->out.c, *state = (size_t)l->out.c;
 }
 
-static void forward(const cn_layer_pass *p)
+/* y: where the output goes; relu: 1 when it is the relu's after this layer (fused). */
+static void run_forward(const cn_layer_pass *p, float *y, int relu)
 {
     const cn_layer *l = p->l;
     int C = l->out.c, HW = l->out.h * l->out.w;
     const float *gamma = p->params, *beta = p->params + C;
     if (p->training)
-        cn_batchnorm2d_forward_train(p->y, p->report, p->state, p->report + C, p->x, gamma, beta,
-                                     p->n, C, HW, l->args.eps);
+        cn_batchnorm2d_forward_train(y, p->report, p->state, p->report + C, p->x, gamma, beta,
+                                     p->n, C, HW, l->args.eps, relu);
     else
-        cn_batchnorm2d_forward_eval(p->y, p->x, gamma, beta, p->running, p->running + C, p->n, C,
-                                    HW, l->args.eps);
+        cn_batchnorm2d_forward_eval(y, p->x, gamma, beta, p->running, p->running + C, p->n, C,
+                                    HW, l->args.eps, relu);
 }
 
-static void backward(const cn_layer_pass *p)
+/* dy: the gradient of the output (the relu's, when fused). */
+static void run_backward(const cn_layer_pass *p, const float *dy, int relu)
 {
     const cn_layer *l = p->l;
     int C = l->out.c, HW = l->out.h * l->out.w;
-    cn_batchnorm2d_backward(p->dx, p->dparams, p->dparams + C, p->dy, p->x, p->report, p->state,
-                            p->params, p->n, C, HW);
+    cn_batchnorm2d_backward(p->dx, p->dparams, p->dparams + C, dy, p->x, p->report, p->state,
+                            p->params, p->params + C, p->n, C, HW, relu);
+}
+
+static void forward(const cn_layer_pass *p) { run_forward(p, p->y, 0); }
+static void backward(const cn_layer_pass *p) { run_backward(p, p->dy, 0); }
+
+/* A relu right after: both passes run here, in the same sweeps over the batch (the relu's gate
+ * recomputed from this layer's input, so nothing more is kept). */
+static unsigned fuses(const cn_layer *l, const cn_layer *next)
+{
+    (void)l;
+    return next->type == &cn_relu_type ? CN_FUSE_FORWARD | CN_FUSE_BACKWARD : 0;
+}
+
+static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
+{
+    run_forward(p, next->y, 1);
+}
+
+static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
+{
+    run_backward(p, next->dy, 1);
 }
 
 /* One replica's share of a running value: (1 - m) * running + m * batch. */
@@ -249,7 +285,8 @@ static void describe(const cn_layer *l, char *line, size_t cap)
     {                                                                                          \
         .kind = word, .flags = CN_KEEPS_INPUT | CN_WHOLE_BATCH, .keys = "name momentum eps",   \
         .required = "", .plan = plan_fn, .tensors = tensors, .init = init,                     \
-        .batch_state = batch_state, .forward = forward, .backward = backward,                  \
+        .batch_state = batch_state, .forward = forward, .backward = backward, .fuses = fuses,  \
+        .forward_fused = forward_fused, .backward_fused = backward_fused,                      \
         .update_running = update_running, .running_share = running_share,                      \
         .describe = describe,                                                                  \
     }

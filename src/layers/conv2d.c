@@ -75,7 +75,10 @@ static int fused_window(const cn_layer *l, const cn_layer *next)
     return pool && cn_conv2d_pool_fusable(&cs, S) ? S : 0;
 }
 
-static int fuses(const cn_layer *l, const cn_layer *next) { return fused_window(l, next) > 0; }
+static unsigned fuses(const cn_layer *l, const cn_layer *next)
+{
+    return fused_window(l, next) > 0 ? CN_FUSE_BACKWARD : 0;
+}
 
 static void scratch(const cn_layer *l, const cn_layer *fused, int bf16, size_t *col,
                     size_t *packed)

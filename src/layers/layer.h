@@ -103,6 +103,14 @@ enum {
     CN_FINAL = 32,        /* the model's last layer, whose output the loss reads */
 };
 
+/* Passes a layer can run together with the next layer's (fuses). When both are fused, the
+ * layer's own output and its gradient are never read, and the executor keeps no buffers for
+ * them. */
+enum {
+    CN_FUSE_FORWARD = 1,  /* forward_fused writes next's output */
+    CN_FUSE_BACKWARD = 2, /* backward_fused reads next's output gradient */
+};
+
 struct cn_layer_type {
     const char *kind;        /* the model file's word: "conv2d" */
     unsigned flags;
@@ -131,9 +139,10 @@ struct cn_layer_type {
     void (*macs)(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m);
     void (*forward)(const cn_layer_pass *p);
     void (*backward)(const cn_layer_pass *p); /* NULL: nothing (a view) */
-    /* 1 when backward_fused can stand for this layer's and next's backward passes together;
-     * next's backward is then not run. NULL: never. */
-    int (*fuses)(const cn_layer *l, const cn_layer *next);
+    /* Which of this layer's passes can stand for its own and next's together (CN_FUSE_*):
+     * forward_fused, backward_fused; next's pass is then not run. NULL: none. */
+    unsigned (*fuses)(const cn_layer *l, const cn_layer *next);
+    void (*forward_fused)(const cn_layer_pass *p, const cn_layer_pass *next);
     void (*backward_fused)(const cn_layer_pass *p, const cn_layer_pass *next);
     /* After a step: running statistics from every replica's report ([R] of them, each at this
      * layer's place), in replica order; counter += 1. NULL: none. */

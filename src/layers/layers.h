@@ -68,19 +68,24 @@ void cn_dropout_apply(float *out, const float *in, int B, size_t N, float p, uin
 
 /* BatchNorm2d in training mode: statistics over B*HW values per channel, biased variance.
  * in [B,C,HW], gamma, beta [C] -> out [B,C,HW]; saves mean [C] and invstd [C] for backward and
- * var_unbiased [C] (n/(n-1) * variance) for the running statistics. */
+ * var_unbiased [C] (n/(n-1) * variance) for the running statistics. relu: out is the relu of
+ * that (a relu layer after it, fused). */
 void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float *var_unbiased,
                                   const float *in, const float *gamma, const float *beta, int B,
-                                  int C, int HW, float eps);
-/* Evaluation mode: out = (in - running_mean) / sqrt(running_var + eps) * gamma + beta. */
+                                  int C, int HW, float eps, int relu);
+/* Evaluation mode: out = (in - running_mean) / sqrt(running_var + eps) * gamma + beta (and its
+ * relu, with relu). */
 void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma,
                                  const float *beta, const float *running_mean,
-                                 const float *running_var, int B, int C, int HW, float eps);
+                                 const float *running_var, int B, int C, int HW, float eps,
+                                 int relu);
 /* dout [B,C,HW] -> din [B,C,HW] = (skipped if NULL), dgamma [C] +=, dbeta [C] += (training-mode
- * backward). */
+ * backward). relu: dout is the gradient of the relu's output after the layer, gated here on
+ * that output being > 0 (recomputed from in, mean, invstd, gamma and beta). */
 void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const float *dout,
                              const float *in, const float *mean, const float *invstd,
-                             const float *gamma, int B, int C, int HW);
+                             const float *gamma, const float *beta, int B, int C, int HW,
+                             int relu);
 
 /* Linear: in [B,I], weight [O,I], bias [O] -> out [B,O] = in * weight^T + bias. */
 void cn_linear_forward(float *out, const float *in, const float *weight, const float *bias,

@@ -61,8 +61,15 @@ static void plan_keeping(cn_plan *p)
         int view = flags_of(m, i) & CN_VIEW, whole = run_by_whole_batch(p, i);
         p->keep_out[i] = view ? (i == 0 || p->keep_out[i - 1]) : whole || output_kept(m, i);
         p->keep_grad[i] = view ? (i == 0 || p->keep_grad[i - 1]) : whole || grad_kept(m, i);
-        p->fused[i] = cn_model_fused_next(m, i) != NULL;
+        p->fused[i] = (unsigned char)cn_model_fusion(m, i);
     }
+}
+
+/* Layer i's output and its gradient: nobody reads them when it runs both passes fused with the
+ * next layer (it writes that one's output and reads that one's gradient). */
+static int unread(const cn_plan *p, int i)
+{
+    return p->fused[i] == (CN_FUSE_FORWARD | CN_FUSE_BACKWARD);
 }
 
 /* Samples per pass: as many as keep the segment's transient buffers within CN_CHUNK_FLOATS. */
@@ -70,7 +77,7 @@ static int segment_chunk(const cn_plan *p, int first, int last)
 {
     size_t per_sample = 1;
     for (int i = first; i <= last; i++) {
-        size_t size = cn_layer_out_size(&p->m->layers[i]);
+        size_t size = unread(p, i) ? 0 : cn_layer_out_size(&p->m->layers[i]);
         per_sample += (p->keep_out[i] ? 0 : size) + (p->keep_grad[i] ? 0 : size);
     }
     size_t chunk = CN_CHUNK_FLOATS / per_sample;
@@ -206,8 +213,10 @@ static size_t carve(const cn_plan *p, cn_workspace *w, float *base)
             w->grad[i] = i > 0 ? w->grad[i - 1] : NULL;
             continue;
         }
-        w->out[i] = TAKE(layer_rows(p, i, p->keep_out[i]) * size);
-        w->grad[i] = TAKE(layer_rows(p, i, p->keep_grad[i]) * size);
+        if (!unread(p, i)) {
+            w->out[i] = TAKE(layer_rows(p, i, p->keep_out[i]) * size);
+            w->grad[i] = TAKE(layer_rows(p, i, p->keep_grad[i]) * size);
+        }
         size_t aux = l->type->aux_bytes ? l->type->aux_bytes(l) : 0;
         w->aux[i] = aux ? TAKE(floats_for_bytes((size_t)p->batch * aux)) : NULL;
     }
@@ -246,8 +255,12 @@ void cn_workspace_free(cn_workspace *w)
 
 /* ------------------------------------------------------------------ running */
 
+/* base + offset, or NULL for a buffer that is not there. */
+static float *buffer_at(float *base, size_t offset) { return base ? base + offset : NULL; }
+
 /* Layer i's pass over samples first..first+n-1: kept buffers are w's, indexed by sample;
- * transient ones are the scratch workspace's and restart at 0 for every pass. */
+ * transient ones are the scratch workspace's and restart at 0 for every pass. Buffers nobody
+ * reads (unread) are NULL. */
 static cn_layer_pass pass_at(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i,
                              int first, int n, int training)
 {
@@ -264,12 +277,11 @@ static cn_layer_pass pass_at(const cn_plan *p, cn_workspace *w, cn_workspace *s,
         q.x = w->input + (size_t)first * in;
     else {
         int kept_in = p->keep_out[i - 1], kept_din = p->keep_grad[i - 1];
-        q.x = (kept_in ? w : s)->out[i - 1] + (kept_in ? (size_t)first : 0) * in;
-        if ((kept_din ? w : s)->grad[i - 1])
-            q.dx = (kept_din ? w : s)->grad[i - 1] + (kept_din ? (size_t)first : 0) * in;
+        q.x = buffer_at((kept_in ? w : s)->out[i - 1], (kept_in ? (size_t)first : 0) * in);
+        q.dx = buffer_at((kept_din ? w : s)->grad[i - 1], (kept_din ? (size_t)first : 0) * in);
     }
-    q.y = (p->keep_out[i] ? w : s)->out[i] + at_out * out;
-    q.dy = (p->keep_grad[i] ? w : s)->grad[i] + at_grad * out;
+    q.y = buffer_at((p->keep_out[i] ? w : s)->out[i], at_out * out);
+    q.dy = buffer_at((p->keep_grad[i] ? w : s)->grad[i], at_grad * out);
     if (w->aux[i])
         q.aux = (char *)w->aux[i] + (size_t)first * l->type->aux_bytes(l);
     return q;
@@ -278,8 +290,14 @@ static cn_layer_pass pass_at(const cn_plan *p, cn_workspace *w, cn_workspace *s,
 static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
                           int n, int training)
 {
+    if (i > 0 && (p->fused[i - 1] & CN_FUSE_FORWARD)) return; /* the layer before ran it */
     cn_layer_pass q = pass_at(p, w, s, i, first, n, training);
-    q.l->type->forward(&q);
+    if (p->fused[i] & CN_FUSE_FORWARD) {
+        cn_layer_pass next = pass_at(p, w, s, i + 1, first, n, training);
+        q.l->type->forward_fused(&q, &next);
+    } else {
+        q.l->type->forward(&q);
+    }
 }
 
 /* dp + l->params - shift is where this pass adds the gradient of layer i's parameters. */
@@ -287,10 +305,10 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
                            int n, float *dp, size_t shift)
 {
     const cn_layer_type *type = p->m->layers[i].type;
-    if (i > 0 && p->fused[i - 1]) return; /* the layer before runs this one's backward */
+    if (i > 0 && (p->fused[i - 1] & CN_FUSE_BACKWARD)) return; /* the layer before runs it */
     cn_layer_pass q = pass_at(p, w, s, i, first, n, 1);
     q.dparams = dp + (q.l->params - shift);
-    if (p->fused[i]) {
+    if (p->fused[i] & CN_FUSE_BACKWARD) {
         cn_layer_pass next = pass_at(p, w, s, i + 1, first, n, 1);
         type->backward_fused(&q, &next);
     } else if (type->backward) {
