@@ -29,11 +29,17 @@ static int plan(cn_layer *l, const cn_layer_spec *s, cn_error *err)
     return 0;
 }
 
-/* The whole batch in one call where the kernels' work per call needs many samples to pay. */
+static size_t num_weight(const cn_layer *l)
+{
+    return (size_t)l->args.out * l->in.c * l->args.kernel * l->args.kernel;
+}
+
+/* The whole batch in one call where the kernels' work per call needs many samples to pay, or
+ * where the weights are too many to sum their gradient per chunk (CN_CHUNK_FLOATS). */
 static unsigned shape_flags(const cn_layer *l)
 {
     cn_conv_shape cs = shape_of(l);
-    return cn_conv2d_batched(&cs) ? CN_WHOLE_BATCH : 0;
+    return cn_conv2d_batched(&cs) || num_weight(l) > CN_CHUNK_FLOATS ? CN_WHOLE_BATCH : 0;
 }
 
 static int tensors(const cn_layer *l, cn_tensor_plan *t)
@@ -42,11 +48,6 @@ static int tensors(const cn_layer *l, cn_tensor_plan *t)
     t[0] = (cn_tensor_plan){"weight", CN_IN_PARAMS, 4, {o, l->in.c, k, k}};
     t[1] = (cn_tensor_plan){"bias", CN_IN_PARAMS, 1, {o}};
     return l->args.bias ? 2 : 1;
-}
-
-static size_t num_weight(const cn_layer *l)
-{
-    return (size_t)l->args.out * l->in.c * l->args.kernel * l->args.kernel;
 }
 
 static void init(const cn_layer *l, float *params, float *running, cn_rng *rng)

@@ -10,9 +10,6 @@
 #include "kernels/gemm.h"
 #include "layers/layers.h" /* cn_smoothed_nll_backward, CN_LINE_FLOATS */
 
-/* Transient floats per segment pass: small enough to stay in a core's L2 cache. */
-#define CN_CHUNK_FLOATS 32768
-
 /* ------------------------------------------------------------------ planning */
 
 static unsigned flags_of(const cn_model *m, int i)
