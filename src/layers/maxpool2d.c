@@ -62,11 +62,11 @@ void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax,
                            const cn_pool_shape *s)
 {
     int HW = s->H * s->W, OHW = s->OH * s->OW;
-    memset(din, 0, (size_t)B * s->C * HW * sizeof *din);
-    for (int plane = 0; plane < B * s->C; plane++) {
+    for (int plane = 0; plane < B * s->C; plane++) { /* zeroed a plane at a time: in L1 */
         float *dx = din + (size_t)plane * HW;
         const float *dy = dout + (size_t)plane * OHW;
         const int32_t *where = argmax + (size_t)plane * OHW;
+        memset(dx, 0, (size_t)HW * sizeof *dx);
         for (int i = 0; i < OHW; i++) dx[where[i]] += dy[i];
     }
 }
