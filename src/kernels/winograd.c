@@ -29,14 +29,25 @@ typedef struct {
     int TH, TW, T; /* 2x2 output tiles: per column, per row, per sample */
     int nb;        /* samples per block */
     int ld;        /* the rows of V and M: nb * T tiles, on whole lines */
+    size_t vs, ms; /* from one entry's block of V [C, ld] (of M [OC, ld]) to the next's */
 } plan;
+
+/* The floats from one entry's block of n floats to the next's: n on an odd number of cache
+ * lines. The transforms write (and read) the 16 blocks side by side; blocks a multiple of 4 KB
+ * apart would all fall in the same few cache sets and evict each other. */
+static size_t block_stride(size_t n)
+{
+    size_t lines = cn_whole_lines(n) / CN_LINE_FLOATS;
+    return (lines | 1) * CN_LINE_FLOATS;
+}
 
 static plan plan_of(int C, int H, int W, int OC, int pad)
 {
-    plan p = {C, H, W, OC, pad, H + 2 * pad - 2, W + 2 * pad - 2, 0, 0, 0, 0, 0};
+    plan p = {C, H, W, OC, pad, H + 2 * pad - 2, W + 2 * pad - 2, 0, 0, 0, 0, 0, 0, 0};
     p.TH = (p.OH + 1) / 2, p.TW = (p.OW + 1) / 2, p.T = p.TH * p.TW;
     p.nb = BLOCK_TILES / p.T > 1 ? BLOCK_TILES / p.T : 1;
     p.ld = (int)cn_whole_lines((size_t)p.nb * p.T);
+    p.vs = block_stride((size_t)p.C * p.ld), p.ms = block_stride((size_t)p.OC * p.ld);
     return p;
 }
 
@@ -69,8 +80,7 @@ typedef struct {
 static size_t carve(const plan *p, float *at, parts *out)
 {
     size_t u = cn_whole_lines((size_t)XI * p->OC * p->C);
-    size_t v = cn_whole_lines((size_t)XI * p->C * p->ld);
-    size_t m = cn_whole_lines((size_t)XI * p->OC * p->ld);
+    size_t v = XI * p->vs, m = XI * p->ms;
     size_t r = cn_whole_lines(12 * ((size_t)p->TH + 1) * ((size_t)p->TW + 1));
     size_t z = cn_whole_lines((size_t)p->OC);
     if (out) *out = (parts){at, at + u, at + u + v, at + u + v + m, at + u + v + m + r};
@@ -143,26 +153,26 @@ static cn_winograd_plane plane_of(const plan *p)
 typedef void plane_transform(float *to, ptrdiff_t xs, const float *plane,
                              const cn_winograd_plane *s, float *row);
 
-/* The columns tb.. of X [16, planes, ld] = f of each of the planes [planes, h, w] of one sample:
- * its input blocks (f = cn_winograd_input: planes C of IH x IW, X = V) or its output gradient's
- * (cn_winograd_gradient: OC of OH x OW, X = M). */
-static void transform_planes(plane_transform *f, float *X, const float *sample, int planes,
-                             size_t plane_floats, int tb, const plan *p, float *row)
+/* The columns tb.. of X [16, planes, ld] (entries xs apart) = f of each of the planes [planes,
+ * h, w] of one sample: its input blocks (f = cn_winograd_input: planes C of IH x IW, X = V) or
+ * its output gradient's (cn_winograd_gradient: OC of OH x OW, X = M). */
+static void transform_planes(plane_transform *f, float *X, size_t xs, const float *sample,
+                             int planes, size_t plane_floats, int tb, const plan *p, float *row)
 {
     cn_winograd_plane s = plane_of(p);
-    size_t xs = (size_t)planes * p->ld;
     for (int i = 0; i < planes; i++)
         f(X + (size_t)i * p->ld + tb, (ptrdiff_t)xs, sample + (size_t)i * plane_floats, &s, row);
 }
 
 static void transform_input(float *V, const float *x, int tb, const plan *p, float *row)
 {
-    transform_planes(cn_winograd_input, V, x, p->C, (size_t)p->IH * p->IW, tb, p, row);
+    transform_planes(cn_winograd_input, V, p->vs, x, p->C, (size_t)p->IH * p->IW, tb, p, row);
 }
 
 static void transform_gradient(float *M, const float *d, int tb, const plan *p, float *row)
 {
-    transform_planes(cn_winograd_gradient, M, d, p->OC, (size_t)p->OH * p->OW, tb, p, row);
+    transform_planes(cn_winograd_gradient, M, p->ms, d, p->OC, (size_t)p->OH * p->OW, tb, p,
+                     row);
 }
 
 /* One sample's output y [OC, OH, OW] from the products in M's columns tb.. (+ bias). */
@@ -170,7 +180,7 @@ static void transform_output(float *y, const float *M, int tb, const float *bias
                              float *row)
 {
     cn_winograd_plane s = plane_of(p);
-    size_t xs = (size_t)p->OC * p->ld;
+    size_t xs = p->ms;
     for (int oc = 0; oc < p->OC; oc++)
         cn_winograd_output(y + (size_t)oc * p->OH * p->OW, M + (size_t)oc * p->ld + tb,
                            (ptrdiff_t)xs, &s, bias ? bias[oc] : 0.0f, row);
@@ -190,8 +200,7 @@ static void convolve(float *out, const float *in, const float *U, const float *b
             transform_input(w.V, in + (size_t)(b0 + b) * in_floats, b * p->T, p, w.row);
         for (int xi = 0; xi < XI; xi++)
             cn_sgemm_rows_from(p->OC, nb * p->T, p->C, U + (size_t)xi * p->OC * p->C, p->C,
-                               w.V + (size_t)xi * p->C * p->ld, p->ld, w.zero,
-                               w.M + (size_t)xi * p->OC * p->ld, p->ld);
+                               w.V + xi * p->vs, p->ld, w.zero, w.M + xi * p->ms, p->ld);
         for (int b = 0; b < nb; b++)
             transform_output(out + (size_t)(b0 + b) * out_floats, w.M, b * p->T, bias, p, w.row);
     }
@@ -222,9 +231,8 @@ void cn_winograd_backward(float *din, float *dweight, const float *dout, const f
             transform_gradient(w.M, dout + (size_t)(b0 + b) * out_floats, b * p.T, &p, w.row);
         }
         for (int xi = 0; xi < XI; xi++)
-            cn_sgemm(0, 1, s->OC, s->C, nb * p.T, w.M + (size_t)xi * s->OC * p.ld, p.ld,
-                     w.V + (size_t)xi * s->C * p.ld, p.ld, 1, w.U + (size_t)xi * s->OC * s->C,
-                     s->C);
+            cn_sgemm(0, 1, s->OC, s->C, nb * p.T, w.M + xi * p.ms, p.ld, w.V + xi * p.vs, p.ld,
+                     1, w.U + (size_t)xi * s->OC * s->C, s->C);
     }
     fold_kernels(dweight, w.U, s->OC, s->C);
     if (!din) return;
