@@ -248,7 +248,9 @@ static int learn_hosts(mpi_state *m)
     char name[MPI_MAX_PROCESSOR_NAME] = "";
     int len = 0;
     MPI_Get_processor_name(name, &len);
-    snprintf(m->hosts + (size_t)m->rank * HOST_NAME_SIZE, HOST_NAME_SIZE, "%s", name);
+    /* a longer name is cut, as the message that quotes it expects */
+    snprintf(m->hosts + (size_t)m->rank * HOST_NAME_SIZE, HOST_NAME_SIZE, "%.*s",
+             HOST_NAME_SIZE - 1, name);
     mpi_allgather(m, m->hosts, HOST_NAME_SIZE, NULL);
     for (int k = 1; k <= m->size; k++) m->hosts[(size_t)k * HOST_NAME_SIZE - 1] = '\0';
     return 0;
