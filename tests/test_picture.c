@@ -505,7 +505,7 @@ static void test_confusion_class_counts(void **state)
 static void test_confusion_long_names(void **state)
 {
     (void)state;
-    static char buf[100][32];
+    static char buf[100][48]; /* room for any int, though c < 100 needs 31 */
     static const char *names[100];
     for (int c = 0; c < 100; c++) {
         snprintf(buf[c], sizeof buf[c], "%02d class with a long name here", c);

@@ -150,7 +150,7 @@ void cn_draw_text_fit(cairo_t *cr, const char *text, double size, double min_siz
         size_t room = sizeof buf - sizeof CN_ELLIPSIS;
         if (strlen(buf) > room) buf[room] = '\0';
         while (cn_utf8_drop_last(buf) && *buf) {
-            char shown[sizeof buf];
+            char shown[sizeof buf + sizeof CN_ELLIPSIS];
             snprintf(shown, sizeof shown, "%s%s", buf, CN_ELLIPSIS);
             if (cn_text_width(cr, shown, size) <= max_w) break;
         }
