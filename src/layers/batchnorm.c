@@ -33,14 +33,17 @@ static double fold16(const double *l)
  * so that the batch is read in memory order while the channels' sums stay in L1. */
 #define CN_BN_GROUP 32
 
-static const float *plane(const float *t, int b, int C, int HW, int c)
-{
-    return t + ((size_t)b * C + c) * HW;
-}
+/* The channels of the sweep that starts at channel c0. */
+static int group_size(int C, int c0) { return C - c0 < CN_BN_GROUP ? C - c0 : CN_BN_GROUP; }
 
-static float *plane_out(float *t, int b, int C, int HW, int c)
+/* Where the plane of sample b, channel c starts in a [B, C, HW] tensor. */
+static size_t plane(int b, int C, int HW, int c) { return ((size_t)b * C + c) * HW; }
+
+/* A channel as the kernels see it (cn_bn_channel), its backward means left at 0. */
+static cn_bn_channel channel(float mean, float invstd, float gamma, float beta, int relu)
 {
-    return t + ((size_t)b * C + c) * HW;
+    return (cn_bn_channel){.mean = mean, .invstd = invstd, .scale = gamma * invstd,
+                           .beta = beta, .relu = relu};
 }
 
 static void normalise_group(float *out, const float *in, int B, int C, int HW, int c0, int g,
@@ -48,7 +51,7 @@ static void normalise_group(float *out, const float *in, int B, int C, int HW, i
 {
     for (int b = 0; b < B; b++)
         for (int j = 0; j < g; j++)
-            cn_bn_normalise(plane_out(out, b, C, HW, c0 + j), plane(in, b, C, HW, c0 + j), HW,
+            cn_bn_normalise(out + plane(b, C, HW, c0 + j), in + plane(b, C, HW, c0 + j), HW,
                             &ch[j]);
 }
 
@@ -61,10 +64,10 @@ static void group_stats(const float *in, int B, int C, int HW, int c0, int g, do
     bn_sums sums[CN_BN_GROUP] = {{{0}}};
     float shift[CN_BN_GROUP];
     double n = (double)B * HW;
-    for (int j = 0; j < g; j++) shift[j] = plane(in, 0, C, HW, c0 + j)[0];
+    for (int j = 0; j < g; j++) shift[j] = in[plane(0, C, HW, c0 + j)];
     for (int b = 0; b < B; b++)
         for (int j = 0; j < g; j++)
-            cn_bn_sums(sums[j].lane, plane(in, b, C, HW, c0 + j), HW, shift[j]);
+            cn_bn_sums(sums[j].lane, in + plane(b, C, HW, c0 + j), HW, shift[j]);
     for (int j = 0; j < g; j++) {
         double d = fold16(sums[j].lane) / n, sq = fold16(sums[j].lane + 16) / n;
         mean[j] = shift[j] + d;
@@ -78,7 +81,7 @@ void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float 
 {
     double n = (double)B * HW;
     for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
-        int g = C - c0 < CN_BN_GROUP ? C - c0 : CN_BN_GROUP;
+        int g = group_size(C, c0);
         double m[CN_BN_GROUP], v[CN_BN_GROUP];
         cn_bn_channel ch[CN_BN_GROUP];
         group_stats(in, B, C, HW, c0, g, m, v);
@@ -87,8 +90,7 @@ void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float 
             mean[c] = (float)m[j];
             invstd[c] = (float)(1.0 / sqrt(v[j] + eps));
             var_unbiased[c] = (float)(n > 1 ? v[j] * n / (n - 1) : v[j]);
-            ch[j] = (cn_bn_channel){.mean = mean[c], .invstd = invstd[c],
-                                    .scale = gamma[c] * invstd[c], .beta = beta[c], .relu = relu};
+            ch[j] = channel(mean[c], invstd[c], gamma[c], beta[c], relu);
         }
         normalise_group(out, in, B, C, HW, c0, g, ch);
     }
@@ -100,13 +102,12 @@ void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma
                                  int relu)
 {
     for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
-        int g = C - c0 < CN_BN_GROUP ? C - c0 : CN_BN_GROUP;
+        int g = group_size(C, c0);
         cn_bn_channel ch[CN_BN_GROUP];
         for (int j = 0; j < g; j++) {
             int c = c0 + j;
             float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
-            ch[j] = (cn_bn_channel){.mean = running_mean[c], .scale = invstd * gamma[c],
-                                    .beta = beta[c], .relu = relu};
+            ch[j] = channel(running_mean[c], invstd, gamma[c], beta[c], relu);
         }
         normalise_group(out, in, B, C, HW, c0, g, ch);
     }
@@ -119,18 +120,16 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
 {
     double n = (double)B * HW;
     for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
-        int g = C - c0 < CN_BN_GROUP ? C - c0 : CN_BN_GROUP;
+        int g = group_size(C, c0);
         bn_sums sums[CN_BN_GROUP] = {{{0}}};
         cn_bn_channel ch[CN_BN_GROUP];
-        for (int j = 0; j < g; j++) {
-            int c = c0 + j;
-            ch[j] = (cn_bn_channel){.mean = mean[c], .invstd = invstd[c],
-                                    .scale = gamma[c] * invstd[c], .beta = beta[c], .relu = relu};
-        }
+        for (int j = 0; j < g; j++)
+            ch[j] = channel(mean[c0 + j], invstd[c0 + j], gamma[c0 + j], beta[c0 + j], relu);
         for (int b = 0; b < B; b++)
-            for (int j = 0; j < g; j++)
-                cn_bn_gradient_sums(sums[j].lane, plane(dout, b, C, HW, c0 + j),
-                                    plane(in, b, C, HW, c0 + j), HW, &ch[j]);
+            for (int j = 0; j < g; j++) {
+                size_t at = plane(b, C, HW, c0 + j);
+                cn_bn_gradient_sums(sums[j].lane, dout + at, in + at, HW, &ch[j]);
+            }
         for (int j = 0; j < g; j++) {
             double sum_dy = fold16(sums[j].lane), sum_dy_xhat = fold16(sums[j].lane + 16);
             dgamma[c0 + j] += (float)sum_dy_xhat;
@@ -139,10 +138,10 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
         }
         if (!din) continue; /* a first layer: no input gradient wanted */
         for (int b = 0; b < B; b++)
-            for (int j = 0; j < g; j++)
-                cn_bn_input_gradient(plane_out(din, b, C, HW, c0 + j),
-                                     plane(dout, b, C, HW, c0 + j), plane(in, b, C, HW, c0 + j),
-                                     HW, &ch[j]);
+            for (int j = 0; j < g; j++) {
+                size_t at = plane(b, C, HW, c0 + j);
+                cn_bn_input_gradient(din + at, dout + at, in + at, HW, &ch[j]);
+            }
     }
 }
 
