@@ -188,7 +188,7 @@ static const char whole_batch_into_pool[] =
     "linear out=3\n"
     "log_softmax\n";
 
-/* A linear layer with more weights than CN_CHUNK_FLOATS runs on the whole batch (its gradient
+/* A linear layer with more parameters than CN_CHUNK_FLOATS runs on the whole batch (its gradient
  * would cost more to sum per chunk than the chunks save); one with fewer runs in chunks. */
 static const char big_linear[] =
     "input channels=1 height=16 width=16 mean=0 std=1\n"

@@ -34,12 +34,11 @@ static size_t num_weight(const cn_layer *l)
     return (size_t)l->args.out * l->in.c * l->args.kernel * l->args.kernel;
 }
 
-/* The whole batch in one call where the kernels' work per call needs many samples to pay, or
- * where the weights are too many to sum their gradient per chunk (CN_CHUNK_FLOATS). */
+/* The whole batch in one call where the kernels' work per call needs many samples to pay. */
 static unsigned shape_flags(const cn_layer *l)
 {
     cn_conv_shape cs = shape_of(l);
-    return cn_conv2d_batched(&cs) || num_weight(l) > CN_CHUNK_FLOATS ? CN_WHOLE_BATCH : 0;
+    return cn_conv2d_batched(&cs) ? CN_WHOLE_BATCH : 0;
 }
 
 static int tensors(const cn_layer *l, cn_tensor_plan *t)

@@ -92,12 +92,6 @@ typedef struct {
     double forward, params_grad, input_grad;
 } cn_layer_macs;
 
-/* Transient floats per segment pass (the executor's chunks of a batch): small enough to stay in
- * a core's L2 cache. Also a bound on the weights of a layer that runs in chunks: every chunk sums
- * its own weight gradient, to be added in chunk order, and gradients larger than this cost more
- * to write and add than the chunks save (a layer with more takes CN_WHOLE_BATCH). */
-#define CN_CHUNK_FLOATS 32768
-
 /* Flags: what backward reads and how the layer runs. */
 enum {
     CN_KEEPS_INPUT = 1,   /* backward reads x */

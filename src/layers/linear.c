@@ -45,12 +45,6 @@ static int tensors(const cn_layer *l, cn_tensor_plan *t)
 
 static size_t num_weight(const cn_layer *l) { return (size_t)l->args.out * l->in.c; }
 
-/* Weights too many to sum per chunk (CN_CHUNK_FLOATS): the whole batch in one product. */
-static unsigned shape_flags(const cn_layer *l)
-{
-    return num_weight(l) > CN_CHUNK_FLOATS ? CN_WHOLE_BATCH : 0;
-}
-
 static void init(const cn_layer *l, float *params, float *running, cn_rng *rng)
 {
     (void)running;
@@ -89,7 +83,6 @@ static void describe(const cn_layer *l, char *line, size_t cap)
 const cn_layer_type cn_linear_type = {
     .kind = "linear",
     .flags = CN_KEEPS_INPUT,
-    .shape_flags = shape_flags,
     .keys = "name out bias",
     .required = "out",
     .plan = plan,

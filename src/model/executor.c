@@ -12,11 +12,14 @@
 
 /* ------------------------------------------------------------------ planning */
 
+/* Layer i's flags: its type's, those it takes on its shape, and CN_WHOLE_BATCH when it has more
+ * parameters than CN_CHUNK_FLOATS. */
 static unsigned flags_of(const cn_model *m, int i)
 {
     if (i < 0 || i >= m->num_layers) return 0;
     const cn_layer *l = &m->layers[i];
-    return l->type->flags | (l->type->shape_flags ? l->type->shape_flags(l) : 0);
+    unsigned many = l->num_params > CN_CHUNK_FLOATS ? CN_WHOLE_BATCH : 0;
+    return l->type->flags | (l->type->shape_flags ? l->type->shape_flags(l) : 0) | many;
 }
 
 /* The layer that reads layer i's output, looking through views (num_layers if none). */

@@ -11,6 +11,12 @@
 #include "kernels/gemm.h"
 #include "model/model.h"
 
+/* Transient floats per segment pass (a chunk of the batch): small enough to stay in a core's L2
+ * cache. Also the most parameters a layer that runs in chunks may have: every chunk sums its own
+ * gradient, to be added in chunk order, and gradients larger than this cost more to write and
+ * add than the chunks save, so a layer with more runs on the whole batch. */
+#define CN_CHUNK_FLOATS 32768
+
 typedef struct {
     int first, last; /* layers first..last */
     int batch_op;    /* 1: one whole-batch layer (BatchNorm), run on the whole batch at once */
