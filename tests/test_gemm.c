@@ -1,7 +1,7 @@
-/* test_gemm.c — cn_sgemm (and cn_sgemm_rows_from) and the patch kernels (im2col, im2row,
- * col2im, row2im) of the instruction set in use (tests/run.sh runs this once per CNNC_ISA)
- * against plain double-precision loops, over shapes that reach every tile, band, dot-product
- * block and tail the kernels have. */
+/* test_gemm.c — cn_sgemm (cn_sgemm_rows_from, cn_sgemm_rows_at) and the patch kernels (im2col,
+ * shifted planes, im2row, col2im, row2im) of the instruction set in use (tests/run.sh runs this
+ * once per CNNC_ISA) against plain double-precision loops, over shapes that reach every tile,
+ * band, dot-product block and tail the kernels have. */
 #include "testutil.h"
 
 #include "kernels/gemm.h"
@@ -155,6 +155,85 @@ static void test_patches_match_their_definition(void **state)
         check_patches(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], &rng);
 }
 
+/* cn_sgemm_rows_at, rows of B at given offsets (overlapping, repeated, out of order), gives the
+ * bits of cn_sgemm_rows_from and of cn_sgemm on those rows copied out: from a start per row, or
+ * from zeros. */
+static void check_rows_at(int M, int N, int K, cn_rng *rng)
+{
+    int L = N + 3 * K + 5; /* the floats the rows are taken from */
+    float *A = malloc((size_t)M * K * 4), *pool = malloc((size_t)L * 4);
+    float *B = malloc((size_t)K * N * 4), *start = malloc((size_t)M * 4);
+    float *C = malloc((size_t)M * N * 4), *want = malloc((size_t)M * N * 4);
+    int32_t *brow = malloc((size_t)K * sizeof *brow);
+    assert_true(A && pool && B && start && C && want && brow);
+    fill(A, (size_t)M * K, rng), fill(pool, (size_t)L, rng), fill(start, (size_t)M, rng);
+    for (int k = 0; k < K; k++) {
+        brow[k] = (int32_t)cn_rng_below(rng, (uint32_t)(L - N + 1));
+        memcpy(B + (size_t)k * N, pool + brow[k], (size_t)N * 4);
+    }
+    cn_sgemm_rows_from(M, N, K, A, K, B, N, start, want, N);
+    cn_sgemm_rows_at(M, N, K, A, K, pool, brow, start, C, N);
+    assert_memory_equal(C, want, (size_t)M * N * sizeof *C);
+    cn_sgemm(0, 0, M, N, K, A, K, B, N, 0, want, N);
+    cn_sgemm_rows_at(M, N, K, A, K, pool, brow, NULL, C, N);
+    assert_memory_equal(C, want, (size_t)M * N * sizeof *C);
+    free(A), free(pool), free(B), free(start), free(C), free(want), free(brow);
+}
+
+/* The shifted planes hold in[c, y, x + kx] in plane (c,kx), and row (c,ky,kx) of the patch
+ * matrix read from them (ky OW on) is im2col's row: the product through the planes has the
+ * bits of the product with im2col's matrix. */
+static void check_shifted_planes(int C, int H, int W, int K, int OC, cn_rng *rng)
+{
+    int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K, P = OH * OW;
+    ptrdiff_t ps = (ptrdiff_t)H * OW + 7; /* a gap between the planes, never read */
+    float *in = malloc((size_t)C * H * W * 4), *col = malloc((size_t)CKK * P * 4);
+    float *planes = malloc((size_t)C * K * ps * 4), *weight = malloc((size_t)OC * CKK * 4);
+    float *out = malloc((size_t)OC * P * 4), *want = malloc((size_t)OC * P * 4);
+    int32_t *brow = malloc((size_t)CKK * sizeof *brow);
+    assert_true(in && col && planes && weight && out && want && brow);
+    fill(in, (size_t)C * H * W, rng), fill(weight, (size_t)OC * CKK, rng);
+    for (ptrdiff_t i = 0; i < C * K * ps; i++) planes[i] = NAN;
+    cn_shifted_planes(planes, ps, in, C, H, W, K);
+    for (int c = 0; c < C; c++)
+        for (int kx = 0; kx < K; kx++)
+            for (int y = 0; y < H; y++)
+                for (int x = 0; x < OW; x++)
+                    assert_true(planes[(c * K + kx) * ps + y * OW + x] ==
+                                in[(c * H + y) * W + x + kx]);
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++)
+                brow[(c * K + ky) * K + kx] = (int32_t)((c * K + kx) * ps + ky * OW);
+    cn_im2col(col, in, C, H, W, K);
+    cn_sgemm(0, 0, OC, P, CKK, weight, CKK, col, P, 0, want, P);
+    cn_sgemm_rows_at(OC, P, CKK, weight, CKK, planes, brow, NULL, out, P);
+    assert_memory_equal(out, want, (size_t)OC * P * sizeof *out);
+    free(in), free(col), free(planes), free(weight), free(out), free(want), free(brow);
+}
+
+static void test_products_from_rows_at_offsets(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 16);
+    /* every band height, with whole, masked-last, narrow and leftover column tiles */
+    static const int widths[] = {1, 4, 5, 8, 12, 16, 21, 24, 32, 47, 48, 53, 64, 100};
+    for (int M = 1; M <= 26; M++)
+        for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
+            check_rows_at(M, widths[w], 1 + (M * 7 + (int)w) % 30, &rng);
+    static const int shapes[][5] = {
+        {1, 28, 28, 5, 10},  /* the seed's conv1 */
+        {10, 12, 12, 5, 20}, /* conv2: rows of 8 */
+        {1, 30, 30, 3, 32},  /* models/fashion_mnist_best.model's conv1, padded */
+        {3, 34, 34, 3, 32},  /* models/cifar10.model's conv1, padded */
+        {2, 9, 13, 4, 7},    {3, 6, 5, 1, 4}, {2, 5, 5, 5, 3},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        check_shifted_planes(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                             shapes[i][4], &rng);
+}
+
 /* The value in the low (half 0) or high (half 1) half of a pair. */
 static float pair_half(cn_bf16_pair p, int half)
 {
@@ -244,6 +323,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_all_cases),
         cmocka_unit_test(test_patches_match_their_definition),
+        cmocka_unit_test(test_products_from_rows_at_offsets),
         cmocka_unit_test(test_bf16_products),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

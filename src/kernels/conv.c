@@ -220,20 +220,24 @@ typedef struct {
     float *plane; /* [C, H + 2 pad, W + 2 pad]: a band's input, then its input gradient */
     float *dwt;   /* [CKK, OC]: the batch's weight gradient, transposed */
     float *dt;    /* [P, OC]: a band's output gradient, transposed */
+    int32_t *brow; /* [CKK]: where each row of the patch matrix lies in the shifted planes */
 } band_scratch;
+
+_Static_assert(sizeof(int32_t) == sizeof(float), "the row offsets are counted in floats");
 
 static size_t band_scratch_floats(const cn_conv_shape *s, band_scratch *parts, float *col)
 {
     if (s->stride > 1) return 0;
     size_t plane = cn_whole_lines((size_t)s->C * padded_h(s) * padded_w(s));
     size_t dwt = cn_whole_lines((size_t)s->C * s->K * s->K * s->OC);
+    size_t dt = cn_whole_lines((size_t)s->OH * s->OW * s->OC);
     if (parts) {
         float *at = col + cn_whole_lines(patch_floats(s));
-        *parts = (band_scratch){at, at + plane, at + plane + dwt};
+        *parts = (band_scratch){at, at + plane, at + plane + dwt,
+                                (int32_t *)(at + plane + dwt + dt)};
     }
-    return plane + dwt + (size_t)s->OH * s->OW * s->OC;
+    return plane + dwt + dt + (size_t)s->C * s->K * s->K;
 }
-
 int cn_conv2d_batched(const cn_conv_shape *s) { return cn_winograd_fits(s); }
 
 size_t cn_conv2d_col_floats(const cn_conv_shape *s)
@@ -244,6 +248,26 @@ size_t cn_conv2d_col_floats(const cn_conv_shape *s)
     return col > winograd ? col : winograd;
 }
 
+/* The stride of the shifted planes of a band (cn_shifted_planes): a band's input rows times
+ * OW. */
+static ptrdiff_t shifted_stride(const cn_conv_shape *s)
+{
+    return (ptrdiff_t)(band_rows(s) + s->K - 1) * s->OW;
+}
+
+/* brow [C*K*K]: where row (c,ky,kx) of the patch matrix lies in the shifted planes. */
+static void shifted_rows(int32_t *brow, const cn_conv_shape *s)
+{
+    ptrdiff_t ps = shifted_stride(s);
+    for (int c = 0; c < s->C; c++)
+        for (int ky = 0; ky < s->K; ky++)
+            for (int kx = 0; kx < s->K; kx++)
+                *brow++ = (int32_t)(((ptrdiff_t)c * s->K + kx) * ps + (ptrdiff_t)ky * s->OW);
+}
+
+/* With stride 1 each band's patch matrix is read from shifted copies of its input
+ * (cn_shifted_planes: K times fewer copies than im2col, and they stay in the first-level
+ * cache); the sums are those of the im2col product, term for term. */
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
                        int B, const cn_conv_shape *s, float *col)
 {
@@ -255,12 +279,19 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
     band_scratch sc = {0};
     band_scratch_floats(s, &sc, col);
+    if (s->stride == 1) shifted_rows(sc.brow, s);
     for (int b = 0; b < B; b++)
         for (int y0 = 0; y0 < s->OH; y0 += rows) {
             int h = s->OH - y0 < rows ? s->OH - y0 : rows, n = h * s->OW;
             float *o = out + (size_t)b * OC * P + (size_t)y0 * s->OW;
             const float *x = in + (size_t)b * C * H * W;
-            patch_columns(col, band_input(sc.plane, x, s, y0, h + K - 1), h, s);
+            if (s->stride == 1) {
+                const float *v = band_input(sc.plane, x, s, y0, h + K - 1);
+                cn_shifted_planes(col, shifted_stride(s), v, C, h + K - 1, padded_w(s), K);
+                cn_sgemm_rows_at(OC, n, CKK, weight, CKK, col, sc.brow, bias, o, P);
+                continue;
+            }
+            patch_columns(col, x, h, s);
             if (bias)
                 cn_sgemm_rows_from(OC, n, CKK, weight, CKK, col, n, bias, o, P);
             else

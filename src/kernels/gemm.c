@@ -13,10 +13,11 @@
 
 typedef struct {
     void (*nn)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, const float *, int,
-               const float *, float *, int);
+               const int32_t *, const float *, float *, int);
     void (*nt)(int, int, int, const float *, int, const float *, int, float *, int);
     float (*burn)(long, float, double *);
     void (*im2col)(float *, const float *, int, int, int, int);
+    void (*shifted)(float *, ptrdiff_t, const float *, int, int, int, int);
     void (*im2row)(float *, int, const float *, int, int, int, int);
     void (*col2im)(float *, const float *, int, int, int, int);
     void (*picked)(int, int, const float *, const int32_t *, const float *, int, int, int, int,
@@ -38,7 +39,8 @@ typedef struct {
 } gemm_kernels;
 
 #define KERNELS_OF(isa)                                                                        \
-    {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_im2col_##isa, cn_im2row_##isa,  \
+    {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_im2col_##isa,                    \
+     cn_shifted_planes_##isa, cn_im2row_##isa,                                                \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_plane_##isa,          \
      cn_picked_rows_weight_gradient_##isa, cn_picked_rows_input_gradient_##isa,               \
      cn_row2im_##isa, cn_winograd_input_##isa, cn_winograd_output_##isa,                      \
@@ -115,15 +117,23 @@ void cn_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int
     if (trans_b)
         k->nt(M, N, K, A, lda, B, ldb, C, ldc);
     else if (trans_a)
-        k->nn(M, N, K, A, 1, lda, B, ldb, NULL, C, ldc);
+        k->nn(M, N, K, A, 1, lda, B, ldb, NULL, NULL, C, ldc);
     else
-        k->nn(M, N, K, A, lda, 1, B, ldb, NULL, C, ldc);
+        k->nn(M, N, K, A, lda, 1, B, ldb, NULL, NULL, C, ldc);
 }
 
 void cn_sgemm_rows_from(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                         const float *start, float *C, int ldc)
 {
-    kernels_by_isa[cn_isa_active()].nn(M, N, K, A, lda, 1, B, ldb, start, C, ldc);
+    kernels_by_isa[cn_isa_active()].nn(M, N, K, A, lda, 1, B, ldb, NULL, start, C, ldc);
+}
+
+void cn_sgemm_rows_at(int M, int N, int K, const float *A, int lda, const float *B,
+                      const int32_t *brow, const float *start, float *C, int ldc)
+{
+    if (!start)
+        for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, (size_t)N * sizeof *C);
+    kernels_by_isa[cn_isa_active()].nn(M, N, K, A, lda, 1, B, 0, brow, start, C, ldc);
 }
 
 float cn_fma_burn(long iters, float seed, double *flops)
@@ -134,6 +144,11 @@ float cn_fma_burn(long iters, float seed, double *flops)
 void cn_im2col(float *col, const float *in, int C, int H, int W, int K)
 {
     kernels_by_isa[cn_isa_active()].im2col(col, in, C, H, W, K);
+}
+
+void cn_shifted_planes(float *planes, ptrdiff_t ps, const float *in, int C, int H, int W, int K)
+{
+    kernels_by_isa[cn_isa_active()].shifted(planes, ps, in, C, H, W, K);
 }
 
 void cn_im2row(float *rows, int ld, const float *in, int C, int H, int W, int K)

@@ -23,6 +23,12 @@ void cn_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int
 void cn_sgemm_rows_from(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                         const float *start, float *C, int ldc);
 
+/* C[M,N] = (start ? start[i] in row i : 0) + A[M,K] * B'[K,N], where row k of B' is the N floats
+ * at B + brow[k]: rows that overlap or repeat, such as those of a convolution's patch matrix
+ * read from cn_shifted_planes. Each element is summed over k in order, as in cn_sgemm. */
+void cn_sgemm_rows_at(int M, int N, int K, const float *A, int lda, const float *B,
+                      const int32_t *brow, const float *start, float *C, int ldc);
+
 /* 1 when this build has the kernels of isa and this CPU can run them (cpu.c). */
 int cn_cpu_runs(cn_isa isa);
 
@@ -37,6 +43,10 @@ float cn_fma_burn(long iters, float seed, double *flops);
  * (din zeroed, then every patch entry added back). */
 void cn_im2col(float *col, const float *in, int C, int H, int W, int K);
 void cn_im2row(float *rows, int ld, const float *in, int C, int H, int W, int K);
+/* The patch matrix of the same convolution as K shifted copies of each input channel: planes
+ * [C*K, H, OW] with plane stride ps >= H*OW, plane (c,kx) holding in[c, y, x+kx]. Row (c,ky,kx)
+ * of im2col's matrix is the OH*OW floats at planes + (c*K + kx)*ps + ky*OW. */
+void cn_shifted_planes(float *planes, ptrdiff_t ps, const float *in, int C, int H, int W, int K);
 /* im2row may write this many floats past the end of rows: leave them free. */
 #define CN_IM2ROW_SLACK 8
 void cn_col2im(float *din, const float *col, int C, int H, int W, int K);
@@ -152,11 +162,14 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
  * processor family are defined; gemm.c refers to no other. */
 #define CN_DECLARE_GEMM_KERNELS(isa)                                                           \
     void cn_gemm_nn_##isa(int M, int N, int K, const float *A, ptrdiff_t ai, ptrdiff_t ak,    \
-                          const float *B, int ldb, const float *init, float *C, int ldc);     \
+                          const float *B, int ldb, const int32_t *brow, const float *init,   \
+                          float *C, int ldc);                                                 \
     void cn_gemm_nt_##isa(int M, int N, int K, const float *A, int lda, const float *Bt,      \
                           int ldb, float *C, int ldc);                                 \
     float cn_fma_burn_##isa(long iters, float seed, double *flops);                          \
     void cn_im2col_##isa(float *col, const float *in, int C, int H, int W, int K);           \
+    void cn_shifted_planes_##isa(float *planes, ptrdiff_t ps, const float *in, int C, int H,  \
+                                 int W, int K);                                               \
     void cn_im2row_##isa(float *rows, int ld, const float *in, int C, int H, int W, int K);   \
     void cn_col2im_##isa(float *din, const float *col, int C, int H, int W, int K);           \
     void cn_conv_picked_weight_gradient_##isa(int OC, int Q, const float *a,                \

@@ -5,6 +5,6 @@
 #define CN_VECTOR_FLOATS 16 /* floats in one vector register */
 #define CN_VECTOR_REGISTERS 32 /* zmm0..zmm31 */
 #define CN_BURN_CHAINS 12 /* vector FMA chains that fit the registers of avx512 */
-#define CN_TILE_ROWS 6 /* rows of C a GEMM tile keeps in registers */
+#define CN_TILE_ROWS 10 /* rows of C a GEMM tile keeps in registers */
 #define CN_DOT_ROWS 4 /* rows of C a block of dot products covers */
 #include "kernels/gemm_kernels.inc"
