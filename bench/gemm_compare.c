@@ -136,8 +136,11 @@ static void time_pick_call(const pick_shape *s, int Q, const float *a, const int
     int OH = s->H - s->K + 1, OW = s->W - s->K + 1, L = s->C * s->K * s->K, ld = padded(L);
     switch (s->which) {
     case 0: cn_conv_picked_weight_gradient(s->OC, Q, a, at, in, s->C, s->H, s->W, s->K, dw); break;
-    case 1: cn_picked_rows_weight_gradient(s->OC, Q, a, at, rows, L, ld, dw); break;
-    case 2: cn_picked_rows_input_gradient(s->OC, Q, a, at, w, L, ld, OH * OW, rows, scratch); break;
+    case 1: cn_picked_rows_weight_gradient(s->OC, Q, a, at, rows, L, ld, dw, L); break;
+    case 2:
+        cn_picks_by_position(s->OC, Q, a, at, OH * OW, scratch);
+        cn_picked_rows_input_gradient(scratch, OH * OW, w, L, ld, rows);
+        break;
     default: cn_row2im(in, rows, ld, s->C, s->H, s->W, s->K);
     }
 }

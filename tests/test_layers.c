@@ -643,7 +643,9 @@ static void test_conv_from_pool_matches_dense(void **state)
     check_conv_pool(1, 2, 12, 14, 3, 3, 3, &rng);
     check_conv_pool(1, 2, 14, 14, 3, 9, 2, &rng);
     check_conv_pool(2, 1, 9, 9, 2, 1, 2, &rng);
-    check_conv_pool(1, 12, 20, 21, 2, 5, 2, &rng); /* rows of 300: two pieces; H > 16 */
+    check_conv_pool(1, 12, 20, 21, 2, 5, 2, &rng); /* rows of 300: two pieces; H > 16; twelve
+                                                       channel groups of one */
+    check_conv_pool(2, 7, 12, 12, 5, 5, 2, &rng);  /* channel groups of 4 and 3 */
     check_conv_pool(1, 1, 6, 40, 2, 3, 2, &rng);   /* input rows wider than a vector */
 }
 

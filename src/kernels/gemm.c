@@ -24,9 +24,9 @@ typedef struct {
                    float *);
     void (*pool2)(float *, int32_t *, const float *, int, int);
     void (*picked_rows)(int, int, const float *, const int32_t *, const float *, int, int,
-                        float *);
-    void (*picked_input)(int, int, const float *, const int32_t *, const float *, int, int, int,
-                         float *, int32_t *);
+                        float *, int);
+    void (*picks_sorted)(int, int, const float *, const int32_t *, int, int32_t *);
+    void (*picked_input)(const int32_t *, int, const float *, int, int, float *);
     void (*row2im)(float *, const float *, int, int, int, int, int);
     void (*wino_input)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
     void (*wino_output)(float *, const float *, ptrdiff_t, const cn_winograd_plane *, float,
@@ -42,7 +42,8 @@ typedef struct {
     {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_im2col_##isa,                    \
      cn_shifted_planes_##isa, cn_im2row_##isa,                                                \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_plane_##isa,          \
-     cn_picked_rows_weight_gradient_##isa, cn_picked_rows_input_gradient_##isa,               \
+     cn_picked_rows_weight_gradient_##isa, cn_picks_by_position_##isa,                         \
+     cn_picked_rows_input_gradient_##isa,                                                     \
      cn_row2im_##isa, cn_winograd_input_##isa, cn_winograd_output_##isa,                      \
      cn_winograd_gradient_##isa, cn_bn_sums_##isa, cn_bn_normalise_##isa,                     \
      cn_bn_gradient_sums_##isa, cn_bn_input_gradient_##isa}
@@ -175,16 +176,21 @@ void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W)
 }
 
 void cn_picked_rows_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
-                                    const float *rows, int L, int ld, float *dweight)
+                                    const float *rows, int L, int ld, float *dweight, int ldw)
 {
-    kernels_by_isa[cn_isa_active()].picked_rows(OC, Q, a, at, rows, L, ld, dweight);
+    kernels_by_isa[cn_isa_active()].picked_rows(OC, Q, a, at, rows, L, ld, dweight, ldw);
 }
 
-void cn_picked_rows_input_gradient(int OC, int Q, const float *a, const int32_t *at,
-                                   const float *weight, int L, int ld, int P, float *drows,
-                                   int32_t *scratch)
+void cn_picks_by_position(int OC, int Q, const float *a, const int32_t *at, int P,
+                          int32_t *sorted)
 {
-    kernels_by_isa[cn_isa_active()].picked_input(OC, Q, a, at, weight, L, ld, P, drows, scratch);
+    kernels_by_isa[cn_isa_active()].picks_sorted(OC, Q, a, at, P, sorted);
+}
+
+void cn_picked_rows_input_gradient(const int32_t *sorted, int P, const float *weight, int L,
+                                   int ld, float *drows)
+{
+    kernels_by_isa[cn_isa_active()].picked_input(sorted, P, weight, L, ld, drows);
 }
 
 void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K)

@@ -59,17 +59,21 @@ void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t
                                     const float *in, int C, int H, int W, int K, float *dweight);
 
 /* The same picks as rows of a patch matrix rows [P, L] (im2row, L = C*K*K, row stride ld):
- * dweight [OC, L] += sum over q of a[oc, q] * rows[at[oc, q], 0..L), each row in pick order. */
+ * dweight [OC, L] (row stride ldw) += sum over q of a[oc, q] * rows[at[oc, q], 0..L), each row in
+ * pick order. */
 void cn_picked_rows_weight_gradient(int OC, int Q, const float *a, const int32_t *at,
-                                    const float *rows, int L, int ld, float *dweight);
-/* ... and the patch-matrix gradient of the input: drows [P, L] = zeros, then a[oc, q] *
+                                    const float *rows, int L, int ld, float *dweight, int ldw);
+/* ... and the patch-matrix gradient of the input, in two steps: the picks sorted by position
+ * into sorted (CN_PICK_SCRATCH_INTS(P, OC * Q) ints), then drows [P, L] = zeros, then a[oc, q] *
  * weight[oc, 0..L) added to row at[oc, q] for each pick, output channels in order; weight and
- * drows have row stride ld. scratch: CN_PICK_SCRATCH_INTS(P, OC * Q) ints. Rows starting on a
- * cache line (ld a multiple of 16, buffers aligned to 64 bytes) go about half again as fast. */
+ * drows have row stride ld. One sort serves the columns of the weights taken group by group.
+ * Rows starting on a cache line (ld a multiple of 16, buffers aligned to 64 bytes) go about half
+ * again as fast. */
 #define CN_PICK_SCRATCH_INTS(P, picks) ((size_t)(P) + 1 + 2 * (size_t)(picks))
-void cn_picked_rows_input_gradient(int OC, int Q, const float *a, const int32_t *at,
-                                   const float *weight, int L, int ld, int P, float *drows,
-                                   int32_t *scratch);
+void cn_picks_by_position(int OC, int Q, const float *a, const int32_t *at, int P,
+                          int32_t *sorted);
+void cn_picked_rows_input_gradient(const int32_t *sorted, int P, const float *weight, int L,
+                                   int ld, float *drows);
 /* The adjoint of im2row: din [C, H, W] = the patch rows [OH*OW, C*K*K] (row stride ld) summed
  * back onto the input, each element's terms in (ky, ox) order (the same bits on every
  * instruction set). */
@@ -178,10 +182,12 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     void cn_maxpool2_plane_##isa(float *y, int32_t *where, const float *x, int H, int W);  \
     void cn_picked_rows_weight_gradient_##isa(int OC, int Q, const float *a,                 \
                                               const int32_t *at, const float *rows, int L,   \
-                                              int ld, float *dweight);                       \
-    void cn_picked_rows_input_gradient_##isa(int OC, int Q, const float *a,                  \
-                                             const int32_t *at, const float *weight, int L,  \
-                                             int ld, int P, float *drows, int32_t *scratch); \
+                                              int ld, float *dweight, int ldw);              \
+    void cn_picks_by_position_##isa(int OC, int Q, const float *a, const int32_t *at, int P,  \
+                                    int32_t *sorted);                                         \
+    void cn_picked_rows_input_gradient_##isa(const int32_t *sorted, int P,                   \
+                                             const float *weight, int L, int ld,             \
+                                             float *drows);                                  \
     void cn_row2im_##isa(float *din, const float *rows, int ld, int C, int H, int W, int K);   \
     void cn_winograd_input_##isa(float *v, ptrdiff_t xs, const float *plane,                   \
                                  const cn_winograd_plane *s, float *row);                      \
