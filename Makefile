@@ -105,6 +105,7 @@ $(BUILD)/src/kernels/gemm_generic.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -W
 $(BUILD)/src/kernels/x86/gemm_avx2.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -Wno-psabi -mavx2 -mfma -ffp-contract=fast
 $(BUILD)/src/kernels/x86/gemm_avx512.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mfma -mprefer-vector-width=512 -ffp-contract=fast
 $(BUILD)/src/kernels/x86/gemm_bf16.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mavx512bw -mavx512bf16
+$(BUILD)/src/kernels/x86/gemm_amx.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -mavx512f -mavx512vl -mavx512bw -mamx-tile -mamx-bf16
 $(BUILD)/src/kernels/arm/gemm_neon.o: KERNEL_FLAGS := -O3 $(NO_LOOP_VECTORIZE) -ffp-contract=fast
 $(KERNEL_OBJ): src/kernels/gemm_kernels.inc src/kernels/winograd_kernels.inc \
               src/kernels/batchnorm_kernels.inc

@@ -622,7 +622,8 @@ int cli_check_isa(void)
 {
     cn_error err = {{0}};
     cn_isa isa;
-    if (cn_isa_from_env(&isa, &err) != 0)
+    cn_bf16_kernel bf16;
+    if (cn_isa_from_env(&isa, &err) != 0 || cn_bf16_kernel_from_env(&bf16, &err) != 0)
         return cli_usage_error(NULL, "%s", err.msg);
     return CLI_OK;
 }

@@ -1,7 +1,8 @@
 /* info.c — `cnnc info`: what this machine offers and what this build uses: the CPU model, the
- * build's processor family and the machine it runs on, the cores, the instruction set the kernels run with, the measured fp32 multiply-add peak, whether
+ * build's processor family and the machine it runs on, the cores, the instruction set the
+ * kernels run with and those of the bf16 products, the measured fp32 multiply-add peak, whether
  * MPI is built in, the compiler, and where the dataset is. It reports problems (no dataset, a bad
- * CNNC_ISA) as facts rather than failing; only bad flags fail. */
+ * CNNC_ISA or CNNC_BF16) as facts rather than failing; only bad flags fail. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,32 @@ static void print_simd(void)
         printf("the best; CNNC_ISA picks another)\n");
 }
 
+/* The kernels of the bf16 products, as print_simd the instruction sets. */
+static void print_bf16(void)
+{
+    char supported[64] = "";
+    for (int i = 0; i < CN_BF16_KERNEL_COUNT; i++)
+        if (cn_bf16_kernel_supported((cn_bf16_kernel)i)) {
+            strcat(supported, supported[0] ? " " : "");
+            strcat(supported, cn_bf16_kernel_name((cn_bf16_kernel)i));
+        }
+    if (!supported[0]) {
+        printf("BF16:      none (this CPU lacks AVX512_BF16: --precision bf16 is refused)\n");
+        return;
+    }
+    cn_error err = {{0}};
+    cn_bf16_kernel wanted;
+    const char *env = getenv("CNNC_BF16");
+    printf("BF16:      %s (this CPU runs: %s; ", cn_bf16_kernel_name(cn_bf16_kernel_active()),
+           supported);
+    if (cn_bf16_kernel_from_env(&wanted, &err) != 0)
+        printf("%s)\n", err.msg);
+    else if (env && *env)
+        printf("chosen by CNNC_BF16=%s)\n", env);
+    else
+        printf("the best; CNNC_BF16 picks another)\n");
+}
+
 static void print_peak(int threads)
 {
     cn_error err = {{0}};
@@ -217,6 +244,7 @@ static void print_info(const info_settings *s)
     print_platform();
     printf("Cores:     %ld online (of %ld)\n", online, configured);
     print_simd();
+    print_bf16();
     print_peak(s->threads);
     char mpi[160];
     printf("MPI:       %s\n", mpi_support(mpi, sizeof mpi));

@@ -49,6 +49,7 @@ static void print_overview(FILE *out)
           "\n"
           "Environment:\n"
           "  CNNC_ISA       compute kernels: generic, avx2, avx512 (x86-64) or neon (arm64)\n"
+          "  CNNC_BF16      kernels of the bf16 products: avx512 or amx (x86-64)\n"
           "                 (default: the best this CPU runs)\n"
           "\n"
           "Exit status: 0 on success, 1 on a failure (files, data, training), 2 on bad\n"

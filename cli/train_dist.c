@@ -58,6 +58,7 @@ typedef struct {
     int32_t optimizer, nesterov, lr_schedule, warmup_epochs, lr_step_epochs;
     float weight_decay, lr_gamma;
     int32_t isa;
+    int32_t precision, bf16; /* --precision, and with bf16 the kernels of its products (else -1) */
     int32_t train_count, test_count;
     uint32_t train_crc, test_crc;
     int32_t val_samples, val_count; /* --val-samples, and the images it holds out */
@@ -111,6 +112,8 @@ static fingerprint take_fingerprint(const train_settings *s, train_run *run)
         .lr_step_epochs = s->lr_step_epochs, .weight_decay = s->weight_decay,
         .lr_gamma = s->lr_gamma,
         .isa = (int32_t)cn_isa_active(),
+        .precision = (int32_t)s->precision,
+        .bf16 = s->precision == CN_PRECISION_BF16 ? (int32_t)cn_bf16_kernel_active() : -1,
         .train_count = run->train.count, .test_count = run->test.count,
         .train_crc = dataset_crc(&run->train), .test_crc = dataset_crc(&run->test),
         .state_crc = state_crc(run),
@@ -150,6 +153,7 @@ static const char *differing_flag(const fingerprint *zero, const fingerprint *k)
         return "--label-smoothing";
     if (k->val_samples != zero->val_samples) return "--val-samples";
     if (k->crop_padding != zero->crop_padding || k->hflip != zero->hflip) return "--augment";
+    if (k->precision != zero->precision) return "--precision";
     return differing_recipe(zero, k);
 }
 
@@ -174,6 +178,12 @@ static int compare(const fingerprint *zero, const fingerprint *k, int rank, int 
                     "weights would not be one process's: set CNNC_ISA to an instruction set "
                     "every host has", rank, k->host, cn_isa_name((cn_isa)k->isa),
                     cn_isa_name((cn_isa)zero->isa));
+    else if (k->bf16 != zero->bf16 && speak)
+        cli_failure("rank %d (on host %s) multiplies bf16 with the %s kernels, rank 0 with the "
+                    "%s ones, so the weights would not be one process's: set CNNC_BF16 to "
+                    "kernels every host has", rank, k->host,
+                    cn_bf16_kernel_name((cn_bf16_kernel)k->bf16),
+                    cn_bf16_kernel_name((cn_bf16_kernel)zero->bf16));
     else if (split && speak)
         cli_failure("rank %d (on host %s) reads other %s images or labels than rank 0 (a "
                     "different count or CRC-32): every process needs the same dataset files "
@@ -184,7 +194,7 @@ static int compare(const fingerprint *zero, const fingerprint *k, int rank, int 
                     "or the same file on every host)", rank, k->host);
     if (flag)
         return CLI_USAGE;
-    if (k->isa != zero->isa || split || k->state_crc != zero->state_crc)
+    if (k->isa != zero->isa || k->bf16 != zero->bf16 || split || k->state_crc != zero->state_crc)
         return CLI_FAILURE;
     return CLI_OK;
 }

@@ -447,6 +447,18 @@ CN_API const char *cn_precision_name(cn_precision p); /* "fp32", "bf16"; "unknow
 CN_API int cn_precision_from_name(const char *name, cn_precision *p);
 /* 1 when this CPU can run it, else 0. */
 CN_API int cn_precision_supported(cn_precision p);
+/* The kernels of the bf16 products: AVX512_BF16's instructions, or the tiles of AMX (Intel
+ * Xeon since Sapphire Rapids, under Linux 5.16 or later), which multiply 16 x 32 pairs at once.
+ * Their sums differ in the last bits. The process uses the best this CPU and operating system
+ * offer, unless the environment variable CNNC_BF16 names another. */
+typedef enum { CN_BF16_AVX512, CN_BF16_AMX, CN_BF16_KERNEL_COUNT } cn_bf16_kernel;
+CN_API const char *cn_bf16_kernel_name(cn_bf16_kernel k); /* "avx512", "amx"; "unknown" else */
+CN_API int cn_bf16_kernel_supported(cn_bf16_kernel k);   /* 1 when usable here, else 0 */
+/* As cn_isa_from_env for CNNC_BF16: *k = the best supported kernels or the ones it names; -1
+ * with a message when it names unknown or unsupported ones. */
+CN_API int cn_bf16_kernel_from_env(cn_bf16_kernel *k, cn_error *err);
+/* The kernels in use by this process, decided on first use and fixed from then on. */
+CN_API cn_bf16_kernel cn_bf16_kernel_active(void);
 
 /* The optimisers of cn_train_config. */
 typedef enum { CN_OPTIMIZER_SGD, CN_OPTIMIZER_ADAMW, CN_OPTIMIZER_COUNT } cn_optimizer;

@@ -114,6 +114,11 @@ status=$?
 if [ "$status" -ne 2 ] || ! grep -q "CNNC_ISA" "$tmp/err"; then
   fail "CNNC_ISA=no-such-isa cnnc train: exit status $status: $(cat "$tmp/err")"
 fi
+env CNNC_BF16=no-such-kernels "$cnnc" train >"$tmp/out" 2>"$tmp/err"
+status=$?
+if [ "$status" -ne 2 ] || ! grep -q "CNNC_BF16=no-such-kernels: unknown" "$tmp/err"; then
+  fail "CNNC_BF16=no-such-kernels cnnc train: exit status $status: $(cat "$tmp/err")"
+fi
 # The kernels of the other processor family are named as such, not as a CPU's lack.
 if "$cnnc" info --threads 1 | grep -q "^Platform:  arm64"; then other=avx512; else other=neon; fi
 env CNNC_ISA=$other "$cnnc" train >"$tmp/out" 2>"$tmp/err"

@@ -48,6 +48,8 @@ status=$?
 [ "$status" -eq 0 ] || fail "cnnc info with a missing --data-dir: exit status $status"
 grep -q "^SIMD:      generic (.*chosen by CNNC_ISA=generic)" "$tmp/out" ||
   fail "info ignores CNNC_ISA: $(grep SIMD "$tmp/out")"
+grep -qE "^BF16:      ([a-z0-9]+ \(this CPU runs: [a-z0-9 ]+; the best|none \(this CPU lacks)" "$tmp/out" ||
+  fail "info does not say which bf16 kernels run: $(grep BF16 "$tmp/out")"
 grep -q "^Dataset:   not usable in $tmp/none (--data-dir): " "$tmp/out" ||
   fail "info does not say the dataset is missing: $(grep Dataset "$tmp/out")"
 run info --threads 0

@@ -2,7 +2,8 @@
 # run.sh — runs every test program in BUILD/tests and the command-line checks, then prints one
 # closing line "tests: N passed, N failed". The programs that exercise the compute kernels run
 # once per instruction set (CNNC_ISA) that this build and this CPU run, as `cnnc info` lists
-# them. Exits non-zero when any failed.
+# them, and those of the bf16 products once more per other set of bf16 kernels (CNNC_BF16).
+# Exits non-zero when any failed.
 set -u
 build=${1:-build}
 kernel_tests="test_gemm test_layers test_model_steps test_model_gradients test_trainer"
@@ -10,6 +11,12 @@ passed=0
 failed=0
 isas=$("$build/cnnc" info --threads 1 2>/dev/null | sed -n 's/^SIMD: .*this CPU runs: \([a-z0-9 ]*\);.*/\1/p')
 [ -n "$isas" ] || { echo "FAILED: $build/cnnc info does not list the instruction sets"; exit 1; }
+# The bf16 products' kernels other than the default one (AVX512_BF16's beside AMX's) get the
+# tests of those products too.
+bf16_tests="test_gemm test_layers"
+bf16_others=$("$build/cnnc" info --threads 1 2>/dev/null |
+  sed -n 's/^BF16: *\([a-z0-9]*\) (this CPU runs: \([a-z0-9 ]*\);.*/\2 -\1/p' |
+  awk '{ d = substr($NF, 2); for (i = 1; i < NF; i++) if ($i != d) printf "%s ", $i }')
 
 run() { # run LABEL COMMAND...
   label=$1
@@ -23,7 +30,11 @@ for t in "$build"/tests/test_*; do
   name=$(basename "$t")
   case " $kernel_tests " in
     *" $name "*)
-      for isa in $isas; do run "$t (CNNC_ISA=$isa)" env CNNC_ISA=$isa "$t"; done ;;
+      for isa in $isas; do run "$t (CNNC_ISA=$isa)" env CNNC_ISA=$isa "$t"; done
+      case " $bf16_tests " in
+        *" $name "*)
+          for k in $bf16_others; do run "$t (CNNC_BF16=$k)" env CNNC_BF16=$k "$t"; done ;;
+      esac ;;
     *) run "$t" "$t" ;;
   esac
 done

@@ -397,7 +397,8 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
  * dweight += dYp [OC, P/2] * rowsp [P/2, CKK], pairs of positions, which for stride 1 and an
  * even output width are horizontal neighbours: im2row in pairs from that same paired input
  * (otherwise: im2row, then pairs of its rows). Input gradient: col = W^T [CKK, OC/2] * dYq
- * [OC/2, P], pairs of output channels, W^T read from W's row pairs.
+ * [OC/2, P], pairs of output channels, W^T transposed from W's row pairs once per call, so
+ * that every kernel (AMX's tiles too) reads it row by row.
  * packed: the fp32 words (the padded plane, or the strided im2col matrix), rounded to whole
  * lines, then the pairs as laid out in each function. */
 
@@ -426,8 +427,8 @@ size_t cn_conv2d_packed_words(const cn_conv_shape *s)
     size_t HW = (size_t)padded_h(s) * padded_w(s);
     size_t Pp = (size_t)halves((int)P), OCp = (size_t)halves(OC), Kp = (size_t)forward_pairs(s);
     size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK;
-    size_t backward = CKK * OCp + (size_t)C * HW + Pp * CKK + CN_IM2ROW_SLACK + (size_t)OC * Pp +
-                      OCp * P;
+    size_t backward = 2 * CKK * OCp + (size_t)C * HW + Pp * CKK + CN_IM2ROW_SLACK +
+                      (size_t)OC * Pp + OCp * P;
     return fp32_words(s) + (forward > backward ? forward : backward);
 }
 
@@ -517,7 +518,12 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
     cn_bf16_pair *wtp = packed + fp32_words(s), *plane = wtp + (size_t)CKK * OCp;
     cn_bf16_pair *rowsp = plane + (size_t)C * padded_h(s) * padded_w(s);
     cn_bf16_pair *dyp = rowsp + (size_t)Pp * CKK + CN_IM2ROW_SLACK, *dyq = dyp + (size_t)OC * Pp;
-    if (din) cn_bf16_pack_row_pairs(wtp, weight, OC, CKK, CKK); /* read as W^T */
+    cn_bf16_pair *wtr = dyq + (size_t)OCp * P;
+    if (din) { /* W^T [CKK, OCp] in pairs of output channels, row by row */
+        cn_bf16_pack_row_pairs(wtp, weight, OC, CKK, CKK);
+        for (int kp = 0; kp < OCp; kp++)
+            for (int i = 0; i < CKK; i++) wtr[(size_t)i * OCp + kp] = wtp[(size_t)kp * CKK + i];
+    }
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P;
         bias_gradient(dbias, d, OC, P);
@@ -526,7 +532,7 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
         cn_gemm_bf16(OC, CKK, Pp, dyp, Pp, 1, rowsp, CKK, 1, dweight, CKK);
         if (din) {
             cn_bf16_pack_row_pairs(dyq, d, OC, P, P);
-            cn_gemm_bf16(CKK, P, OCp, wtp, 1, CKK, dyq, P, 0, col, P);
+            cn_gemm_bf16(CKK, P, OCp, wtr, OCp, 1, dyq, P, 0, col, P);
             patches_to_input(din + (size_t)b * C * H * W, col, s, fp32);
         }
     }

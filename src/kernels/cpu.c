@@ -5,6 +5,13 @@
 #include "cnnc.h"
 #include "kernels/gemm.h"
 
+#if defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define ARCH_REQ_XCOMP_PERM 0x1023 /* Linux's arch_prctl: ask for an extended state component */
+#define XFEATURE_XTILEDATA 18      /* the AMX tiles' data */
+#endif
+
 #if defined(__aarch64__)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMD
@@ -33,6 +40,19 @@ int cn_bf16_supported(void)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
+}
+
+int cn_amx_supported(void)
+{
+#if defined(__x86_64__)
+    if (!cn_bf16_supported()) return 0; /* the operands are packed with AVX512_BF16 */
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return 0;
+    /* Linux enables the tiles' state per process, on request; this fails on older kernels. */
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 #else
     return 0;
 #endif

@@ -1,8 +1,9 @@
 /* gemm.c — cn_sgemm: picks the kernels for the instruction set in use and maps the four
  * transpose cases onto them. The instruction set is decided once per process: the best the build
  * has and the CPU offers (cpu.c), or the one named by the CNNC_ISA environment variable
- * (generic, avx2, avx512, neon) when it is valid and supported. That one-time decision is the
- * only process-wide state in cnnc and it never changes afterwards. */
+ * (generic, avx2, avx512, neon) when it is valid and supported; likewise the kernels of the bf16
+ * products (CNNC_BF16: avx512, amx). Those one-time decisions are the only process-wide state in
+ * cnnc and they never change afterwards. */
 #include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -236,6 +237,52 @@ void cn_bn_input_gradient(float *dx, const float *dy, const float *x, int n,
                           const cn_bn_channel *c)
 {
     kernels_by_isa[cn_isa_active()].bn_input_gradient(dx, dy, x, n, c);
+}
+
+static const char *const bf16_kernel_names[] = {"avx512", "amx"};
+_Static_assert(sizeof bf16_kernel_names / sizeof bf16_kernel_names[0] == CN_BF16_KERNEL_COUNT,
+               "a name per bf16 kernel set");
+
+const char *cn_bf16_kernel_name(cn_bf16_kernel k)
+{
+    return (unsigned)k < CN_BF16_KERNEL_COUNT ? bf16_kernel_names[k] : "unknown";
+}
+
+int cn_bf16_kernel_supported(cn_bf16_kernel k)
+{
+    if (k == CN_BF16_AVX512) return cn_bf16_supported();
+    return k == CN_BF16_AMX && cn_amx_supported();
+}
+
+int cn_bf16_kernel_from_env(cn_bf16_kernel *k, cn_error *err)
+{
+    const char *want = getenv("CNNC_BF16");
+    *k = cn_bf16_kernel_supported(CN_BF16_AMX) ? CN_BF16_AMX : CN_BF16_AVX512;
+    if (!want || !*want) return 0;
+    for (int i = 0; i < CN_BF16_KERNEL_COUNT; i++)
+        if (strcmp(want, bf16_kernel_names[i]) == 0) {
+            if (!cn_bf16_kernel_supported((cn_bf16_kernel)i))
+                return cn_fail(err, "CNNC_BF16=%s: this CPU or operating system does not offer "
+                               "it", want);
+            *k = (cn_bf16_kernel)i;
+            return 0;
+        }
+    return cn_fail(err, "CNNC_BF16=%s: unknown; use avx512 or amx", want);
+}
+
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+static cn_bf16_kernel bf16_in_use; /* written once under bf16_once, read-only afterwards */
+
+static void decide_bf16(void)
+{
+    if (cn_bf16_kernel_from_env(&bf16_in_use, NULL) != 0)
+        cn_bf16_kernel_from_env(&bf16_in_use, NULL);
+}
+
+cn_bf16_kernel cn_bf16_kernel_active(void)
+{
+    pthread_once(&bf16_once, decide_bf16);
+    return bf16_in_use;
 }
 
 static const char *const precision_names[] = {"fp32", "bf16"};

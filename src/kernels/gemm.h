@@ -131,6 +131,14 @@ typedef uint32_t cn_bf16_pair;
 /* 1 when this CPU has AVX-512 with BF16 (and BW, VL): the only place the functions below run
  * (cpu.c; always 0 on other processors, whose builds have portable/bf16_absent.c). */
 int cn_bf16_supported(void);
+/* 1 when this CPU has AMX with BF16 and the operating system lets this process use its tiles
+ * (cpu.c; asks for that permission, once per process, on Linux). */
+int cn_amx_supported(void);
+/* cn_gemm_bf16's product on AMX tiles (x86/gemm_amx.c), A with contiguous rows (row stride ai):
+ * C = (start ? start[i] : accumulate ? C : 0) + A B. */
+void cn_gemm_bf16_amx(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai,
+                      const cn_bf16_pair *B, int ldb, const float *start, int accumulate,
+                      float *C, int ldc);
 /* dst [rows, (cols+1)/2]: each row of src [rows, cols] (ld) rounded to bf16, in pairs. */
 void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld);
 /* dst [(rows+1)/2, cols]: row pairs of src [rows, cols] (ld), dst[r/2][c] = (src[r][c],

@@ -3,7 +3,8 @@
  * of an fp32 FMA), for `--precision bf16`. Operands are packed in pairs along the summed
  * dimension: a cn_bf16_pair holds two bf16 values in one 32-bit word, the earlier one in the low
  * half; an odd count is padded with a zero. Rounding to bf16 is to nearest even, by the CPU's
- * conversion instructions. Only this one instruction set: other CPUs train in fp32, and
+ * conversion instructions. Only this one instruction set, and AMX's tiles beside it where the
+ * CPU has them (gemm_amx.c, cn_bf16_kernel_active): other CPUs train in fp32, and
  * cn_bf16_supported (cpu.c) says which. This file alone is compiled with the bf16 target flags;
  * builds for other processors have src/kernels/portable/bf16_absent.c instead. */
 #include <immintrin.h>
@@ -170,6 +171,10 @@ static void gemm(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrd
                  const cn_bf16_pair *B, int ldb, const float *start, int accumulate, float *C,
                  int ldc)
 {
+    if (ak == 1 && cn_bf16_kernel_active() == CN_BF16_AMX) {
+        cn_gemm_bf16_amx(M, N, Kp, A, ai, B, ldb, start, accumulate, C, ldc);
+        return;
+    }
     int bands = (M + TILE_ROWS - 1) / TILE_ROWS;
     int rows = bands ? (M + bands - 1) / bands : 0; /* even bands, as the fp32 kernels */
     for (int i = 0; i < M; i += rows) {
