@@ -735,7 +735,8 @@ typedef struct {
     int data_classes;           /* the data's class count; 0 in files that do not say */
     cn_precision precision;     /* of the products; fp32 for files that do not say */
     cn_optimizer optimizer;     /* sgd for files that do not say */
-    char isa[16];               /* instruction set of the kernels that wrote it; informational */
+    char isa[16];               /* instruction set of the kernels that wrote it, with bf16 "/" and
+                                 * the bf16 products' kernels ("avx512/amx"); informational */
     cn_augment augment;         /* none for files that do not say */
     int nesterov;               /* 0 for files that do not say */
     float weight_decay;         /* 0 for files that do not say */

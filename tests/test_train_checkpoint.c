@@ -273,6 +273,14 @@ static void test_round_trip_is_exact(void **state)
     cn_train_state_init(&now, &cfg, &a.train);
     assert_int_equal(s.train_crc32, now.train_crc32);
     assert_string_equal(s.isa, cn_isa_name(cn_isa_active()));
+    if (cn_precision_supported(CN_PRECISION_BF16)) { /* bf16 names its products' kernels too */
+        char want[40];
+        snprintf(want, sizeof want, "%s/%s", cn_isa_name(cn_isa_active()),
+                 cn_bf16_kernel_name(cn_bf16_kernel_active()));
+        cfg.precision = CN_PRECISION_BF16;
+        cn_train_state_init(&now, &cfg, &a.train);
+        assert_string_equal(now.isa, want);
+    }
     assert_same_state(&a, &b);
     saved_remove(&ck);
     rig_close(&a);

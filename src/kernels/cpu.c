@@ -6,6 +6,7 @@
 #include "kernels/gemm.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #define ARCH_REQ_XCOMP_PERM 0x1023 /* Linux's arch_prctl: ask for an extended state component */
@@ -49,8 +50,10 @@ int cn_amx_supported(void)
 {
 #if defined(__x86_64__)
     if (!cn_bf16_supported()) return 0; /* the operands are packed with AVX512_BF16 */
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return 0;
+    unsigned a, b, c, d; /* CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE (clang 14's
+                          * __builtin_cpu_supports does not know them) */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24)))
+        return 0;
     /* Linux enables the tiles' state per process, on request; this fails on older kernels. */
     return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 #else

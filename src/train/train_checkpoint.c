@@ -76,6 +76,9 @@ void cn_train_state_init(cn_train_state *s, const cn_train_config *cfg, const cn
     s->data_channels = train->channels, s->data_height = train->height;
     s->data_width = train->width, s->data_classes = train->classes;
     snprintf(s->isa, sizeof s->isa, "%s", cn_isa_name(cn_isa_active()));
+    if (cfg->precision == CN_PRECISION_BF16) /* "avx512/amx": the bf16 products' kernels too */
+        snprintf(s->isa + strlen(s->isa), sizeof s->isa - strlen(s->isa), "/%s",
+                 cn_bf16_kernel_name(cn_bf16_kernel_active()));
 }
 
 /* ---------------------------------------------------------------- tensors */
