@@ -212,6 +212,44 @@ static void check_shifted_planes(int C, int H, int W, int K, int OC, cn_rng *rng
     free(in), free(col), free(planes), free(weight), free(out), free(want), free(brow);
 }
 
+/* cn_pad_rows puts each input row between pad zeros, zero rows outside the input, and writes
+ * nothing past its plane; cn_crop_rows takes the inside back. */
+static void check_padding(int C, int H, int W, int pad, int y0, int rows, cn_rng *rng)
+{
+    int Wp = W + 2 * pad, Hp = H + 2 * pad;
+    size_t n = (size_t)C * rows * Wp, whole = (size_t)C * Hp * Wp;
+    float *in = malloc((size_t)C * H * W * 4), *dst = malloc((n + 1) * 4);
+    float *plane = malloc(whole * 4), *back = malloc((size_t)C * H * W * 4);
+    assert_true(in && dst && plane && back);
+    fill(in, (size_t)C * H * W, rng);
+    for (size_t i = 0; i <= n; i++) dst[i] = NAN;
+    cn_pad_rows(dst, in, C, H, W, pad, y0, rows);
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < rows; r++)
+            for (int x = 0; x < Wp; x++) {
+                int y = y0 + r - pad, xi = x - pad;
+                float want = y >= 0 && y < H && xi >= 0 && xi < W ? in[(c * H + y) * W + xi] : 0.0f;
+                assert_true(dst[((size_t)c * rows + r) * Wp + x] == want);
+            }
+    assert_true(isnan(dst[n]));
+    cn_pad_rows(plane, in, C, H, W, pad, 0, Hp);
+    cn_crop_rows(back, plane, C, H, W, pad);
+    assert_memory_equal(back, in, (size_t)C * H * W * sizeof *in);
+    free(in), free(dst), free(plane), free(back);
+}
+
+static void test_padding_copies(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 20);
+    check_padding(3, 32, 32, 1, 0, 34, &rng); /* models/cifar10.model's conv1, whole */
+    check_padding(2, 28, 28, 1, 5, 9, &rng);  /* a band inside */
+    check_padding(2, 7, 37, 2, 4, 9, &rng);   /* a band past the bottom; rows over 2 vectors */
+    check_padding(1, 5, 3, 0, 0, 5, &rng);    /* no padding, a row shorter than a vector */
+    check_padding(4, 6, 17, 3, 0, 12, &rng);  /* zero rows above and below */
+}
+
 static void test_products_from_rows_at_offsets(void **state)
 {
     (void)state;
@@ -324,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_gemm_all_cases),
         cmocka_unit_test(test_patches_match_their_definition),
         cmocka_unit_test(test_products_from_rows_at_offsets),
+        cmocka_unit_test(test_padding_copies),
         cmocka_unit_test(test_bf16_products),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

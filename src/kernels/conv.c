@@ -69,15 +69,7 @@ static const float *band_input(float *plane, const float *x, const cn_conv_shape
                                int rows)
 {
     if (s->stride > 1 || (s->pad == 0 && rows == s->H)) return x;
-    int p = s->pad, Wp = padded_w(s);
-    for (int c = 0; c < s->C; c++)
-        for (int r = 0; r < rows; r++) {
-            float *d = plane + ((size_t)c * rows + r) * Wp;
-            int y = y0 + r - p;
-            memset(d, 0, (size_t)Wp * sizeof *d);
-            if (y >= 0 && y < s->H)
-                memcpy(d + p, x + ((size_t)c * s->H + y) * s->W, (size_t)s->W * sizeof *d);
-        }
+    cn_pad_rows(plane, x, s->C, s->H, s->W, s->pad, y0, rows);
     return plane;
 }
 
@@ -160,12 +152,8 @@ static void patches_to_input(float *din, const float *col, const cn_conv_shape *
     } else if (s->pad == 0) {
         cn_col2im(din, col, C, H, W, K);
     } else {
-        int p = s->pad, Hp = padded_h(s), Wp = padded_w(s);
-        cn_col2im(plane, col, C, Hp, Wp, K);
-        for (int c = 0; c < C; c++)
-            for (int y = 0; y < H; y++)
-                memcpy(din + ((size_t)c * H + y) * W, plane + ((size_t)c * Hp + y + p) * Wp + p,
-                       (size_t)W * sizeof *din);
+        cn_col2im(plane, col, C, padded_h(s), padded_w(s), K);
+        cn_crop_rows(din, plane, C, H, W, s->pad);
     }
 }
 

@@ -19,6 +19,8 @@ typedef struct {
     float (*burn)(long, float, double *);
     void (*im2col)(float *, const float *, int, int, int, int);
     void (*shifted)(float *, ptrdiff_t, const float *, int, int, int, int);
+    void (*pad_rows)(float *, const float *, int, int, int, int, int, int);
+    void (*crop_rows)(float *, const float *, int, int, int, int);
     void (*im2row)(float *, int, const float *, int, int, int, int);
     void (*col2im)(float *, const float *, int, int, int, int);
     void (*picked)(int, int, const float *, const int32_t *, const float *, int, int, int, int,
@@ -41,7 +43,7 @@ typedef struct {
 
 #define KERNELS_OF(isa)                                                                        \
     {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_im2col_##isa,                    \
-     cn_shifted_planes_##isa, cn_im2row_##isa,                                                \
+     cn_shifted_planes_##isa, cn_pad_rows_##isa, cn_crop_rows_##isa, cn_im2row_##isa,          \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_plane_##isa,          \
      cn_picked_rows_weight_gradient_##isa, cn_picks_by_position_##isa,                         \
      cn_picked_rows_input_gradient_##isa,                                                     \
@@ -151,6 +153,16 @@ void cn_im2col(float *col, const float *in, int C, int H, int W, int K)
 void cn_shifted_planes(float *planes, ptrdiff_t ps, const float *in, int C, int H, int W, int K)
 {
     kernels_by_isa[cn_isa_active()].shifted(planes, ps, in, C, H, W, K);
+}
+
+void cn_pad_rows(float *dst, const float *in, int C, int H, int W, int pad, int y0, int rows)
+{
+    kernels_by_isa[cn_isa_active()].pad_rows(dst, in, C, H, W, pad, y0, rows);
+}
+
+void cn_crop_rows(float *out, const float *plane, int C, int H, int W, int pad)
+{
+    kernels_by_isa[cn_isa_active()].crop_rows(out, plane, C, H, W, pad);
 }
 
 void cn_im2row(float *rows, int ld, const float *in, int C, int H, int W, int K)

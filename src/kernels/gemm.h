@@ -47,6 +47,11 @@ void cn_im2row(float *rows, int ld, const float *in, int C, int H, int W, int K)
  * [C*K, H, OW] with plane stride ps >= H*OW, plane (c,kx) holding in[c, y, x+kx]. Row (c,ky,kx)
  * of im2col's matrix is the OH*OW floats at planes + (c*K + kx)*ps + ky*OW. */
 void cn_shifted_planes(float *planes, ptrdiff_t ps, const float *in, int C, int H, int W, int K);
+/* dst [C, rows, W + 2 pad]: rows [y0 - pad, y0 - pad + rows) of in [C, H, W] with pad zeros on
+ * each side, rows outside [0, H) all zeros; cn_crop_rows takes the inside of a whole padded
+ * plane [C, H + 2 pad, W + 2 pad] back out. */
+void cn_pad_rows(float *dst, const float *in, int C, int H, int W, int pad, int y0, int rows);
+void cn_crop_rows(float *out, const float *plane, int C, int H, int W, int pad);
 /* im2row may write this many floats past the end of rows: leave them free. */
 #define CN_IM2ROW_SLACK 8
 void cn_col2im(float *din, const float *col, int C, int H, int W, int K);
@@ -182,6 +187,9 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     void cn_im2col_##isa(float *col, const float *in, int C, int H, int W, int K);           \
     void cn_shifted_planes_##isa(float *planes, ptrdiff_t ps, const float *in, int C, int H,  \
                                  int W, int K);                                               \
+    void cn_pad_rows_##isa(float *dst, const float *in, int C, int H, int W, int pad, int y0, \
+                           int rows);                                                         \
+    void cn_crop_rows_##isa(float *out, const float *plane, int C, int H, int W, int pad);     \
     void cn_im2row_##isa(float *rows, int ld, const float *in, int C, int H, int W, int K);   \
     void cn_col2im_##isa(float *din, const float *col, int C, int H, int W, int K);           \
     void cn_conv_picked_weight_gradient_##isa(int OC, int Q, const float *a,                \
