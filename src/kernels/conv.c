@@ -1,6 +1,7 @@
 /* conv.c — 2D convolution (any stride >= 1, zero padding >= 0, bias or none) on top of cn_sgemm,
  * one sample at a time so the patch buffer stays in cache. Forward multiplies the weights by the
- * channel-major patch matrix (im2col); the input gradient goes back through col2im. With stride
+ * channel-major patch matrix (im2col's), which with stride 1 is read from K shifted copies of
+ * the input (cn_shifted_planes, cn_sgemm_rows_at); the input gradient goes back through col2im. With stride
  * 1 the vector kernels of gemm.h do the patch copies, band of output rows by band (the rows'
  * input, with padding's zeros, copied into a plane of their own), and the weight gradient is
  * one transposed product per band on planes up to 512 positions; other shapes take the whole
