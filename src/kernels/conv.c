@@ -1,11 +1,11 @@
 /* conv.c — 2D convolution (any stride >= 1, zero padding >= 0, bias or none) on top of cn_sgemm,
  * one sample at a time so the patch buffer stays in cache. Forward multiplies the weights by the
  * channel-major patch matrix (im2col's), which with stride 1 is read from K shifted copies of
- * the input (cn_shifted_planes, cn_sgemm_rows_at); the input gradient goes back through col2im. With stride
- * 1 the vector kernels of gemm.h do the patch copies, band of output rows by band (the rows'
- * input, with padding's zeros, copied into a plane of their own), and the weight gradient is
- * one transposed product per band on planes up to 512 positions; other shapes take the whole
- * plane at once, the weight gradient from the position-major patch matrix (im2row) on small
+ * the input (cn_shifted_planes, cn_sgemm_rows_at); the input gradient goes back through
+ * col2im. With stride 1 the vector kernels of gemm.h do the patch copies, band of output rows
+ * by band (the rows' input, with padding's zeros, copied into a plane of their own), and the
+ * weight gradient is one transposed product per band on planes up to 512 positions; other
+ * shapes take the whole plane at once, the weight gradient from the position-major patch matrix (im2row) on small
  * planes and from dot products with im2col's on larger ones. Strides over 1 take plain loops
  * here for the patch copies (not vectorised). A convolution that feeds a max-pool takes its
  * backward pass from the pool's picks instead (cn_conv2d_pool_backward, at the end; stride 1
@@ -227,6 +227,7 @@ static size_t band_scratch_floats(const cn_conv_shape *s, band_scratch *parts, f
     }
     return plane + dwt + dt + (size_t)s->C * s->K * s->K;
 }
+
 int cn_conv2d_batched(const cn_conv_shape *s) { return cn_winograd_fits(s); }
 
 size_t cn_conv2d_col_floats(const cn_conv_shape *s)
@@ -268,6 +269,7 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
     band_scratch sc = {0};
     band_scratch_floats(s, &sc, col);
+    ptrdiff_t ps = shifted_stride(s);
     if (s->stride == 1) shifted_rows(sc.brow, s);
     for (int b = 0; b < B; b++)
         for (int y0 = 0; y0 < s->OH; y0 += rows) {
@@ -276,7 +278,7 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
             const float *x = in + (size_t)b * C * H * W;
             if (s->stride == 1) {
                 const float *v = band_input(sc.plane, x, s, y0, h + K - 1);
-                cn_shifted_planes(col, shifted_stride(s), v, C, h + K - 1, padded_w(s), K);
+                cn_shifted_planes(col, ps, v, C, h + K - 1, padded_w(s), K);
                 cn_sgemm_rows_at(OC, n, CKK, weight, CKK, col, sc.brow, bias, o, P);
                 continue;
             }

@@ -122,12 +122,13 @@ void cn_gemm_bf16_amx(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai,
     for (int i = 0; i < M; i += 2 * T) {
         int m0 = M - i < T ? M - i : T, m1 = M - i - T < 0 ? 0 : M - i - T < T ? M - i - T : T;
         if (configured != m0 * 32 + m1) configure(m0, m1), configured = m0 * 32 + m1;
-        const cn_bf16_pair *a0 = A + (size_t)i * ai, *a1 = a0 + (size_t)T * ai;
-        const float *s0 = start ? start + i : NULL, *s1 = start ? start + i + T : NULL;
+        const cn_bf16_pair *a0 = A + (size_t)i * ai, *a1 = m1 ? a0 + (size_t)T * ai : a0;
+        const float *s0 = start ? start + i : NULL, *s1 = start && m1 ? s0 + T : NULL;
         for (int j = 0; j < N; j += 2 * T) {
             int n0 = N - j < T ? N - j : T, n1 = N - j - T < 0 ? 0 : N - j - T < T ? N - j - T : T;
-            float *c00 = C + (size_t)i * ldc + j, *c01 = c00 + T, *c10 = c00 + (size_t)T * ldc;
-            float *c11 = c10 + T;
+            /* the other tiles' corners only where they exist */
+            float *c00 = C + (size_t)i * ldc + j, *c01 = n1 ? c00 + T : c00;
+            float *c10 = m1 ? c00 + (size_t)T * ldc : c00, *c11 = n1 ? c10 + T : c10;
             LOAD_C(C00, c00, m0, n0, s0, sums[0]);
             if (n1) LOAD_C(C01, c01, m0, n1, s0, sums[1]);
             if (m1) LOAD_C(C10, c10, m1, n0, s1, sums[2]);
