@@ -5,8 +5,8 @@
  * col2im. With stride 1 the vector kernels of gemm.h do the patch copies, band of output rows
  * by band (the rows' input, with padding's zeros, copied into a plane of their own), and the
  * weight gradient is one transposed product per band on planes up to 512 positions; other
- * shapes take the whole plane at once, the weight gradient from the position-major patch matrix (im2row) on small
- * planes and from dot products with im2col's on larger ones. Strides over 1 take plain loops
+ * shapes take the whole plane at once, the weight gradient from the position-major patch
+ * matrix (im2row) on small planes and from dot products with im2col's on larger ones. Strides over 1 take plain loops
  * here for the patch copies (not vectorised). A convolution that feeds a max-pool takes its
  * backward pass from the pool's picks instead (cn_conv2d_pool_backward, at the end; stride 1
  * and no padding only). The _bf16 variants (--precision bf16) do the same products on bf16
