@@ -1,18 +1,18 @@
 /* conv.c — 2D convolution (any stride >= 1, zero padding >= 0, bias or none) on top of cn_sgemm,
  * one sample at a time so the patch buffer stays in cache. Forward multiplies the weights by the
- * channel-major patch matrix (im2col's), which with stride 1 is read from K shifted copies of
- * the input (cn_shifted_planes, cn_sgemm_rows_at); the input gradient goes back through
- * col2im. With stride 1 the vector kernels of gemm.h do the patch copies, band of output rows
- * by band (the rows' input, with padding's zeros, copied into a plane of their own), and the
- * weight gradient is one transposed product per band on planes up to 512 positions; other
- * shapes take the whole plane at once, the weight gradient from the position-major patch
- * matrix (im2row) on small planes and from dot products with im2col's on larger ones. Strides over 1 take plain loops
- * here for the patch copies (not vectorised). A convolution that feeds a max-pool takes its
- * backward pass from the pool's picks instead (cn_conv2d_pool_backward, at the end; stride 1
- * and no padding only). The _bf16 variants (--precision bf16) do the same products on bf16
- * operands packed in pairs (cn_gemm_bf16), whole planes only. In fp32, 3x3 convolutions of
- * stride 1 with 8 channels or more on each side go through Winograd's F(2x2, 3x3) instead
- * (winograd.c: 2.25 times fewer multiplications; cn_conv2d_batched). No dilation or groups. */
+ * channel-major patch matrix (im2col's), which with stride 1 is read from K shifted copies of the
+ * input (cn_shifted_planes, cn_sgemm_rows_at); the input gradient goes back through col2im. With
+ * stride 1 the vector kernels of gemm.h do the patch copies, band of output rows by band (the
+ * rows' input, with padding's zeros, copied into a plane of their own), and the weight gradient is
+ * one transposed product per band on planes up to 512 positions; other shapes take the whole plane
+ * at once, the weight gradient from the position-major patch matrix (im2row) on small planes and
+ * from dot products with im2col's on larger ones. Strides over 1 take plain loops here for the
+ * patch copies (not vectorised). A convolution that feeds a max-pool takes its backward pass from
+ * the pool's picks instead (cn_conv2d_pool_backward, at the end; stride 1 and no padding only).
+ * The _bf16 variants (--precision bf16) do the same products on bf16 operands packed in pairs
+ * (cn_gemm_bf16), whole planes only. In fp32, 3x3 convolutions of stride 1 with 8 channels or more
+ * on each side go through Winograd's F(2x2, 3x3) instead (winograd.c: 2.25 times fewer
+ * multiplications; cn_conv2d_batched). No dilation or groups. */
 #include <assert.h>
 #include <string.h>
 
