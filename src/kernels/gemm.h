@@ -97,14 +97,14 @@ typedef struct {
     int IH, IW, pad;
     int OH, OW, TH, TW;
 } cn_winograd_plane;
-/* v = B^T d B of each tile's 4x4 input block d; row: 12 (TH + 1) (TW + 1) floats of scratch. */
+/* v = B^T d B of each tile's 4x4 input block d; row: (2 TH + 2)(2 TW + 32) floats of scratch. */
 void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
                        float *row);
-/* y [OH, OW] = A^T m A + bias of each tile's products m; row: 8 TH TW floats. */
+/* y [OH, OW] = A^T m A + bias of each tile's products m; row: unused. */
 void cn_winograd_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
                         float bias, float *row);
 /* m = A dY A^T of each tile's 2x2 block dY of the output gradient d [OH, OW] (zeros past its
- * edges); row: 4 TH TW floats. */
+ * edges); row: unused. */
 void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
                           float *row);
 

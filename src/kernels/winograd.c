@@ -81,7 +81,7 @@ static size_t carve(const plan *p, float *at, parts *out)
 {
     size_t u = cn_whole_lines((size_t)XI * p->OC * p->C);
     size_t v = XI * p->vs, m = XI * p->ms;
-    size_t r = cn_whole_lines(12 * ((size_t)p->TH + 1) * ((size_t)p->TW + 1));
+    size_t r = cn_whole_lines((2 * (size_t)p->TH + 2) * (2 * (size_t)p->TW + 32));
     size_t z = cn_whole_lines((size_t)p->OC);
     if (out) *out = (parts){at, at + u, at + u + v, at + u + v + m, at + u + v + m + r};
     return u + v + m + r + z;
