@@ -39,6 +39,23 @@ static int group_size(int C, int c0) { return C - c0 < CN_BN_GROUP ? C - c0 : CN
 /* Where the plane of sample b, channel c starts in a [B, C, HW] tensor. */
 static size_t plane(int b, int C, int HW, int c) { return ((size_t)b * C + c) * HW; }
 
+/* The sweep's next plane after sample b, channel c0 + j of a group of g: the next channel, or
+ * the group's first in the next sample (where the sweep ends, the last: fetching it again is
+ * harmless). */
+static size_t next_plane(int b, int j, int B, int C, int HW, int c0, int g)
+{
+    if (j + 1 < g) return plane(b, C, HW, c0 + j + 1);
+    return b + 1 < B ? plane(b + 1, C, HW, c0) : plane(b, C, HW, c0 + j);
+}
+
+/* Asks for the HW floats at p ahead of their turn. Planes of 32 x 32 floats are whole 4 KB
+ * pages, where the hardware's prefetchers stop, so the sweep fetches each plane's successor
+ * while it works the plane. */
+static void fetch(const float *p, int HW)
+{
+    for (int i = 0; i < HW; i += 16) __builtin_prefetch(p + i);
+}
+
 /* A channel as the kernels see it (cn_bn_channel), its backward means left at 0. */
 static cn_bn_channel channel(float mean, float invstd, float gamma, float beta, int relu)
 {
@@ -50,9 +67,11 @@ static void normalise_group(float *out, const float *in, int B, int C, int HW, i
                             const cn_bn_channel *ch)
 {
     for (int b = 0; b < B; b++)
-        for (int j = 0; j < g; j++)
+        for (int j = 0; j < g; j++) {
+            fetch(in + next_plane(b, j, B, C, HW, c0, g), HW);
             cn_bn_normalise(out + plane(b, C, HW, c0 + j), in + plane(b, C, HW, c0 + j), HW,
                             &ch[j]);
+        }
 }
 
 /* Mean and biased variance of channels c0..c0+g-1 in one sweep: the sums of x - s and of its
@@ -66,8 +85,10 @@ static void group_stats(const float *in, int B, int C, int HW, int c0, int g, do
     double n = (double)B * HW;
     for (int j = 0; j < g; j++) shift[j] = in[plane(0, C, HW, c0 + j)];
     for (int b = 0; b < B; b++)
-        for (int j = 0; j < g; j++)
+        for (int j = 0; j < g; j++) {
+            fetch(in + next_plane(b, j, B, C, HW, c0, g), HW);
             cn_bn_sums(sums[j].lane, in + plane(b, C, HW, c0 + j), HW, shift[j]);
+        }
     for (int j = 0; j < g; j++) {
         double d = fold16(sums[j].lane) / n, sq = fold16(sums[j].lane + 16) / n;
         mean[j] = shift[j] + d;
@@ -127,7 +148,8 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
             ch[j] = channel(mean[c0 + j], invstd[c0 + j], gamma[c0 + j], beta[c0 + j], relu);
         for (int b = 0; b < B; b++)
             for (int j = 0; j < g; j++) {
-                size_t at = plane(b, C, HW, c0 + j);
+                size_t at = plane(b, C, HW, c0 + j), next = next_plane(b, j, B, C, HW, c0, g);
+                fetch(dout + next, HW), fetch(in + next, HW);
                 cn_bn_gradient_sums(sums[j].lane, dout + at, in + at, HW, &ch[j]);
             }
         for (int j = 0; j < g; j++) {
@@ -139,7 +161,8 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
         if (!din) continue; /* a first layer: no input gradient wanted */
         for (int b = 0; b < B; b++)
             for (int j = 0; j < g; j++) {
-                size_t at = plane(b, C, HW, c0 + j);
+                size_t at = plane(b, C, HW, c0 + j), next = next_plane(b, j, B, C, HW, c0, g);
+                fetch(dout + next, HW), fetch(in + next, HW);
                 cn_bn_input_gradient(din + at, dout + at, in + at, HW, &ch[j]);
             }
     }
