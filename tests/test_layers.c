@@ -557,8 +557,8 @@ static void test_conv_bands_match_direct_loops(void **state)
 /* The 3x3 convolutions of stride 1 that go through Winograd's F(2x2, 3x3) (kernels/winograd.c)
  * against direct loops: padding 0, 1 and 2, odd and even output sizes (tiles cut by the edge),
  * batches of several blocks of samples with a partial last one, a plane of more tiles than a
- * block, rows of tiles longer than a vector of every instruction set, one output position, and
- * the fewest channels it takes. */
+ * block, rows of tiles longer than a vector of every instruction set and rows of half a vector
+ * (two to a vector), one output position, and the fewest channels it takes. */
 static void test_conv_winograd_matches_direct_loops(void **state)
 {
     (void)state;
@@ -575,6 +575,14 @@ static void test_conv_winograd_matches_direct_loops(void **state)
         {2, shape(32, 33, 32, 16, 3, 1, 1)}, /* more tiles than a block: a sample per block */
         {2, shape(8, 9, 70, 8, 3, 1, 1)},    /* rows of 35 tiles: several vectors, the last part */
         {1, shape(8, 12, 41, 8, 3, 1, 2)},   /* padding 2 on rows of 22 tiles */
+        /* rows of VW / 2 tiles, two to a vector (AVX-512, AVX2, baseline): an odd last output
+         * row, an odd number of rows of tiles */
+        {2, shape(16, 15, 16, 8, 3, 1, 1)},
+        {2, shape(16, 13, 15, 8, 3, 1, 1)},
+        {2, shape(8, 7, 7, 8, 3, 1, 1)},
+        {2, shape(8, 9, 8, 8, 3, 1, 1)},
+        {3, shape(8, 3, 4, 8, 3, 1, 1)},
+        {3, shape(8, 5, 3, 8, 3, 1, 1)},
         {2, shape(9, 1, 1, 8, 3, 1, 1)},     /* one position, padding all round */
         {2, shape(8, 3, 3, 9, 3, 1, 0)},     /* one position, no padding */
     };
