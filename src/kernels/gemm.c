@@ -32,8 +32,7 @@ typedef struct {
     void (*picked_input)(const int32_t *, int, const float *, int, int, float *);
     void (*row2im)(float *, const float *, int, int, int, int, int);
     void (*wino_input)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
-    void (*wino_output)(float *, const float *, ptrdiff_t, const cn_winograd_plane *, float,
-                        float *);
+    void (*wino_output)(float *, const float *, ptrdiff_t, const cn_winograd_plane *, float);
     void (*wino_gradient)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
     void (*bn_sums)(double *, const float *, int, float);
     void (*bn_normalise)(float *, const float *, int, const cn_bn_channel *);
@@ -218,9 +217,9 @@ void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_wino
 }
 
 void cn_winograd_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
-                        float bias, float *row)
+                        float bias)
 {
-    kernels_by_isa[cn_isa_active()].wino_output(y, m, xs, s, bias, row);
+    kernels_by_isa[cn_isa_active()].wino_output(y, m, xs, s, bias);
 }
 
 void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,

@@ -100,13 +100,21 @@ typedef struct {
 /* v = B^T d B of each tile's 4x4 input block d; row: (2 TH + 2)(2 TW + 32) floats of scratch. */
 void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
                        float *row);
-/* y [OH, OW] = A^T m A + bias of each tile's products m; row: unused. */
+/* y [OH, OW] = A^T m A + bias of each tile's products m. */
 void cn_winograd_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
-                        float bias, float *row);
+                        float bias);
 /* m = A dY A^T of each tile's 2x2 block dY of the output gradient d [OH, OW] (zeros past its
- * edges); row: unused. */
+ * edges); row: unused (the signature is cn_winograd_input's, for winograd.c's plane loop). */
 void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
                           float *row);
+
+/* Asks for the n floats at p ahead of their turn, a 64-byte line at a time. Sweeps over planes
+ * of 32 x 32 floats (whole 4 KB pages, where the hardware's prefetchers stop) fetch the next
+ * plane while they work one (batchnorm.c, cn_winograd_input). */
+static inline void cn_fetch_ahead(const float *p, int n)
+{
+    for (int i = 0; i < n; i += 16) __builtin_prefetch(p + i);
+}
 
 /* ---- BatchNorm's passes over one plane of n floats of one channel (batchnorm.c) ----
  * Sums are in double, element i of the plane into lane i % 16 of each; they add to what the
@@ -208,7 +216,7 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     void cn_winograd_input_##isa(float *v, ptrdiff_t xs, const float *plane,                   \
                                  const cn_winograd_plane *s, float *row);                      \
     void cn_winograd_output_##isa(float *y, const float *m, ptrdiff_t xs,                      \
-                                  const cn_winograd_plane *s, float bias, float *row);         \
+                                  const cn_winograd_plane *s, float bias);                     \
     void cn_winograd_gradient_##isa(float *m, ptrdiff_t xs, const float *d,                    \
                                     const cn_winograd_plane *s, float *row);                   \
     void cn_bn_sums_##isa(double *sums, const float *x, int n, float shift);                   \

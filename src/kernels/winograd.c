@@ -73,7 +73,7 @@ typedef struct {
     float *U;   /* [16, OC, C]: transformed kernels (the weight gradient's sums in backward) */
     float *V;   /* [16, C, ld]: transformed input blocks */
     float *M;   /* [16, OC, ld]: products (transformed output gradients in backward) */
-    float *row;  /* a plane's steps between the transforms' passes */
+    float *row;  /* the input transform's zero-bordered copy of a plane */
     float *zero; /* [OC] zeros: where the products' sums start */
 } parts;
 
@@ -176,14 +176,13 @@ static void transform_gradient(float *M, const float *d, int tb, const plan *p, 
 }
 
 /* One sample's output y [OC, OH, OW] from the products in M's columns tb.. (+ bias). */
-static void transform_output(float *y, const float *M, int tb, const float *bias, const plan *p,
-                             float *row)
+static void transform_output(float *y, const float *M, int tb, const float *bias, const plan *p)
 {
     cn_winograd_plane s = plane_of(p);
     size_t xs = p->ms;
     for (int oc = 0; oc < p->OC; oc++)
         cn_winograd_output(y + (size_t)oc * p->OH * p->OW, M + (size_t)oc * p->ld + tb,
-                           (ptrdiff_t)xs, &s, bias ? bias[oc] : 0.0f, row);
+                           (ptrdiff_t)xs, &s, bias ? bias[oc] : 0.0f);
 }
 
 /* ---- the passes ---- */
@@ -202,7 +201,7 @@ static void convolve(float *out, const float *in, const float *U, const float *b
             cn_sgemm_rows_from(p->OC, nb * p->T, p->C, U + (size_t)xi * p->OC * p->C, p->C,
                                w.V + xi * p->vs, p->ld, w.zero, w.M + xi * p->ms, p->ld);
         for (int b = 0; b < nb; b++)
-            transform_output(out + (size_t)(b0 + b) * out_floats, w.M, b * p->T, bias, p, w.row);
+            transform_output(out + (size_t)(b0 + b) * out_floats, w.M, b * p->T, bias, p);
     }
 }
 

@@ -48,14 +48,6 @@ static size_t next_plane(int b, int j, int B, int C, int HW, int c0, int g)
     return b + 1 < B ? plane(b + 1, C, HW, c0) : plane(b, C, HW, c0 + j);
 }
 
-/* Asks for the HW floats at p ahead of their turn. Planes of 32 x 32 floats are whole 4 KB
- * pages, where the hardware's prefetchers stop, so the sweep fetches each plane's successor
- * while it works the plane. */
-static void fetch(const float *p, int HW)
-{
-    for (int i = 0; i < HW; i += 16) __builtin_prefetch(p + i);
-}
-
 /* A channel as the kernels see it (cn_bn_channel), its backward means left at 0. */
 static cn_bn_channel channel(float mean, float invstd, float gamma, float beta, int relu)
 {
@@ -68,7 +60,7 @@ static void normalise_group(float *out, const float *in, int B, int C, int HW, i
 {
     for (int b = 0; b < B; b++)
         for (int j = 0; j < g; j++) {
-            fetch(in + next_plane(b, j, B, C, HW, c0, g), HW);
+            cn_fetch_ahead(in + next_plane(b, j, B, C, HW, c0, g), HW);
             cn_bn_normalise(out + plane(b, C, HW, c0 + j), in + plane(b, C, HW, c0 + j), HW,
                             &ch[j]);
         }
@@ -86,7 +78,7 @@ static void group_stats(const float *in, int B, int C, int HW, int c0, int g, do
     for (int j = 0; j < g; j++) shift[j] = in[plane(0, C, HW, c0 + j)];
     for (int b = 0; b < B; b++)
         for (int j = 0; j < g; j++) {
-            fetch(in + next_plane(b, j, B, C, HW, c0, g), HW);
+            cn_fetch_ahead(in + next_plane(b, j, B, C, HW, c0, g), HW);
             cn_bn_sums(sums[j].lane, in + plane(b, C, HW, c0 + j), HW, shift[j]);
         }
     for (int j = 0; j < g; j++) {
@@ -149,7 +141,7 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
         for (int b = 0; b < B; b++)
             for (int j = 0; j < g; j++) {
                 size_t at = plane(b, C, HW, c0 + j), next = next_plane(b, j, B, C, HW, c0, g);
-                fetch(dout + next, HW), fetch(in + next, HW);
+                cn_fetch_ahead(dout + next, HW), cn_fetch_ahead(in + next, HW);
                 cn_bn_gradient_sums(sums[j].lane, dout + at, in + at, HW, &ch[j]);
             }
         for (int j = 0; j < g; j++) {
@@ -162,7 +154,7 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
         for (int b = 0; b < B; b++)
             for (int j = 0; j < g; j++) {
                 size_t at = plane(b, C, HW, c0 + j), next = next_plane(b, j, B, C, HW, c0, g);
-                fetch(dout + next, HW), fetch(in + next, HW);
+                cn_fetch_ahead(dout + next, HW), cn_fetch_ahead(in + next, HW);
                 cn_bn_input_gradient(din + at, dout + at, in + at, HW, &ch[j]);
             }
     }
