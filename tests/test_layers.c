@@ -597,8 +597,8 @@ static void test_conv_winograd_matches_direct_loops(void **state)
 
 /* A convolution's gradients from the max-pool's gradient and argmax, against the pool's
  * backward pass then the convolution's, on random data, with an input gradient and without
- * (a first layer): windows of 2 and 3, sizes the pool floors, kernels up to 8 (masked rows) and
- * 9 (the float-at-a-time path), rows of patches past one vector of registers. Only the order of
+ * (a first layer): windows of 2 and 3, sizes the pool floors, kernels up to 8 (masked rows, or
+ * whole vectors without masks) and 9 (the float-at-a-time path), rows of patches past one vector of registers. Only the order of
  * the sums differs; picks with a zero gradient (as after a ReLU) are in every case. Without a
  * bias (dbias NULL) the other gradients are the same bits. */
 static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn_rng *rng)
@@ -658,6 +658,10 @@ static void test_conv_from_pool_matches_dense(void **state)
                                                        channel groups of one */
     check_conv_pool(2, 7, 12, 12, 5, 5, 2, &rng);  /* channel groups of 4 and 3 */
     check_conv_pool(1, 1, 6, 40, 2, 3, 2, &rng);   /* input rows wider than a vector */
+    /* without masked moves: a row that is one whole vector of four, and rows of two vectors in
+     * more than one set of rows at a time */
+    check_conv_pool(2, 2, 11, 11, 3, 4, 2, &rng);
+    check_conv_pool(1, 2, 12, 13, 3, 8, 2, &rng);
 }
 
 static void test_pool_pytorch(void **state) { (void)state; pool_vs_pytorch("pool"); }
