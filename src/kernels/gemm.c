@@ -34,10 +34,12 @@ typedef struct {
     void (*wino_input)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
     void (*wino_output)(float *, const float *, ptrdiff_t, const cn_winograd_plane *, float);
     void (*wino_gradient)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
-    void (*bn_sums)(double *, const float *, int, float);
-    void (*bn_normalise)(float *, const float *, int, const cn_bn_channel *);
-    void (*bn_gradient_sums)(double *, const float *, const float *, int, const cn_bn_channel *);
-    void (*bn_input_gradient)(float *, const float *, const float *, int, const cn_bn_channel *);
+    void (*bn_sums)(double *, const float *, const cn_bn_planes *, float);
+    void (*bn_normalise)(float *, const float *, const cn_bn_planes *, const cn_bn_channel *);
+    void (*bn_gradient_sums)(double *, const float *, const float *, const cn_bn_planes *,
+                             const cn_bn_channel *);
+    void (*bn_input_gradient)(float *, const float *, const float *, const cn_bn_planes *,
+                              const cn_bn_channel *);
 } gemm_kernels;
 
 #define KERNELS_OF(isa)                                                                        \
@@ -228,26 +230,26 @@ void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winog
     kernels_by_isa[cn_isa_active()].wino_gradient(m, xs, d, s, row);
 }
 
-void cn_bn_sums(double *sums, const float *x, int n, float shift)
+void cn_bn_sums(double *sums, const float *x, const cn_bn_planes *p, float shift)
 {
-    kernels_by_isa[cn_isa_active()].bn_sums(sums, x, n, shift);
+    kernels_by_isa[cn_isa_active()].bn_sums(sums, x, p, shift);
 }
 
-void cn_bn_normalise(float *y, const float *x, int n, const cn_bn_channel *c)
+void cn_bn_normalise(float *y, const float *x, const cn_bn_planes *p, const cn_bn_channel *c)
 {
-    kernels_by_isa[cn_isa_active()].bn_normalise(y, x, n, c);
+    kernels_by_isa[cn_isa_active()].bn_normalise(y, x, p, c);
 }
 
-void cn_bn_gradient_sums(double *sums, const float *dy, const float *x, int n,
+void cn_bn_gradient_sums(double *sums, const float *dy, const float *x, const cn_bn_planes *p,
                          const cn_bn_channel *c)
 {
-    kernels_by_isa[cn_isa_active()].bn_gradient_sums(sums, dy, x, n, c);
+    kernels_by_isa[cn_isa_active()].bn_gradient_sums(sums, dy, x, p, c);
 }
 
-void cn_bn_input_gradient(float *dx, const float *dy, const float *x, int n,
+void cn_bn_input_gradient(float *dx, const float *dy, const float *x, const cn_bn_planes *p,
                           const cn_bn_channel *c)
 {
-    kernels_by_isa[cn_isa_active()].bn_input_gradient(dx, dy, x, n, c);
+    kernels_by_isa[cn_isa_active()].bn_input_gradient(dx, dy, x, p, c);
 }
 
 static const char *const bf16_kernel_names[] = {"avx512", "amx"};

@@ -116,8 +116,8 @@ static inline void cn_fetch_ahead(const float *p, int n)
     for (int i = 0; i < n; i += 16) __builtin_prefetch(p + i);
 }
 
-/* ---- BatchNorm's passes over one plane of n floats of one channel (batchnorm.c) ----
- * Sums are in double, element i of the plane into lane i % 16 of each; they add to what the
+/* ---- BatchNorm's passes over the planes of one channel (batchnorm.c) ----
+ * Sums are in double, element i of each plane into lane i % 16 of each; they add to what the
  * lanes hold. */
 typedef struct {
     float mean, invstd;  /* xhat = (x - mean) * invstd */
@@ -126,15 +126,21 @@ typedef struct {
     int relu;            /* 1: a relu follows, fused: y = max(y, 0), g = dy where y > 0, else 0;
                           * 0: g = dy */
 } cn_bn_channel;
+/* The planes of one channel that a call sweeps: count planes of n floats, stride floats apart
+ * (across a batch [B, C, n], stride = C n), each in turn. */
+typedef struct {
+    int n, count;
+    size_t stride;
+} cn_bn_planes;
 /* sums [32]: [0, 16) += x - shift, [16, 32) += (x - shift)^2, in double. */
-void cn_bn_sums(double *sums, const float *x, int n, float shift);
+void cn_bn_sums(double *sums, const float *x, const cn_bn_planes *p, float shift);
 /* y = the normalised x (and the relu of it, with c->relu). */
-void cn_bn_normalise(float *y, const float *x, int n, const cn_bn_channel *c);
+void cn_bn_normalise(float *y, const float *x, const cn_bn_planes *p, const cn_bn_channel *c);
 /* sums [32]: [0, 16) += g, [16, 32) += g * xhat (the product in float). */
-void cn_bn_gradient_sums(double *sums, const float *dy, const float *x, int n,
+void cn_bn_gradient_sums(double *sums, const float *dy, const float *x, const cn_bn_planes *p,
                          const cn_bn_channel *c);
 /* dx = scale (g - mean_dy - xhat mean_dy_xhat). */
-void cn_bn_input_gradient(float *dx, const float *dy, const float *x, int n,
+void cn_bn_input_gradient(float *dx, const float *dy, const float *x, const cn_bn_planes *p,
                           const cn_bn_channel *c);
 
 /* ---- bfloat16 products (x86/gemm_bf16.c, AVX512_BF16 only) ----
@@ -219,12 +225,13 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
                                   const cn_winograd_plane *s, float bias);                     \
     void cn_winograd_gradient_##isa(float *m, ptrdiff_t xs, const float *d,                    \
                                     const cn_winograd_plane *s, float *row);                   \
-    void cn_bn_sums_##isa(double *sums, const float *x, int n, float shift);                   \
-    void cn_bn_normalise_##isa(float *y, const float *x, int n, const cn_bn_channel *c);       \
-    void cn_bn_gradient_sums_##isa(double *sums, const float *dy, const float *x, int n,       \
-                                   const cn_bn_channel *c);                                    \
-    void cn_bn_input_gradient_##isa(float *dx, const float *dy, const float *x, int n,         \
-                                    const cn_bn_channel *c);
+    void cn_bn_sums_##isa(double *sums, const float *x, const cn_bn_planes *p, float shift);   \
+    void cn_bn_normalise_##isa(float *y, const float *x, const cn_bn_planes *p,                \
+                               const cn_bn_channel *c);                                        \
+    void cn_bn_gradient_sums_##isa(double *sums, const float *dy, const float *x,              \
+                                   const cn_bn_planes *p, const cn_bn_channel *c);             \
+    void cn_bn_input_gradient_##isa(float *dx, const float *dy, const float *x,                \
+                                    const cn_bn_planes *p, const cn_bn_channel *c);
 CN_DECLARE_GEMM_KERNELS(generic)
 CN_DECLARE_GEMM_KERNELS(avx2)
 CN_DECLARE_GEMM_KERNELS(avx512)
