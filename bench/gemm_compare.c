@@ -168,9 +168,7 @@ static int compare_picks(void)
         int32_t *at = malloc(picks * sizeof *at);
         int32_t *scratch = malloc(CN_PICK_SCRATCH_INTS(OH * OW, picks) * sizeof *scratch);
         if (!in || !w || !out || !a || !rows || !dw || !at || !scratch) return 1;
-        for (int oc = 0; oc < s->OC; oc++)
-            cn_maxpool2_plane(a + (size_t)oc * Q, at + (size_t)oc * Q, out + (size_t)oc * OH * OW,
-                              OH, OW);
+        cn_maxpool2_planes(a, at, out, s->OC, OH, OW);
         for (size_t j = 0; j < picks; j++) a[j] = j % 3 ? (float)rand() / (float)RAND_MAX : 0.0f;
         double best = 1e30;
         for (int round = 0; round < 50; round++) {

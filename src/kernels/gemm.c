@@ -25,7 +25,7 @@ typedef struct {
     void (*col2im)(float *, const float *, int, int, int, int);
     void (*picked)(int, int, const float *, const int32_t *, const float *, int, int, int, int,
                    float *);
-    void (*pool2)(float *, int32_t *, const float *, int, int);
+    void (*pool2)(float *, int32_t *, const float *, int, int, int);
     void (*picked_rows)(int, int, const float *, const int32_t *, const float *, int, int,
                         float *, int);
     void (*picks_sorted)(int, int, const float *, const int32_t *, int, int32_t *);
@@ -45,7 +45,7 @@ typedef struct {
 #define KERNELS_OF(isa)                                                                        \
     {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_im2col_##isa,                    \
      cn_shifted_planes_##isa, cn_pad_rows_##isa, cn_crop_rows_##isa, cn_im2row_##isa,          \
-     cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_plane_##isa,          \
+     cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_planes_##isa,          \
      cn_picked_rows_weight_gradient_##isa, cn_picks_by_position_##isa,                         \
      cn_picked_rows_input_gradient_##isa,                                                     \
      cn_row2im_##isa, cn_winograd_input_##isa, cn_winograd_output_##isa,                      \
@@ -184,9 +184,9 @@ void cn_conv_picked_weight_gradient(int OC, int Q, const float *a, const int32_t
     kernels_by_isa[cn_isa_active()].picked(OC, Q, a, at, in, C, H, W, K, dweight);
 }
 
-void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W)
+void cn_maxpool2_planes(float *y, int32_t *where, const float *x, int planes, int H, int W)
 {
-    kernels_by_isa[cn_isa_active()].pool2(y, where, x, H, W);
+    kernels_by_isa[cn_isa_active()].pool2(y, where, x, planes, H, W);
 }
 
 void cn_picked_rows_weight_gradient(int OC, int Q, const float *a, const int32_t *at,

@@ -84,10 +84,10 @@ void cn_picked_rows_input_gradient(const int32_t *sorted, int P, const float *we
  * instruction set). */
 void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K);
 
-/* y [H/2, W/2] = the maxima of the 2x2 windows of the plane x [H, W] (a last odd row or column
- * is left out), where [H/2, W/2] = the index in x of each: the first maximum in scan order, as
- * PyTorch picks it. */
-void cn_maxpool2_plane(float *y, int32_t *where, const float *x, int H, int W);
+/* y [planes, H/2, W/2] = the maxima of the 2x2 windows of each plane of x [planes, H, W] (a
+ * last odd row or column is left out), where [planes, H/2, W/2] = the index in its plane of
+ * each: the first maximum in scan order, as PyTorch picks it. */
+void cn_maxpool2_planes(float *y, int32_t *where, const float *x, int planes, int H, int W);
 
 /* ---- the transforms of Winograd's F(2x2, 3x3), one plane at a time (winograd.c) ----
  * A plane of IH x IW inputs zero-padded by pad, with OH x OW outputs in TH x TW tiles of 2 x 2.
@@ -209,7 +209,8 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     void cn_conv_picked_weight_gradient_##isa(int OC, int Q, const float *a,                \
                                               const int32_t *at, const float *in, int C,     \
                                               int H, int W, int K, float *dweight);  \
-    void cn_maxpool2_plane_##isa(float *y, int32_t *where, const float *x, int H, int W);  \
+    void cn_maxpool2_planes_##isa(float *y, int32_t *where, const float *x, int planes, int H, \
+                                  int W);                                                      \
     void cn_picked_rows_weight_gradient_##isa(int OC, int Q, const float *a,                 \
                                               const int32_t *at, const float *rows, int L,   \
                                               int ld, float *dweight, int ldw);              \

@@ -2,7 +2,7 @@
  * remembering where each maximum came from (the pass's aux) so backward routes the gradient
  * there (overlapping windows add up). Ties go to the first maximum in scan order, as in
  * PyTorch. The common 2x2 window with stride 2 is a vector kernel of the instruction set in use
- * (cn_maxpool2_plane, gemm.h). A convolution right before a pool whose stride is its window may
+ * (cn_maxpool2_planes, gemm.h). A convolution right before a pool whose stride is its window may
  * take over its backward (conv2d.c, fuses). No padding, dilation or ceil mode. */
 #include <string.h>
 
@@ -45,14 +45,16 @@ void cn_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int B,
                           const cn_pool_shape *s)
 {
     int HW = s->H * s->W, OHW = s->OH * s->OW, S = s->S;
+    if (s->K == 2 && S == 2) { /* the whole batch in one call: small planes pay no call each */
+        cn_maxpool2_planes(out, argmax, in, B * s->C, s->H, s->W);
+        return;
+    }
     for (int plane = 0; plane < B * s->C; plane++) {
         const float *x = in + (size_t)plane * HW;
         float *y = out + (size_t)plane * OHW;
         int32_t *where = argmax + (size_t)plane * OHW;
         if (s->K != S)
             pool_plane_strided(y, where, x, s);
-        else if (S == 2)
-            cn_maxpool2_plane(y, where, x, s->H, s->W);
         else
             pool_plane(y, where, x, s->W, s->OH, s->OW, S);
     }
