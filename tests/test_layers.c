@@ -600,8 +600,9 @@ static void test_conv_winograd_matches_direct_loops(void **state)
  * (a first layer): windows of 2 and 3, sizes the pool floors, kernels up to 8 (masked rows, or
  * whole vectors without masks) and 9 (the float-at-a-time path), rows of patches past one
  * vector of registers. Only the order of the sums differs. About half the picks have a zero
- * gradient (as after a ReLU), in every pattern of 8 neighbours the kernels that drop them meet
- * (the seed's conv1 has 144 picks a channel: 360 runs of 8). Without a bias (dbias NULL) the other gradients are the same bits. */
+ * gradient (as after a ReLU), in every pattern of 8 neighbours that the kernels dropping them
+ * meet (the seed's conv1 has 144 picks a channel: 360 runs of 8). Without a bias (dbias NULL)
+ * the other gradients are the same bits. */
 static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn_rng *rng)
 {
     cn_conv_shape s = cn_conv_shape_of(C, H, W, OC, K, 1, 0);
