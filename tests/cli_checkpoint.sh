@@ -226,7 +226,8 @@ fi
 
 # ---------------------------------------------------------------- SIGINT and SIGTERM
 # stop_run SIGNAL DIR [FLAGS]: trains in the background (40 epochs unless FLAGS say otherwise),
-# signals it during epoch 2; sets $status.
+# signals it once it prints $stop_at (step 3 of epoch 2 unless set); sets $status.
+stop_at="Epoch 2 step 3/"
 stop_run() {
   sig=$1
   dir=$2
@@ -236,7 +237,7 @@ stop_run() {
   $interruptible "$cnnc" train $small --threads 2 --result-image none --log-steps 1 \
     --num-epochs 40 --checkpoint-dir "$dir" "$@" >sig.out 2>sig.err &
   pid=$!
-  if wait_for sig.out "Epoch 2 step 3/"; then
+  if wait_for sig.out "$stop_at"; then
     kill "-$sig" "$pid"
   else
     kill -KILL "$pid"
@@ -275,8 +276,11 @@ run eval --checkpoint "sigterm/$newest" --test-samples 512 --threads 2
 
 # ---------------------------------------------------------------- a resumed run is the run started
 # Every setting that shapes the run is in its checkpoints: a run of 3 epochs on 300 test images,
-# stopped in epoch 2 and resumed with the command it printed, ends where a straight run ends.
+# stopped early (signalled in its first epoch: the signal must come before the run's end, a
+# tenth of a second away on a fast machine) and resumed with the command it printed, ends where
+# a straight run ends.
 rm -f training_curves.png
+stop_at="Epoch 1 step 3/"
 stop_run INT planned --num-epochs 3 --test-samples 300 --log-steps 1 --save planned.st \
   --metrics-file planned.jsonl --plot planned.png
 [ "$status" -eq 130 ] || fail "planned run: exit status $status: $(tail -n 3 sig.err)"
