@@ -867,6 +867,47 @@ static void bn_relu_fused_case(int B, int C, int HW, uint64_t seed)
     assert_memory_equal(yf, yr, n * sizeof *yf);
 }
 
+/* The same for a relu right before BatchNorm (CN_BN_RELU_BEFORE): BatchNorm reads the relu's
+ * input and writes the relu's input gradient, the bits of relu then BatchNorm. */
+static void relu_bn_fused_case(int B, int C, int HW, uint64_t seed)
+{
+    cn_rng rng;
+    cn_rng_seed(&rng, seed);
+    size_t n = (size_t)B * C * HW, Cs = (size_t)C;
+    float *x = random_values(&rng, n, 2.0f), *dy = random_values(&rng, n, 1.0f);
+    float *gamma = random_values(&rng, Cs, 0.5f), *beta = random_values(&rng, Cs, 0.5f);
+    for (int c = 0; c < C; c++) gamma[c] += 1.0f;
+    x[0] = -1.0f; /* the first value, which the statistics are taken about, is rectified too */
+    float *xr = zeros(n), *y = zeros(n), *yf = zeros(n), *mean = zeros(Cs), *invstd = zeros(Cs);
+    float *var = zeros(Cs), *mean_f = zeros(Cs), *invstd_f = zeros(Cs), *var_f = zeros(Cs);
+    cn_relu_forward(xr, x, n);
+    cn_batchnorm2d_forward_train(y, mean, invstd, var, xr, gamma, beta, B, C, HW, 1e-5f, 0);
+    cn_batchnorm2d_forward_train(yf, mean_f, invstd_f, var_f, x, gamma, beta, B, C, HW, 1e-5f,
+                                 CN_BN_RELU_BEFORE);
+    assert_memory_equal(yf, y, n * sizeof *yf);
+    assert_memory_equal(mean_f, mean, Cs * sizeof *mean);
+    assert_memory_equal(invstd_f, invstd, Cs * sizeof *invstd);
+    assert_memory_equal(var_f, var, Cs * sizeof *var);
+
+    float *dxr = zeros(n), *dx = nans(n), *dx_f = nans(n);
+    float *dg = zeros(Cs), *db = zeros(Cs), *dg_f = zeros(Cs), *db_f = zeros(Cs);
+    cn_batchnorm2d_backward(dxr, dg, db, dy, xr, mean, invstd, gamma, beta, B, C, HW, 0);
+    cn_relu_backward(dx, dxr, xr, n);
+    cn_batchnorm2d_backward(dx_f, dg_f, db_f, dy, x, mean, invstd, gamma, beta, B, C, HW,
+                            CN_BN_RELU_BEFORE);
+    assert_memory_equal(dx_f, dx, n * sizeof *dx);
+    assert_memory_equal(dg_f, dg, Cs * sizeof *dg);
+    assert_memory_equal(db_f, db, Cs * sizeof *db);
+    size_t zeroed = 0;
+    for (size_t i = 0; i < n; i++) zeroed += dx[i] == 0.0f;
+    assert_true(zeroed > n / 8 && zeroed < n - n / 8); /* the gate matters */
+
+    cn_batchnorm2d_forward_eval(y, xr, gamma, beta, mean, var, B, C, HW, 1e-5f, 0);
+    cn_batchnorm2d_forward_eval(yf, x, gamma, beta, mean, var, B, C, HW, 1e-5f,
+                                CN_BN_RELU_BEFORE);
+    assert_memory_equal(yf, y, n * sizeof *yf);
+}
+
 static void test_bn_relu_fused_equals_two_layers(void **state)
 {
     (void)state;
@@ -874,6 +915,11 @@ static void test_bn_relu_fused_equals_two_layers(void **state)
     bn_relu_fused_case(3, 37, 13, 22);  /* tails, two sweeps of channels */
     bn_relu_fused_case(16, 40, 1, 23);  /* batchnorm1d */
     bn_relu_fused_case(2, 2, 1030, 24); /* long planes */
+    relu_bn_fused_case(5, 3, 144, 25);
+    relu_bn_fused_case(3, 37, 13, 26);
+    relu_bn_fused_case(16, 40, 1, 27);
+    relu_bn_fused_case(2, 2, 1030, 28);
+    relu_bn_fused_case(300, 2, 1024, 29); /* past CN_BN_CACHED_FLOATS: the sweep by samples */
 }
 
 /* The batch statistics stay exact when the values are far from 0 beside their spread (a one

@@ -200,6 +200,18 @@ static const char big_linear[] =
     "linear out=3\n"
     "log_softmax\n";
 
+/* A relu on either side of a BatchNorm: the one before runs inside BatchNorm's passes, and the
+ * one after then runs on its own (no chains of fused layers). */
+static const char relu_around_batchnorm[] =
+    "input channels=2 height=6 width=6 mean=0 std=1\n"
+    "conv2d out=3 kernel=3\n"                      /* 3x4x4 */
+    "relu\n"
+    "batchnorm2d\n"
+    "relu\n"
+    "flatten\n"
+    "linear out=3\n"
+    "log_softmax\n";
+
 static void test_every_layer(void **state)
 {
     (void)state;
@@ -242,6 +254,18 @@ static void test_big_linear_whole_batch(void **state)
     check_gradients_every(big_linear, 15, 53);
 }
 
+static void test_relu_around_batchnorm(void **state)
+{
+    (void)state;
+    net n = make_net(relu_around_batchnorm, 16);
+    assert_int_equal(cn_model_fusion(n.m, 1), CN_FUSE_FORWARD | CN_FUSE_BACKWARD);
+    assert_int_equal(cn_model_fusion(n.m, 2), 0); /* BatchNorm runs inside the relu's passes */
+    assert_int_equal(n.plan.segments[1].first, 1); /* the relu on the whole batch, with it */
+    assert_int_equal(n.plan.segments[1].batch_op, 1);
+    free_net(&n);
+    check_gradients(relu_around_batchnorm, 16);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_wide_padding),
         cmocka_unit_test(test_whole_batch_into_pool),
         cmocka_unit_test(test_big_linear_whole_batch),
+        cmocka_unit_test(test_relu_around_batchnorm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,6 +131,8 @@ typedef struct {
 typedef struct {
     int n, count;
     size_t stride;
+    int rectify; /* 1: read as max(x, 0) (a relu before the layer, fused), the input gradient
+                  * gated on x > 0 */
 } cn_bn_planes;
 /* sums [32]: [0, 16) += x - shift, [16, 32) += (x - shift)^2, in double. */
 void cn_bn_sums(double *sums, const float *x, const cn_bn_planes *p, float shift);

@@ -6,7 +6,8 @@
  * replica reports its own and update_running combines them in replica order, so the running
  * statistics do not depend on where replicas ran; with several processes each replica's share
  * of that combination is made where it ran (running_share) and the shares are summed like the
- * gradient. A relu right after the layer runs inside its passes (fuses). The passes over a plane
+ * gradient. A relu right after the layer runs inside its passes (fuses), and so does a relu
+ * right before it (forward_rectified, called by relu.c's fusion). The passes over a plane
  * are kernels of each instruction set (batchnorm_kernels.inc). No affine=False, no
  * track_running_stats=False. */
 #include <math.h>
@@ -59,8 +60,10 @@ static size_t next_plane(int b, int j, int B, int C, int HW, int c0, int g)
 static cn_bn_channel channel(float mean, float invstd, float gamma, float beta, int relu)
 {
     return (cn_bn_channel){.mean = mean, .invstd = invstd, .scale = gamma * invstd,
-                           .beta = beta, .relu = relu};
+                           .beta = beta, .relu = (relu & CN_BN_RELU_AFTER) != 0};
 }
+
+static int rectified(int relu) { return (relu & CN_BN_RELU_BEFORE) != 0; }
 
 /* The four passes over a group's planes, and what they read and write (index j: the group's
  * channel c0 + j). */
@@ -71,6 +74,7 @@ typedef struct {
     bn_sums *sums;
     const float *shift; /* BN_SUMS */
     const cn_bn_channel *ch;
+    int rectify;        /* x is read as its relu (cn_bn_planes) */
 } bn_operands;
 
 static void run_pass(bn_pass pass, const bn_operands *o, int j, size_t at, const cn_bn_planes *p)
@@ -94,11 +98,11 @@ static void sweep(bn_pass pass, const bn_operands *o, int B, int C, int HW, int 
 {
     size_t stride = (size_t)C * HW;
     if ((size_t)B * stride <= CN_BN_CACHED_FLOATS) {
-        cn_bn_planes p = {HW, B, stride};
+        cn_bn_planes p = {HW, B, stride, o->rectify};
         for (int j = 0; j < g; j++) run_pass(pass, o, j, plane(0, C, HW, c0 + j), &p);
         return;
     }
-    cn_bn_planes p = {HW, 1, stride};
+    cn_bn_planes p = {HW, 1, stride, o->rectify};
     for (int b = 0; b < B; b++)
         for (int j = 0; j < g; j++) {
             size_t next = next_plane(b, j, B, C, HW, c0, g);
@@ -109,22 +113,27 @@ static void sweep(bn_pass pass, const bn_operands *o, int B, int C, int HW, int 
 }
 
 static void normalise_group(float *out, const float *in, int B, int C, int HW, int c0, int g,
-                            const cn_bn_channel *ch)
+                            const cn_bn_channel *ch, int rectify)
 {
-    sweep(BN_NORMALISE, &(bn_operands){.out = out, .x = in, .ch = ch}, B, C, HW, c0, g);
+    bn_operands o = {.out = out, .x = in, .ch = ch, .rectify = rectify};
+    sweep(BN_NORMALISE, &o, B, C, HW, c0, g);
 }
 
 /* Mean and biased variance of channels c0..c0+g-1 in one sweep: the sums of x - s and of its
  * square, s the channel's first value (so that the variance does not cancel when the mean is
  * far from 0), in double. */
-static void group_stats(const float *in, int B, int C, int HW, int c0, int g, double *mean,
-                        double *var)
+static void group_stats(const float *in, int B, int C, int HW, int c0, int g, int rectify,
+                        double *mean, double *var)
 {
     bn_sums sums[CN_BN_GROUP] = {{{0}}};
     float shift[CN_BN_GROUP];
     double n = (double)B * HW;
-    for (int j = 0; j < g; j++) shift[j] = in[plane(0, C, HW, c0 + j)];
-    sweep(BN_SUMS, &(bn_operands){.x = in, .sums = sums, .shift = shift}, B, C, HW, c0, g);
+    for (int j = 0; j < g; j++) {
+        float first = in[plane(0, C, HW, c0 + j)];
+        shift[j] = rectify && !(first > 0.0f) ? 0.0f : first; /* as the kernels read it */
+    }
+    bn_operands o = {.x = in, .sums = sums, .shift = shift, .rectify = rectify};
+    sweep(BN_SUMS, &o, B, C, HW, c0, g);
     for (int j = 0; j < g; j++) {
         double d = fold16(sums[j].lane) / n, sq = fold16(sums[j].lane + 16) / n;
         mean[j] = shift[j] + d;
@@ -141,7 +150,7 @@ void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float 
         int g = group_size(C, c0);
         double m[CN_BN_GROUP], v[CN_BN_GROUP];
         cn_bn_channel ch[CN_BN_GROUP];
-        group_stats(in, B, C, HW, c0, g, m, v);
+        group_stats(in, B, C, HW, c0, g, rectified(relu), m, v);
         for (int j = 0; j < g; j++) {
             int c = c0 + j;
             mean[c] = (float)m[j];
@@ -149,7 +158,7 @@ void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float 
             var_unbiased[c] = (float)(n > 1 ? v[j] * n / (n - 1) : v[j]);
             ch[j] = channel(mean[c], invstd[c], gamma[c], beta[c], relu);
         }
-        normalise_group(out, in, B, C, HW, c0, g, ch);
+        normalise_group(out, in, B, C, HW, c0, g, ch, rectified(relu));
     }
 }
 
@@ -166,7 +175,7 @@ void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma
             float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
             ch[j] = channel(running_mean[c], invstd, gamma[c], beta[c], relu);
         }
-        normalise_group(out, in, B, C, HW, c0, g, ch);
+        normalise_group(out, in, B, C, HW, c0, g, ch, rectified(relu));
     }
 }
 
@@ -182,7 +191,8 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
         cn_bn_channel ch[CN_BN_GROUP];
         for (int j = 0; j < g; j++)
             ch[j] = channel(mean[c0 + j], invstd[c0 + j], gamma[c0 + j], beta[c0 + j], relu);
-        bn_operands o = {.out = din, .x = in, .dy = dout, .sums = sums, .ch = ch};
+        bn_operands o = {.out = din, .x = in, .dy = dout, .sums = sums, .ch = ch,
+                         .rectify = rectified(relu)};
         sweep(BN_GRADIENT_SUMS, &o, B, C, HW, c0, g);
         for (int j = 0; j < g; j++) {
             double sum_dy = fold16(sums[j].lane), sum_dy_xhat = fold16(sums[j].lane + 16);
@@ -245,7 +255,7 @@ static void batch_state(const cn_layer *l, size_t *report, size_t *state)
     *report = 2 * (size_t)l->out.c, *state = (size_t)l->out.c;
 }
 
-/* y: where the output goes; relu: 1 when it is the relu's after this layer (fused). */
+/* y: where the output goes; relu: CN_BN_RELU_* of the relu layers fused with this one. */
 static void run_forward(const cn_layer_pass *p, float *y, int relu)
 {
     const cn_layer *l = p->l;
@@ -271,6 +281,13 @@ static void run_backward(const cn_layer_pass *p, const float *dy, int relu)
 static void forward(const cn_layer_pass *p) { run_forward(p, p->y, 0); }
 static void backward(const cn_layer_pass *p) { run_backward(p, p->dy, 0); }
 
+/* A relu right before: x is the relu's input, dx its input gradient (relu.c's fusion). */
+static void forward_rectified(const cn_layer_pass *p) { run_forward(p, p->y, CN_BN_RELU_BEFORE); }
+static void backward_rectified(const cn_layer_pass *p)
+{
+    run_backward(p, p->dy, CN_BN_RELU_BEFORE);
+}
+
 /* A relu right after: both passes run here, in the same sweeps over the batch (the relu's gate
  * recomputed from this layer's input, so nothing more is kept). */
 static unsigned fuses(const cn_layer *l, const cn_layer *next)
@@ -281,12 +298,12 @@ static unsigned fuses(const cn_layer *l, const cn_layer *next)
 
 static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
 {
-    run_forward(p, next->y, 1);
+    run_forward(p, next->y, CN_BN_RELU_AFTER);
 }
 
 static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
 {
-    run_backward(p, next->dy, 1);
+    run_backward(p, next->dy, CN_BN_RELU_AFTER);
 }
 
 /* One replica's share of a running value: (1 - m) * running + m * batch. */
@@ -335,6 +352,7 @@ static void describe(const cn_layer *l, char *line, size_t cap)
         .required = "", .plan = plan_fn, .tensors = tensors, .init = init,                     \
         .batch_state = batch_state, .forward = forward, .backward = backward, .fuses = fuses,  \
         .forward_fused = forward_fused, .backward_fused = backward_fused,                      \
+        .forward_rectified = forward_rectified, .backward_rectified = backward_rectified,      \
         .update_running = update_running, .running_share = running_share,                      \
         .describe = describe,                                                                  \
     }

@@ -144,6 +144,11 @@ struct cn_layer_type {
     unsigned (*fuses)(const cn_layer *l, const cn_layer *next);
     void (*forward_fused)(const cn_layer_pass *p, const cn_layer_pass *next);
     void (*backward_fused)(const cn_layer_pass *p, const cn_layer_pass *next);
+    /* The passes with a relu before the layer inside them: x is read as max(x, 0), and dx is
+     * the relu's input gradient (gated on x > 0). A relu layer before one that has them fuses
+     * with it (relu.c). NULL: none. */
+    void (*forward_rectified)(const cn_layer_pass *p);
+    void (*backward_rectified)(const cn_layer_pass *p);
     /* After a step: running statistics from every replica's report ([R] of them, each at this
      * layer's place), in replica order; counter += 1. NULL: none. */
     void (*update_running)(const cn_layer *l, float *running, int64_t *counter,

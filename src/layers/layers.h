@@ -66,22 +66,28 @@ uint64_t cn_dropout_stream(uint64_t seed, int epoch, int step, int replica, int 
 void cn_dropout_apply(float *out, const float *in, int B, size_t N, float p, uint64_t stream,
                       int first);
 
+/* The relu layers that run inside BatchNorm's passes (relu, below): the one after it (out is
+ * the relu of the normalised value), the one before it (in is read as its relu). */
+enum { CN_BN_RELU_AFTER = 1, CN_BN_RELU_BEFORE = 2 };
+
 /* BatchNorm2d in training mode: statistics over B*HW values per channel, biased variance.
  * in [B,C,HW], gamma, beta [C] -> out [B,C,HW]; saves mean [C] and invstd [C] for backward and
- * var_unbiased [C] (n/(n-1) * variance) for the running statistics. relu: out is the relu of
- * that (a relu layer after it, fused). */
+ * var_unbiased [C] (n/(n-1) * variance) for the running statistics. relu: CN_BN_RELU_* of the
+ * relu layers fused with it, or 0. */
 void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float *var_unbiased,
                                   const float *in, const float *gamma, const float *beta, int B,
                                   int C, int HW, float eps, int relu);
-/* Evaluation mode: out = (in - running_mean) / sqrt(running_var + eps) * gamma + beta (and its
- * relu, with relu). */
+/* Evaluation mode: out = (in - running_mean) / sqrt(running_var + eps) * gamma + beta (relu:
+ * as above). */
 void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma,
                                  const float *beta, const float *running_mean,
                                  const float *running_var, int B, int C, int HW, float eps,
                                  int relu);
 /* dout [B,C,HW] -> din [B,C,HW] = (skipped if NULL), dgamma [C] +=, dbeta [C] += (training-mode
- * backward). relu: dout is the gradient of the relu's output after the layer, gated here on
- * that output being > 0 (recomputed from in, mean, invstd, gamma and beta). */
+ * backward). relu & CN_BN_RELU_AFTER: dout is the gradient of the relu's output after the
+ * layer, gated here on that output being > 0 (recomputed from in, mean, invstd, gamma and
+ * beta); relu & CN_BN_RELU_BEFORE: in is the relu's input, and din its gradient (gated on in >
+ * 0). */
 void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const float *dout,
                              const float *in, const float *mean, const float *invstd,
                              const float *gamma, const float *beta, int B, int C, int HW,

@@ -1,5 +1,7 @@
 /* relu.c — the relu layer type: the rectifier, elementwise, on any shape. Backward is gated on
- * the output (> 0), which is what PyTorch does; the kink at 0 gets gradient 0. */
+ * the output (> 0), which is what PyTorch does; the kink at 0 gets gradient 0. Before a layer
+ * that reads its input rectified (BatchNorm's forward_rectified) both passes run inside that
+ * layer's, and nothing of the relu's own is stored. */
 #include "layers/layer.h"
 #include "layers/layers.h"
 
@@ -34,6 +36,27 @@ static void backward(const cn_layer_pass *p)
     if (p->dx) cn_relu_backward(p->dx, p->dy, p->y, (size_t)p->n * cn_shape_size(p->l->out));
 }
 
+static unsigned fuses(const cn_layer *l, const cn_layer *next)
+{
+    (void)l;
+    return next->type->forward_rectified ? CN_FUSE_FORWARD | CN_FUSE_BACKWARD : 0;
+}
+
+/* next's passes on this layer's input (and into its input gradient). */
+static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
+{
+    cn_layer_pass q = *next;
+    q.x = p->x;
+    next->l->type->forward_rectified(&q);
+}
+
+static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
+{
+    cn_layer_pass q = *next;
+    q.x = p->x, q.dx = p->dx;
+    next->l->type->backward_rectified(&q);
+}
+
 const cn_layer_type cn_relu_type = {
     .kind = "relu",
     .flags = CN_KEEPS_OUTPUT,
@@ -42,4 +65,7 @@ const cn_layer_type cn_relu_type = {
     .plan = plan,
     .forward = forward,
     .backward = backward,
+    .fuses = fuses,
+    .forward_fused = forward_fused,
+    .backward_fused = backward_fused,
 };

@@ -13,13 +13,16 @@
 /* ------------------------------------------------------------------ planning */
 
 /* Layer i's flags: its type's, those it takes on its shape, and CN_WHOLE_BATCH when it has more
- * parameters than CN_CHUNK_FLOATS. */
+ * parameters than CN_CHUNK_FLOATS or its passes run inside those of a whole-batch layer after
+ * it (a relu before BatchNorm). */
 static unsigned flags_of(const cn_model *m, int i)
 {
     if (i < 0 || i >= m->num_layers) return 0;
     const cn_layer *l = &m->layers[i];
     unsigned many = l->num_params > CN_CHUNK_FLOATS ? CN_WHOLE_BATCH : 0;
-    return l->type->flags | (l->type->shape_flags ? l->type->shape_flags(l) : 0) | many;
+    unsigned inside = cn_model_fusion(m, i) && (flags_of(m, i + 1) & CN_WHOLE_BATCH);
+    return l->type->flags | (l->type->shape_flags ? l->type->shape_flags(l) : 0) | many |
+           (inside ? CN_WHOLE_BATCH : 0);
 }
 
 /* The layer that reads layer i's output, looking through views (num_layers if none). */
@@ -310,6 +313,7 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
     q.dparams = dp + (q.l->params - shift);
     if (p->fused[i] & CN_FUSE_BACKWARD) {
         cn_layer_pass next = pass_at(p, w, s, i + 1, first, n, 1);
+        next.dparams = dp + (next.l->params - shift); /* one chunk when next has parameters */
         type->backward_fused(&q, &next);
     } else if (type->backward) {
         type->backward(&q);

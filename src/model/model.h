@@ -71,6 +71,7 @@ static inline size_t cn_layer_out_size(const cn_layer *l) { return cn_shape_size
 static inline unsigned cn_model_fusion(const cn_model *m, int i)
 {
     if (i < 0 || i + 1 >= m->num_layers) return 0;
+    if (cn_model_fusion(m, i - 1)) return 0; /* it runs inside the layer before: no chains */
     const cn_layer *l = &m->layers[i], *next = &m->layers[i + 1];
     return l->type->fuses ? l->type->fuses(l, next) : 0;
 }
