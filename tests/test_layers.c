@@ -826,6 +826,34 @@ static void test_bn_fd(void **state)
     tu_fd_check("bn bias", bn_loss, &c, c.beta, db, C, NULL);
 }
 
+/* BatchNorm's inputs for a case: input x and output gradient dy [B, C, HW], gamma about 1,
+ * beta about 0. */
+typedef struct {
+    size_t n, Cs;
+    float *x, *dy, *gamma, *beta;
+} bn_inputs;
+
+static bn_inputs bn_inputs_of(int B, int C, int HW, uint64_t seed)
+{
+    cn_rng rng;
+    cn_rng_seed(&rng, seed);
+    bn_inputs k = {(size_t)B * C * HW, (size_t)C, NULL, NULL, NULL, NULL};
+    k.x = random_values(&rng, k.n, 2.0f), k.dy = random_values(&rng, k.n, 1.0f);
+    k.gamma = random_values(&rng, k.Cs, 0.5f), k.beta = random_values(&rng, k.Cs, 0.5f);
+    for (int c = 0; c < C; c++) k.gamma[c] += 1.0f;
+    return k;
+}
+
+/* The batch statistics of two forward passes: the same bits. */
+static void assert_same_statistics(const float *mean, const float *invstd, const float *var,
+                                   const float *mean_f, const float *invstd_f,
+                                   const float *var_f, size_t Cs)
+{
+    assert_memory_equal(mean_f, mean, Cs * sizeof *mean);
+    assert_memory_equal(invstd_f, invstd, Cs * sizeof *invstd);
+    assert_memory_equal(var_f, var, Cs * sizeof *var);
+}
+
 /* BatchNorm with the relu after it fused into its passes computes the bits of the two layers
  * run one after the other: the forward output, the running statistics' inputs, and, from the
  * relu's output gradient, the input and parameter gradients (the relu's gate recomputed from
@@ -833,21 +861,16 @@ static void test_bn_fd(void **state)
  * one sweep takes. */
 static void bn_relu_fused_case(int B, int C, int HW, uint64_t seed)
 {
-    cn_rng rng;
-    cn_rng_seed(&rng, seed);
-    size_t n = (size_t)B * C * HW, Cs = (size_t)C;
-    float *x = random_values(&rng, n, 2.0f), *dy = random_values(&rng, n, 1.0f);
-    float *gamma = random_values(&rng, Cs, 0.5f), *beta = random_values(&rng, Cs, 0.5f);
-    for (int c = 0; c < C; c++) gamma[c] += 1.0f;
+    bn_inputs k = bn_inputs_of(B, C, HW, seed);
+    size_t n = k.n, Cs = k.Cs;
+    float *x = k.x, *dy = k.dy, *gamma = k.gamma, *beta = k.beta;
     float *y = zeros(n), *yr = zeros(n), *yf = zeros(n), *mean = zeros(Cs), *invstd = zeros(Cs);
     float *var = zeros(Cs), *mean_f = zeros(Cs), *invstd_f = zeros(Cs), *var_f = zeros(Cs);
     cn_batchnorm2d_forward_train(y, mean, invstd, var, x, gamma, beta, B, C, HW, 1e-5f, 0);
     cn_relu_forward(yr, y, n);
     cn_batchnorm2d_forward_train(yf, mean_f, invstd_f, var_f, x, gamma, beta, B, C, HW, 1e-5f, 1);
     assert_memory_equal(yf, yr, n * sizeof *yf);
-    assert_memory_equal(mean_f, mean, Cs * sizeof *mean);
-    assert_memory_equal(invstd_f, invstd, Cs * sizeof *invstd);
-    assert_memory_equal(var_f, var, Cs * sizeof *var);
+    assert_same_statistics(mean, invstd, var, mean_f, invstd_f, var_f, Cs);
     size_t zeroed = 0;
     for (size_t i = 0; i < n; i++) zeroed += yr[i] == 0.0f;
     assert_true(zeroed > n / 8 && zeroed < n - n / 8); /* the gate matters */
@@ -871,12 +894,9 @@ static void bn_relu_fused_case(int B, int C, int HW, uint64_t seed)
  * input and writes the relu's input gradient, the bits of relu then BatchNorm. */
 static void relu_bn_fused_case(int B, int C, int HW, uint64_t seed)
 {
-    cn_rng rng;
-    cn_rng_seed(&rng, seed);
-    size_t n = (size_t)B * C * HW, Cs = (size_t)C;
-    float *x = random_values(&rng, n, 2.0f), *dy = random_values(&rng, n, 1.0f);
-    float *gamma = random_values(&rng, Cs, 0.5f), *beta = random_values(&rng, Cs, 0.5f);
-    for (int c = 0; c < C; c++) gamma[c] += 1.0f;
+    bn_inputs k = bn_inputs_of(B, C, HW, seed);
+    size_t n = k.n, Cs = k.Cs;
+    float *x = k.x, *dy = k.dy, *gamma = k.gamma, *beta = k.beta;
     x[0] = -1.0f; /* the first value, which the statistics are taken about, is rectified too */
     float *xr = zeros(n), *y = zeros(n), *yf = zeros(n), *mean = zeros(Cs), *invstd = zeros(Cs);
     float *var = zeros(Cs), *mean_f = zeros(Cs), *invstd_f = zeros(Cs), *var_f = zeros(Cs);
@@ -885,9 +905,7 @@ static void relu_bn_fused_case(int B, int C, int HW, uint64_t seed)
     cn_batchnorm2d_forward_train(yf, mean_f, invstd_f, var_f, x, gamma, beta, B, C, HW, 1e-5f,
                                  CN_BN_RELU_BEFORE);
     assert_memory_equal(yf, y, n * sizeof *yf);
-    assert_memory_equal(mean_f, mean, Cs * sizeof *mean);
-    assert_memory_equal(invstd_f, invstd, Cs * sizeof *invstd);
-    assert_memory_equal(var_f, var, Cs * sizeof *var);
+    assert_same_statistics(mean, invstd, var, mean_f, invstd_f, var_f, Cs);
 
     float *dxr = zeros(n), *dx = nans(n), *dx_f = nans(n);
     float *dg = zeros(Cs), *db = zeros(Cs), *dg_f = zeros(Cs), *db_f = zeros(Cs);

@@ -27,14 +27,14 @@ typedef struct {
     cn_workspace w;
 } net;
 
-static net make_net(const char *text, uint64_t seed)
+static net make_net_in(const char *text, uint64_t seed, cn_precision precision)
 {
     net n = {0};
     cn_error err = {{0}};
     n.m = cn_model_from_text(text, strlen(text), "test.model", &err);
     if (!n.m) fail_msg("%s", err.msg);
     cn_model_init(n.m, seed);
-    assert_int_equal(cn_plan_init(&n.plan, n.m, BATCH, CN_PRECISION_FP32), 0);
+    assert_int_equal(cn_plan_init(&n.plan, n.m, BATCH, precision), 0);
     assert_int_equal(cn_workspace_init(&n.w, &n.plan), 0);
     cn_rng rng;
     cn_rng_seed(&rng, seed + 1);
@@ -47,6 +47,11 @@ static net make_net(const char *text, uint64_t seed)
     for (size_t i = 0; i < n.m->num_params; i++)
         n.m->params[i] += 0.1f * (2.0f * cn_rng_uniform(&rng) - 1.0f);
     return n;
+}
+
+static net make_net(const char *text, uint64_t seed)
+{
+    return make_net_in(text, seed, CN_PRECISION_FP32);
 }
 
 static void free_net(net *n)
@@ -266,6 +271,34 @@ static void test_relu_around_batchnorm(void **state)
     check_gradients(relu_around_batchnorm, 16);
 }
 
+/* With --precision bf16 a convolution of one input channel keeps fp32's products (bf16 does not
+ * pay there: conv2d.c), the next one takes bf16's. */
+static const char two_convolutions[] =
+    "input channels=1 height=8 width=8 mean=0 std=1\n"
+    "conv2d out=4 kernel=3\n" /* kept for the whole batch: BatchNorm reads it */
+    "batchnorm2d\n"
+    "conv2d out=4 kernel=3\n" /* kept too: the linear layer's backward reads it */
+    "flatten\n"
+    "linear out=3\n"
+    "log_softmax\n";
+
+static void test_bf16_where_it_pays(void **state)
+{
+    (void)state;
+    if (!cn_precision_supported(CN_PRECISION_BF16)) skip(); /* this CPU trains in fp32 only */
+    net a = make_net(two_convolutions, 17);
+    net b = make_net_in(two_convolutions, 17, CN_PRECISION_BF16);
+    assert_true(a.plan.keep_out[0] && a.plan.keep_out[2]);
+    cn_forward(&a.plan, &a.w, BATCH, 1);
+    cn_forward(&b.plan, &b.w, BATCH, 1);
+    size_t first = (size_t)BATCH * cn_layer_out_size(&a.m->layers[0]);
+    size_t second = (size_t)BATCH * cn_layer_out_size(&a.m->layers[2]);
+    assert_memory_equal(a.w.out[0], b.w.out[0], first * sizeof(float));
+    assert_true(memcmp(a.w.out[2], b.w.out[2], second * sizeof(float)) != 0);
+    free_net(&a);
+    free_net(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -275,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_whole_batch_into_pool),
         cmocka_unit_test(test_big_linear_whole_batch),
         cmocka_unit_test(test_relu_around_batchnorm),
+        cmocka_unit_test(test_bf16_where_it_pays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* conv2d.c — the conv2d layer type: nn.Conv2d(C, out, kernel, stride, padding, bias) on [C,H,W]
  * inputs. Its tensors are weight [out,C,K,K] and bias [out] (PyTorch's names and order); the
- * products are the kernels of src/kernels/conv.c, fp32 or bf16. When the planner fuses it with
+ * products are the kernels of src/kernels/conv.c, fp32 or bf16 (bf16 where it pays: not with one
+ * input channel). When the planner fuses it with
  * a max-pool right after it (window = stride, see fuses), backward takes the gradients from the
  * pool's picks and the pool's own backward is not run. No dilation or groups. */
 #include <stdio.h>
@@ -100,11 +101,21 @@ static void macs(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m)
     *m = (cn_layer_macs){dense, dense * share, dense * share};
 }
 
+/* bf16 products where they pay: a convolution of one input channel pairs kernel columns, and
+ * the pairs cost more to copy than the products save (the seed's conv1: 164.6 against 135.8
+ * thread-ms an epoch forward; models/fashion_mnist_best.model's: 40 against 47-53 forward and
+ * 39 against 70-78 backward, AMD EPYC; 228 against 163 forward on the Xeon's AMX tiles), so it
+ * keeps fp32's. */
+static int bf16_pays(const cn_layer_pass *p, const cn_conv_shape *cs)
+{
+    return p->bf16 && cs->C > 1;
+}
+
 static void forward(const cn_layer_pass *p)
 {
     cn_conv_shape cs = shape_of(p->l);
     const float *bias = bias_of(p->l, p->params);
-    if (p->bf16)
+    if (bf16_pays(p, &cs))
         cn_conv2d_forward_bf16(p->y, p->x, p->params, bias, p->n, &cs, p->packed);
     else
         cn_conv2d_forward(p->y, p->x, p->params, bias, p->n, &cs, p->col);
@@ -114,7 +125,7 @@ static void backward(const cn_layer_pass *p)
 {
     cn_conv_shape cs = shape_of(p->l);
     float *db = dbias_of(p->l, p->dparams);
-    if (p->bf16)
+    if (bf16_pays(p, &cs))
         cn_conv2d_backward_bf16(p->dx, p->dparams, db, p->dy, p->x, p->params, p->n, &cs, p->col,
                                 p->packed);
     else
