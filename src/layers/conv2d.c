@@ -1,9 +1,9 @@
 /* conv2d.c — the conv2d layer type: nn.Conv2d(C, out, kernel, stride, padding, bias) on [C,H,W]
  * inputs. Its tensors are weight [out,C,K,K] and bias [out] (PyTorch's names and order); the
  * products are the kernels of src/kernels/conv.c, fp32 or bf16 (bf16 where it pays: not with one
- * input channel). When the planner fuses it with
- * a max-pool right after it (window = stride, see fuses), backward takes the gradients from the
- * pool's picks and the pool's own backward is not run. No dilation or groups. */
+ * input channel). When the planner fuses it with a max-pool right after it (window = stride, see
+ * fuses), backward takes the gradients from the pool's picks and the pool's own backward is not
+ * run. No dilation or groups. */
 #include <stdio.h>
 
 #include "kernels/conv.h"

@@ -313,7 +313,10 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
     q.dparams = dp + (q.l->params - shift);
     if (p->fused[i] & CN_FUSE_BACKWARD) {
         cn_layer_pass next = pass_at(p, w, s, i + 1, first, n, 1);
-        next.dparams = dp + (next.l->params - shift); /* one chunk when next has parameters */
+        /* next's parameters: where either layer runs on the whole batch (a layer fused with a
+         * whole-batch one does too, flags_of) the segment is one pass straight into dparams;
+         * otherwise both layers are in the segment */
+        next.dparams = dp + (next.l->params - shift);
         type->backward_fused(&q, &next);
     } else if (type->backward) {
         type->backward(&q);
