@@ -128,9 +128,10 @@ static void group_stats(const float *in, int B, int C, int HW, int c0, int g, in
     bn_sums sums[CN_BN_GROUP] = {{{0}}};
     float shift[CN_BN_GROUP];
     double n = (double)B * HW;
-    for (int j = 0; j < g; j++) {
+    for (int j = 0; j < g; j++) { /* the channel's first value as the kernels read it */
         float first = in[plane(0, C, HW, c0 + j)];
-        shift[j] = rectify && !(first > 0.0f) ? 0.0f : first; /* as the kernels read it */
+        shift[j] = first;
+        if (rectify) cn_relu_forward(&shift[j], &first, 1);
     }
     bn_operands o = {.x = in, .sums = sums, .shift = shift, .rectify = rectify};
     sweep(BN_SUMS, &o, B, C, HW, c0, g);
