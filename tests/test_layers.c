@@ -554,11 +554,14 @@ static void test_conv_bands_match_direct_loops(void **state)
     check_conv_direct(2, shape(4, 12, 12, 6, 3, 1, 1), &rng);  /* few patch entries: one band */
 }
 
-/* The 3x3 convolutions of stride 1 that go through Winograd's F(2x2, 3x3) (kernels/winograd.c)
- * against direct loops: padding 0, 1 and 2, odd and even output sizes (tiles cut by the edge),
- * batches of several blocks of samples with a partial last one, a plane of more tiles than a
- * block, rows of tiles longer than a vector of every instruction set and rows of half a vector
- * (two to a vector), one output position, and the fewest channels it takes. */
+/* The 3x3 convolutions of stride 1 that go through Winograd's algorithm (kernels/winograd.c:
+ * F(4x4, 3x3) forward and for the input gradient, F(2x2, 3x3) for the weight gradient) against
+ * direct loops: padding 0, 1 and 2, output sizes that are and are not multiples of 2 and 4
+ * (tiles cut by the edge), batches of several blocks of samples with a partial last one, a
+ * plane of more tiles than a block, rows of tiles longer than a vector of every instruction set
+ * and rows of half a vector (two to a vector), planes whose output rows are whole vectors of
+ * AVX-512 (16 and 32 wide: F(4x4, 3x3)'s output stored straight from registers) or only of
+ * AVX2 and the baseline (8 wide), one output position, and the fewest channels it takes. */
 static void test_conv_winograd_matches_direct_loops(void **state)
 {
     (void)state;
@@ -569,7 +572,7 @@ static void test_conv_winograd_matches_direct_loops(void **state)
         cn_conv_shape s;
     } cases[] = {
         {3, shape(8, 8, 8, 8, 3, 1, 1)},     /* one block, part full */
-        {40, shape(16, 7, 9, 12, 3, 1, 1)},  /* odd sizes, four blocks, the last of 4 samples */
+        {43, shape(16, 7, 9, 12, 3, 1, 1)},  /* odd sizes, several blocks, the last part full */
         {2, shape(12, 10, 11, 8, 3, 1, 0)},  /* no padding */
         {3, shape(8, 6, 5, 10, 3, 1, 2)},    /* padding 2 */
         {2, shape(32, 33, 32, 16, 3, 1, 1)}, /* more tiles than a block: a sample per block */
@@ -585,6 +588,9 @@ static void test_conv_winograd_matches_direct_loops(void **state)
         {3, shape(8, 5, 3, 8, 3, 1, 1)},
         {2, shape(9, 1, 1, 8, 3, 1, 1)},     /* one position, padding all round */
         {2, shape(8, 3, 3, 9, 3, 1, 0)},     /* one position, no padding */
+        {3, shape(16, 16, 16, 8, 3, 1, 1)},  /* output rows of 16 */
+        {2, shape(8, 32, 32, 12, 3, 1, 1)},  /* ... of 32, several blocks of tiles */
+        {2, shape(8, 18, 34, 8, 3, 1, 0)},   /* ... of 32, no padding, 16 rows */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         assert_true(cn_winograd_fits(&cases[i].s));

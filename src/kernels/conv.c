@@ -10,9 +10,10 @@
  * patch copies (not vectorised). A convolution that feeds a max-pool takes its backward pass from
  * the pool's picks instead (cn_conv2d_pool_backward, at the end; stride 1 and no padding only).
  * The _bf16 variants (--precision bf16) do the same products on bf16 operands packed in pairs
- * (cn_gemm_bf16), whole planes only. In fp32, 3x3 convolutions of stride 1 with 8 channels or more
- * on each side go through Winograd's F(2x2, 3x3) instead (winograd.c: 2.25 times fewer
- * multiplications; cn_conv2d_batched). No dilation or groups. */
+ * (cn_gemm_bf16), whole planes only. In fp32, 3x3 convolutions of stride 1 with 8 channels or
+ * more on each side go through Winograd's algorithm instead (winograd.c: 4 times fewer
+ * multiplications forward and for the input gradient, 2.25 times fewer for the weight
+ * gradient; cn_conv2d_batched). No dilation or groups. */
 #include <assert.h>
 #include <string.h>
 

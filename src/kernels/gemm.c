@@ -32,8 +32,10 @@ typedef struct {
     void (*picked_input)(const int32_t *, int, const float *, int, int, float *);
     void (*row2im)(float *, const float *, int, int, int, int, int);
     void (*wino_input)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
-    void (*wino_output)(float *, const float *, ptrdiff_t, const cn_winograd_plane *, float);
     void (*wino_gradient)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
+    void (*wino4_input)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
+    void (*wino4_output)(float *, const float *, ptrdiff_t, const cn_winograd_plane *, float,
+                         float *);
     void (*bn_sums)(double *, const float *, const cn_bn_planes *, float);
     void (*bn_normalise)(float *, const float *, const cn_bn_planes *, const cn_bn_channel *);
     void (*bn_gradient_sums)(double *, const float *, const float *, const cn_bn_planes *,
@@ -48,8 +50,9 @@ typedef struct {
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_planes_##isa,          \
      cn_picked_rows_weight_gradient_##isa, cn_picks_by_position_##isa,                         \
      cn_picked_rows_input_gradient_##isa,                                                     \
-     cn_row2im_##isa, cn_winograd_input_##isa, cn_winograd_output_##isa,                      \
-     cn_winograd_gradient_##isa, cn_bn_sums_##isa, cn_bn_normalise_##isa,                     \
+     cn_row2im_##isa, cn_winograd_input_##isa,                      \
+     cn_winograd_gradient_##isa, cn_winograd4_input_##isa, cn_winograd4_output_##isa,         \
+     cn_bn_sums_##isa, cn_bn_normalise_##isa,                     \
      cn_bn_gradient_sums_##isa, cn_bn_input_gradient_##isa}
 
 /* The sets of this build's processor family; the others stay empty and are never supported. */
@@ -218,16 +221,22 @@ void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_wino
     kernels_by_isa[cn_isa_active()].wino_input(v, xs, plane, s, row);
 }
 
-void cn_winograd_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
-                        float bias)
-{
-    kernels_by_isa[cn_isa_active()].wino_output(y, m, xs, s, bias);
-}
-
 void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
                           float *row)
 {
     kernels_by_isa[cn_isa_active()].wino_gradient(m, xs, d, s, row);
+}
+
+void cn_winograd4_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
+                        float *row)
+{
+    kernels_by_isa[cn_isa_active()].wino4_input(v, xs, plane, s, row);
+}
+
+void cn_winograd4_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
+                         float bias, float *row)
+{
+    kernels_by_isa[cn_isa_active()].wino4_output(y, m, xs, s, bias, row);
 }
 
 void cn_bn_sums(double *sums, const float *x, const cn_bn_planes *p, float shift)

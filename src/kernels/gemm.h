@@ -89,10 +89,11 @@ void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K
  * each: the first maximum in scan order, as PyTorch picks it. */
 void cn_maxpool2_planes(float *y, int32_t *where, const float *x, int planes, int H, int W);
 
-/* ---- the transforms of Winograd's F(2x2, 3x3), one plane at a time (winograd.c) ----
- * A plane of IH x IW inputs zero-padded by pad, with OH x OW outputs in TH x TW tiles of 2 x 2.
- * A tile's 16 transformed entries lie xs floats apart, the tiles of the plane contiguous in row
- * order. Additions and subtractions only: the same bits on every instruction set. */
+/* ---- the transforms of Winograd's algorithm, one plane at a time (winograd.c) ----
+ * A plane of IH x IW inputs zero-padded by pad, with OH x OW outputs in TH x TW tiles. The
+ * weight gradient's F(2x2, 3x3): tiles of 2 x 2, a tile's 16 transformed entries xs floats
+ * apart, the tiles of the plane contiguous in row order; additions and subtractions only, the
+ * same bits on every instruction set. */
 typedef struct {
     int IH, IW, pad;
     int OH, OW, TH, TW;
@@ -100,13 +101,23 @@ typedef struct {
 /* v = B^T d B of each tile's 4x4 input block d; row: (2 TH + 2)(2 TW + 32) floats of scratch. */
 void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
                        float *row);
-/* y [OH, OW] = A^T m A + bias of each tile's products m. */
-void cn_winograd_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
-                        float bias);
 /* m = A dY A^T of each tile's 2x2 block dY of the output gradient d [OH, OW] (zeros past its
  * edges); row: unused (the signature is cn_winograd_input's, for winograd.c's plane loop). */
 void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
                           float *row);
+/* The same for F(4x4, 3x3), the forward algorithm's: TH x TW tiles of 4 x 4 outputs, a tile's
+ * 36 entries (6x6 input blocks) xs floats apart. Multiplications by powers of two only: the
+ * same bits on every instruction set. row: cn_winograd4_row_floats(s) floats of scratch. */
+void cn_winograd4_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
+                        float *row);
+void cn_winograd4_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
+                         float bias, float *row);
+/* The padded copy, then 12 rows of 4 floats a tile and 4 vectors of 16 more, and a vector. */
+static inline size_t cn_winograd4_row_floats(const cn_winograd_plane *s)
+{
+    size_t rows = 4 * (size_t)s->TH + 2, width = 4 * (size_t)s->TW + 20;
+    return rows * width + 12 * (4 * (size_t)s->TH * s->TW + 64) + 16;
+}
 
 /* Asks for the n floats at p ahead of their turn, a 64-byte line at a time. Sweeps over planes
  * of 32 x 32 floats (whole 4 KB pages, where the hardware's prefetchers stop) fetch the next
@@ -224,10 +235,12 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     void cn_row2im_##isa(float *din, const float *rows, int ld, int C, int H, int W, int K);   \
     void cn_winograd_input_##isa(float *v, ptrdiff_t xs, const float *plane,                   \
                                  const cn_winograd_plane *s, float *row);                      \
-    void cn_winograd_output_##isa(float *y, const float *m, ptrdiff_t xs,                      \
-                                  const cn_winograd_plane *s, float bias);                     \
     void cn_winograd_gradient_##isa(float *m, ptrdiff_t xs, const float *d,                    \
                                     const cn_winograd_plane *s, float *row);                   \
+    void cn_winograd4_input_##isa(float *v, ptrdiff_t xs, const float *plane,                  \
+                                  const cn_winograd_plane *s, float *row);                     \
+    void cn_winograd4_output_##isa(float *y, const float *m, ptrdiff_t xs,                     \
+                                   const cn_winograd_plane *s, float bias, float *row);        \
     void cn_bn_sums_##isa(double *sums, const float *x, const cn_bn_planes *p, float shift);   \
     void cn_bn_normalise_##isa(float *y, const float *x, const cn_bn_planes *p,                \
                                const cn_bn_channel *c);                                        \
