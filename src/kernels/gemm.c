@@ -49,11 +49,10 @@ typedef struct {
      cn_shifted_planes_##isa, cn_pad_rows_##isa, cn_crop_rows_##isa, cn_im2row_##isa,          \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_planes_##isa,          \
      cn_picked_rows_weight_gradient_##isa, cn_picks_by_position_##isa,                         \
-     cn_picked_rows_input_gradient_##isa,                                                     \
-     cn_row2im_##isa, cn_winograd_input_##isa,                      \
+     cn_picked_rows_input_gradient_##isa, cn_row2im_##isa, cn_winograd_input_##isa,           \
      cn_winograd_gradient_##isa, cn_winograd4_input_##isa, cn_winograd4_output_##isa,         \
-     cn_bn_sums_##isa, cn_bn_normalise_##isa,                     \
-     cn_bn_gradient_sums_##isa, cn_bn_input_gradient_##isa}
+     cn_bn_sums_##isa, cn_bn_normalise_##isa, cn_bn_gradient_sums_##isa,                      \
+     cn_bn_input_gradient_##isa}
 
 /* The sets of this build's processor family; the others stay empty and are never supported. */
 static const gemm_kernels kernels_by_isa[CN_ISA_COUNT] = {

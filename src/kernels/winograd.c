@@ -21,8 +21,7 @@
 #include "kernels/winograd.h"
 #include "layers/layers.h"
 
-#define XI 16           /* the entries of a transformed 4x4 block of F(2x2, 3x3) */
-#define XI4 36          /* ... of a 6x6 block of F(4x4, 3x3) */
+#define XI4 36          /* the entries of a transformed 6x6 block of F(4x4, 3x3) */
 #define BLOCK_TILES 256 /* about this many tiles of F(2x2, 3x3) (whole samples) go through the
                          * products at once */
 #define BLOCK_TILES4 128 /* ... of F(4x4, 3x3): 64 and 256 were no faster in training, 64
@@ -261,14 +260,14 @@ void cn_winograd_backward(float *din, float *dweight, const float *dout, const f
     parts w;
     carve(&p, scratch, &w);
     size_t in_floats = (size_t)s->C * s->H * s->W, out_floats = (size_t)s->OC * s->OH * s->OW;
-    memset(w.U, 0, (size_t)XI * s->OC * s->C * sizeof *w.U);
+    memset(w.U, 0, (size_t)p.xi * s->OC * s->C * sizeof *w.U);
     for (int b0 = 0; b0 < B; b0 += p.nb) {
         int nb = B - b0 < p.nb ? B - b0 : p.nb;
         for (int b = 0; b < nb; b++) {
             transform_input(w.V, in + (size_t)(b0 + b) * in_floats, b * p.T, &p, w.row);
             transform_gradient(w.M, dout + (size_t)(b0 + b) * out_floats, b * p.T, &p, w.row);
         }
-        for (int xi = 0; xi < XI; xi++)
+        for (int xi = 0; xi < p.xi; xi++)
             cn_sgemm(0, 1, s->OC, s->C, nb * p.T, w.M + xi * p.ms, p.ld, w.V + xi * p.vs, p.ld,
                      1, w.U + (size_t)xi * s->OC * s->C, s->C);
     }
