@@ -127,6 +127,12 @@ static inline void cn_fetch_ahead(const float *p, int n)
     for (int i = 0; i < n; i += 16) __builtin_prefetch(p + i);
 }
 
+/* The same for n floats that are about to be written: their lines are fetched to be owned. */
+static inline void cn_fetch_ahead_to_write(float *p, int n)
+{
+    for (int i = 0; i < n; i += 16) __builtin_prefetch(p + i, 1);
+}
+
 /* ---- BatchNorm's passes over the planes of one channel (batchnorm.c) ----
  * Sums are in double, element i of each plane into lane i % 16 of each; they add to what the
  * lanes hold. */

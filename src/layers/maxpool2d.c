@@ -68,6 +68,10 @@ void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax,
         float *dx = din + (size_t)plane * HW;
         const float *dy = dout + (size_t)plane * OHW;
         const int32_t *where = argmax + (size_t)plane * OHW;
+        if (plane + 1 < B * s->C) { /* the next plane's, past the 4 KB pages' prefetch stops */
+            cn_fetch_ahead(dy + OHW, OHW), cn_fetch_ahead((const float *)(where + OHW), OHW);
+            cn_fetch_ahead_to_write(dx + HW, HW);
+        }
         memset(dx, 0, (size_t)HW * sizeof *dx);
         for (int i = 0; i < OHW; i++) dx[where[i]] += dy[i];
     }
