@@ -1,7 +1,8 @@
 /* test_gemm.c — cn_sgemm (cn_sgemm_rows_from, cn_sgemm_rows_at) and the patch kernels (im2col,
  * shifted planes, im2row, col2im, row2im) of the instruction set in use (tests/run.sh runs this
  * once per CNNC_ISA) against plain double-precision loops, over shapes that reach every tile,
- * band, dot-product block and tail the kernels have. */
+ * band, dot-product block and tail the kernels have; the chained product and the transpose of
+ * Winograd's weight gradient. */
 #include "testutil.h"
 
 #include "kernels/gemm.h"
@@ -355,6 +356,67 @@ static void test_bf16_products(void **state)
         check_bf16_shape(shapes[i][0], shapes[i][1], shapes[i][2], &rng);
 }
 
+/* cn_sgemm_chained: C + (the product of k's first chain of CN_CHAIN, from zero) + (the next
+ * chain's) + ..., each chain as cn_sgemm sums it and the chains added in order, bit for bit; and
+ * within fp32 rounding of the double-precision product. */
+static void check_chained(int M, int N, int K, cn_rng *rng)
+{
+    size_t nc = (size_t)M * N;
+    float *A = malloc((size_t)M * K * sizeof *A), *B = malloc((size_t)K * N * sizeof *B);
+    float *C = malloc(nc * sizeof *C), *want = malloc(nc * sizeof *want);
+    float *part = malloc(nc * sizeof *part), *exact = malloc(nc * sizeof *exact);
+    assert_true(A && B && C && want && part && exact);
+    fill(A, (size_t)M * K, rng), fill(B, (size_t)K * N, rng), fill(C, nc, rng);
+    memcpy(want, C, nc * sizeof *C), memcpy(exact, C, nc * sizeof *C);
+    for (int k0 = 0; k0 < K; k0 += CN_CHAIN) {
+        int kc = K - k0 < CN_CHAIN ? K - k0 : CN_CHAIN;
+        cn_sgemm(0, 0, M, N, kc, A + k0, K, B + (size_t)k0 * N, N, 0, part, N);
+        for (size_t i = 0; i < nc; i++) want[i] += part[i];
+    }
+    reference(0, 0, M, N, K, A, B, 1, exact);
+    cn_sgemm_chained(M, N, K, A, K, B, N, C, N);
+    if (memcmp(C, want, nc * sizeof *C) != 0)
+        fail_msg("chained %dx%dx%d: not the chains' sums added in order", M, N, K);
+    assert_true(tu_max_violation(C, exact, nc, 1e-5 * (K + 1), 1e-5) <= 1);
+    free(A), free(B), free(C), free(want), free(part), free(exact);
+}
+
+/* cn_transpose: every element where it belongs, nothing written between the rows. */
+static void check_transpose(int rows, int cols, cn_rng *rng)
+{
+    int lds = cols + 3, ldd = rows + 5;
+    float *src = malloc((size_t)rows * lds * sizeof *src), *dst = malloc((size_t)cols * ldd * 4);
+    assert_true(src && dst);
+    fill(src, (size_t)rows * lds, rng);
+    for (size_t i = 0; i < (size_t)cols * ldd; i++) dst[i] = NAN;
+    cn_transpose(dst, ldd, src, lds, rows, cols);
+    for (int j = 0; j < cols; j++)
+        for (int i = 0; i < ldd; i++) {
+            float got = dst[(size_t)j * ldd + i];
+            if (i < rows ? got != src[(size_t)i * lds + j] : !isnan(got))
+                fail_msg("transpose %dx%d: [%d][%d] is %g", rows, cols, j, i, got);
+        }
+    free(src), free(dst);
+}
+
+static void test_chained_products_and_transposes(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 21);
+    /* every band height (1 to 7 rows), whole and part vectors, chains whole and cut short */
+    static const int Ks[] = {1, CN_CHAIN - 1, CN_CHAIN, CN_CHAIN + 1, 3 * CN_CHAIN + 5, 256};
+    for (int M = 1; M <= 15; M++)
+        for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k++)
+            check_chained(M, 1 + (M * 7) % 70, Ks[k], &rng);
+    check_chained(32, 32, 256, &rng); /* a weight gradient of F(2x2, 3x3): 32 -> 32 channels */
+    check_chained(64, 48, 100, &rng);
+    static const int sizes[] = {1, 3, 4, 8, 15, 16, 17, 31, 32, 33, 40};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++)
+            check_transpose(sizes[i], sizes[j], &rng);
+}
+
 int main(void)
 {
     if (tu_isa_unavailable()) return 0;
@@ -364,6 +426,7 @@ int main(void)
         cmocka_unit_test(test_products_from_rows_at_offsets),
         cmocka_unit_test(test_padding_copies),
         cmocka_unit_test(test_bf16_products),
+        cmocka_unit_test(test_chained_products_and_transposes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

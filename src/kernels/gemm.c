@@ -17,6 +17,8 @@ typedef struct {
                const int32_t *, const float *, float *, int);
     void (*nt)(int, int, int, const float *, int, const float *, int, float *, int);
     float (*burn)(long, float, double *);
+    void (*chained)(int, int, int, const float *, int, const float *, int, float *, int);
+    void (*transpose)(float *, int, const float *, int, int, int);
     void (*im2col)(float *, const float *, int, int, int, int);
     void (*shifted)(float *, ptrdiff_t, const float *, int, int, int, int);
     void (*pad_rows)(float *, const float *, int, int, int, int, int, int);
@@ -45,7 +47,8 @@ typedef struct {
 } gemm_kernels;
 
 #define KERNELS_OF(isa)                                                                        \
-    {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_im2col_##isa,                    \
+    {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_gemm_nn_chained_##isa,          \
+     cn_transpose_##isa, cn_im2col_##isa,                                                     \
      cn_shifted_planes_##isa, cn_pad_rows_##isa, cn_crop_rows_##isa, cn_im2row_##isa,          \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_planes_##isa,          \
      cn_picked_rows_weight_gradient_##isa, cn_picks_by_position_##isa,                         \
@@ -146,6 +149,17 @@ void cn_sgemm_rows_at(int M, int N, int K, const float *A, int lda, const float 
 float cn_fma_burn(long iters, float seed, double *flops)
 {
     return kernels_by_isa[cn_isa_active()].burn(iters, seed, flops);
+}
+
+void cn_sgemm_chained(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                      float *C, int ldc)
+{
+    kernels_by_isa[cn_isa_active()].chained(M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+void cn_transpose(float *dst, int ldd, const float *src, int lds, int rows, int cols)
+{
+    kernels_by_isa[cn_isa_active()].transpose(dst, ldd, src, lds, rows, cols);
 }
 
 void cn_im2col(float *col, const float *in, int C, int H, int W, int K)

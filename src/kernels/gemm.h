@@ -36,6 +36,16 @@ int cn_cpu_runs(cn_isa isa);
  * of one core. Adds the flops done to *flops; returns a value to keep. */
 float cn_fma_burn(long iters, float seed, double *flops);
 
+/* C[M,N] += A[M,K] * B[K,N] (no transposes), each element's sum over k in chains of CN_CHAIN
+ * terms from zero, each chain's sum added to it in order: a long sum (over the tiles of a batch)
+ * rounds about as a tree of 16 lanes would, at the speed of a plain product. */
+#define CN_CHAIN 16
+void cn_sgemm_chained(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                      float *C, int ldc);
+
+/* dst [cols, rows] (row stride ldd) = the transpose of src [rows, cols] (row stride lds). */
+void cn_transpose(float *dst, int ldd, const float *src, int lds, int rows, int cols);
+
 /* The patch matrices of a valid, stride-1 convolution of one sample in [C,H,W] with K x K
  * kernels, OH = H-K+1, OW = W-K+1: im2col writes col [C*K*K, OH*OW] (row (c,ky,kx) holds
  * in[c, oy+ky, ox+kx] for every position), im2row its transpose rows [OH*OW, C*K*K] with row
@@ -217,6 +227,10 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     void cn_gemm_nt_##isa(int M, int N, int K, const float *A, int lda, const float *Bt,      \
                           int ldb, float *C, int ldc);                                 \
     float cn_fma_burn_##isa(long iters, float seed, double *flops);                          \
+    void cn_gemm_nn_chained_##isa(int M, int N, int K, const float *A, int lda, const float *B, \
+                                  int ldb, float *C, int ldc);                                \
+    void cn_transpose_##isa(float *dst, int ldd, const float *src, int lds, int rows,         \
+                            int cols);                                                        \
     void cn_im2col_##isa(float *col, const float *in, int C, int H, int W, int K);           \
     void cn_shifted_planes_##isa(float *planes, ptrdiff_t ps, const float *in, int C, int H,  \
                                  int W, int K);                                               \

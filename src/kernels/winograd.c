@@ -92,6 +92,7 @@ typedef struct {
     float *M;   /* [xi, OC, ld]: products (transformed output gradients in backward) */
     float *row;  /* the transforms' scratch: zero-bordered copies of a plane, rows between passes */
     float *zero; /* [OC] zeros: where the products' sums start */
+    float *Vt;   /* the weight gradient's: [ld, C], one entry's block of V turned round */
 } parts;
 
 /* The shape of one plane for the transforms (gemm.h). */
@@ -108,8 +109,11 @@ static size_t carve(const plan *p, float *at, parts *out)
     size_t r = cn_whole_lines(p->m == 4 ? cn_winograd4_row_floats(&s)
                                         : (2 * (size_t)p->TH + 2) * (2 * (size_t)p->TW + 32));
     size_t z = cn_whole_lines((size_t)p->OC);
-    if (out) *out = (parts){at, at + u, at + u + v, at + u + v + m, at + u + v + m + r};
-    return u + v + m + r + z;
+    size_t t = p->m == 2 ? cn_whole_lines((size_t)p->ld * p->C) : 0;
+    if (out)
+        *out = (parts){at, at + u, at + u + v, at + u + v + m, at + u + v + m + r,
+                       at + u + v + m + r + z};
+    return u + v + m + r + z + t;
 }
 
 size_t cn_winograd_floats(const cn_conv_shape *s)
@@ -223,6 +227,17 @@ static void transform_output(float *y, const float *M, int tb, const float *bias
                             (ptrdiff_t)xs, &s, bias ? bias[oc] : 0.0f, row);
 }
 
+/* dU [OC, C] += M [OC, n] V [C, n]^T over n tiles (rows ld apart): V turned round into Vt, so
+ * that the product is a plain one (broadcasts from M, whole vectors of Vt's rows), in chains of
+ * CN_CHAIN tiles (cn_sgemm_chained). A single chain over every tile rounded twice as badly as the
+ * dot products it replaced (16 lanes folded in a tree), past the PyTorch fixtures' tolerance. */
+static void weight_gradient_product(float *dU, const float *M, const float *V, int n,
+                                    const plan *p, parts w)
+{
+    cn_transpose(w.Vt, p->C, V, p->ld, p->C, n);
+    cn_sgemm_chained(p->OC, p->C, n, M, p->ld, w.Vt, p->C, dU, p->C);
+}
+
 /* ---- the passes ---- */
 
 /* out [B, OC, OH, OW] = the convolution of in [B, C, IH, IW] with the transformed kernels U. */
@@ -268,8 +283,8 @@ void cn_winograd_backward(float *din, float *dweight, const float *dout, const f
             transform_gradient(w.M, dout + (size_t)(b0 + b) * out_floats, b * p.T, &p, w.row);
         }
         for (int xi = 0; xi < p.xi; xi++)
-            cn_sgemm(0, 1, s->OC, s->C, nb * p.T, w.M + xi * p.ms, p.ld, w.V + xi * p.vs, p.ld,
-                     1, w.U + (size_t)xi * s->OC * s->C, s->C);
+            weight_gradient_product(w.U + (size_t)xi * s->OC * s->C, w.M + xi * p.ms,
+                                    w.V + xi * p.vs, nb * p.T, &p, w);
     }
     fold_kernels(dweight, w.U, s->OC, s->C);
     if (!din) return;
