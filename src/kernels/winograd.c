@@ -8,9 +8,10 @@
  * - The input gradient: the same, run on the output gradient with the kernels turned by 180
  *   degrees and padding 2 - pad.
  * - The weight gradient, F(2x2, 3x3): G^T (sum over tiles of (A dY A^T) . V) G with 4x4 blocks,
- *   16 products dU[xi] += dM[xi] [OC, tiles] * V[xi]^T (2.25 times fewer than direct). Its sums
- *   over many tiles of F(4x4, 3x3)'s larger terms, folded back with sixths and 24ths, rounded
- *   past the tolerance of the PyTorch fixtures; F(2x2, 3x3)'s stay within it.
+ *   16 products dU[xi] += dM[xi] [OC, tiles] * V[xi]^T (2.25 times fewer than direct), each
+ *   V[xi] turned round so that they are plain products, summed in chains (cn_sgemm_chained).
+ *   Its sums over many tiles of F(4x4, 3x3)'s larger terms, folded back with sixths and 24ths,
+ *   rounded past the tolerance of the PyTorch fixtures; F(2x2, 3x3)'s stay within it.
  * The transforms, a plane at a time, are vector kernels of each instruction set (gemm.h,
  * winograd_kernels.inc). Every sum runs in an order fixed by the shapes and the instruction
  * set. Not for other kernel sizes or strides, and not for bf16 (conv.c keeps its
