@@ -18,6 +18,7 @@ typedef struct {
     void (*nt)(int, int, int, const float *, int, const float *, int, float *, int);
     float (*burn)(long, float, double *);
     void (*chained)(int, int, int, const float *, int, const float *, int, float *, int);
+    int (*chained_sums)(void);
     void (*transpose)(float *, int, const float *, int, int, int);
     void (*im2col)(float *, const float *, int, int, int, int);
     void (*shifted)(float *, ptrdiff_t, const float *, int, int, int, int);
@@ -48,7 +49,7 @@ typedef struct {
 
 #define KERNELS_OF(isa)                                                                        \
     {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_gemm_nn_chained_##isa,          \
-     cn_transpose_##isa, cn_im2col_##isa,                                                     \
+     cn_chained_sums_##isa, cn_transpose_##isa, cn_im2col_##isa,                              \
      cn_shifted_planes_##isa, cn_pad_rows_##isa, cn_crop_rows_##isa, cn_im2row_##isa,          \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_planes_##isa,          \
      cn_picked_rows_weight_gradient_##isa, cn_picks_by_position_##isa,                         \
@@ -156,6 +157,8 @@ void cn_sgemm_chained(int M, int N, int K, const float *A, int lda, const float 
 {
     kernels_by_isa[cn_isa_active()].chained(M, N, K, A, lda, B, ldb, C, ldc);
 }
+
+int cn_chained_sums(void) { return kernels_by_isa[cn_isa_active()].chained_sums(); }
 
 void cn_transpose(float *dst, int ldd, const float *src, int lds, int rows, int cols)
 {

@@ -42,6 +42,10 @@ float cn_fma_burn(long iters, float seed, double *flops);
 #define CN_CHAIN 16
 void cn_sgemm_chained(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                       float *C, int ldc);
+/* 1 when the kernels in use run such long sums faster that way, over a transposed operand, than
+ * as cn_sgemm's dot products (trans_b); 0 for the portable ones (no fused multiply-adds and 16
+ * registers: a row's total and chain leave too few for the broadcasts). */
+int cn_chained_sums(void);
 
 /* dst [cols, rows] (row stride ldd) = the transpose of src [rows, cols] (row stride lds). */
 void cn_transpose(float *dst, int ldd, const float *src, int lds, int rows, int cols);
@@ -229,6 +233,7 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     float cn_fma_burn_##isa(long iters, float seed, double *flops);                          \
     void cn_gemm_nn_chained_##isa(int M, int N, int K, const float *A, int lda, const float *B, \
                                   int ldb, float *C, int ldc);                                \
+    int cn_chained_sums_##isa(void);                                                          \
     void cn_transpose_##isa(float *dst, int ldd, const float *src, int lds, int rows,         \
                             int cols);                                                        \
     void cn_im2col_##isa(float *col, const float *in, int C, int H, int W, int K);           \

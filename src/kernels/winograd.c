@@ -231,10 +231,15 @@ static void transform_output(float *y, const float *M, int tb, const float *bias
 /* dU [OC, C] += M [OC, n] V [C, n]^T over n tiles (rows ld apart): V turned round into Vt, so
  * that the product is a plain one (broadcasts from M, whole vectors of Vt's rows), in chains of
  * CN_CHAIN tiles (cn_sgemm_chained). A single chain over every tile rounded twice as badly as the
- * dot products it replaced (16 lanes folded in a tree), past the PyTorch fixtures' tolerance. */
+ * dot products (lanes folded in a tree), past the PyTorch fixtures' tolerance. The portable
+ * kernels keep the dot products (cn_chained_sums). */
 static void weight_gradient_product(float *dU, const float *M, const float *V, int n,
                                     const plan *p, parts w)
 {
+    if (!cn_chained_sums()) {
+        cn_sgemm(0, 1, p->OC, p->C, n, M, p->ld, V, p->ld, 1, dU, p->C);
+        return;
+    }
     cn_transpose(w.Vt, p->C, V, p->ld, p->C, n);
     cn_sgemm_chained(p->OC, p->C, n, M, p->ld, w.Vt, p->C, dU, p->C);
 }
