@@ -112,7 +112,8 @@ typedef struct {
     int IH, IW, pad;
     int OH, OW, TH, TW;
 } cn_winograd_plane;
-/* v = B^T d B of each tile's 4x4 input block d; row: (2 TH + 2)(2 TW + 32) floats of scratch. */
+/* v = B^T d B of each tile's 4x4 input block d (the zero padding made in registers); row:
+ * unused (the signature is the others'). */
 void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
                        float *row);
 /* m = A dY A^T of each tile's 2x2 block dY of the output gradient d [OH, OW] (zeros past its
@@ -126,11 +127,10 @@ void cn_winograd4_input(float *v, ptrdiff_t xs, const float *plane, const cn_win
                         float *row);
 void cn_winograd4_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
                          float bias, float *row);
-/* The padded copy, then 12 rows of 4 floats a tile and 4 vectors of 16 more, and a vector. */
+/* 12 rows of 4 floats a tile and 4 vectors of 16 more, and a vector. */
 static inline size_t cn_winograd4_row_floats(const cn_winograd_plane *s)
 {
-    size_t rows = 4 * (size_t)s->TH + 2, width = 4 * (size_t)s->TW + 20;
-    return rows * width + 12 * (4 * (size_t)s->TH * s->TW + 64) + 16;
+    return 12 * (4 * (size_t)s->TH * s->TW + 64) + 16;
 }
 
 /* Asks for the n floats at p ahead of their turn, a 64-byte line at a time. Sweeps over planes
