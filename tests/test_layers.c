@@ -372,7 +372,8 @@ static void reference_pool(float *y, int32_t *where, const float *x, int W, int 
 }
 
 /* Inputs drawn from three values make ties of every shape in most windows; the window-2 kernel
- * must pick the same element as the plain rule everywhere. Widths of 1 to 33 windows (odd ones
+ * must pick the same element as the plain rule everywhere, and backward (into NaNs) give the bits
+ * of adding each pick's gradient to a zeroed plane, -0 included, zeros where no window reads. Widths of 1 to 33 windows (odd ones
  * floored) cover whole vectors and tails on every instruction set, and widths of a quarter
  * vector (4, 2, 1 windows) with and without rows left over from groups of four. */
 static void test_pool_ties_match_scan_order(void **state)
@@ -381,7 +382,7 @@ static void test_pool_ties_match_scan_order(void **state)
     static const int sizes[][2] = {{9, 9},  {24, 24}, {8, 8},  {5, 40}, {3, 67},
                                    {2, 34}, {11, 8},  {8, 4},  {10, 5}, {9, 2}};
     enum { C = 16, MOST = 24 * 24 }; /* the most inputs a plane has */
-    float x[C * MOST], y[C * MOST], want_y[MOST];
+    float x[C * MOST], y[C * MOST], want_y[MOST], dy[C * MOST], dx[C * MOST], want_dx[MOST];
     int32_t where[C * MOST], want_where[MOST];
     cn_rng rng;
     cn_rng_seed(&rng, 9);
@@ -390,10 +391,20 @@ static void test_pool_ties_match_scan_order(void **state)
         for (int i = 0; i < C * H * W; i++) x[i] = (float)cn_rng_below(&rng, 3);
         cn_pool_shape ps = cn_pool_shape_of(C, H, W, 2, 2);
         cn_maxpool2d_forward(y, where, x, 1, &ps);
+        for (int i = 0; i < C * OH * OW; i++) /* gradients of -0 among them */
+            dy[i] = cn_rng_below(&rng, 4) ? cn_rng_uniform(&rng) - 0.5f : -0.0f;
+        for (int i = 0; i < C * H * W; i++) dx[i] = NAN;
+        cn_maxpool2d_backward(dx, dy, where, 1, &ps);
         for (int c = 0; c < C; c++) {
             reference_pool(want_y, want_where, x + c * H * W, W, 2, OH, OW);
             assert_memory_equal(y + c * OH * OW, want_y, (size_t)OH * OW * sizeof *y);
             assert_memory_equal(where + c * OH * OW, want_where, (size_t)OH * OW * sizeof *where);
+            /* backward: each pick's gradient added to a zero, every other element zero */
+            for (int i = 0; i < H * W; i++) want_dx[i] = 0.0f;
+            for (int o = 0; o < OH * OW; o++) want_dx[want_where[o]] += dy[c * OH * OW + o];
+            if (memcmp(dx + c * H * W, want_dx, (size_t)H * W * sizeof *dx))
+                fail_msg("%d x %d: the max-pool's gradient differs from the picks' added to zeros",
+                         H, W);
         }
     }
 }
