@@ -117,7 +117,7 @@ typedef struct {
 void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
                        float *row);
 /* m = A dY A^T of each tile's 2x2 block dY of the output gradient d [OH, OW] (zeros past its
- * edges); row: unused (the signature is cn_winograd_input's, for winograd.c's plane loop). */
+ * edges); row: 4 (TH TW + 16) floats of scratch. */
 void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
                           float *row);
 /* The same for F(4x4, 3x3), the forward algorithm's: TH x TW tiles of 4 x 4 outputs, a tile's

@@ -91,7 +91,7 @@ typedef struct {
     float *U;   /* [xi, OC, C]: transformed kernels (the weight gradient's sums in backward) */
     float *V;   /* [xi, C, ld]: transformed input blocks */
     float *M;   /* [xi, OC, ld]: products (transformed output gradients in backward) */
-    float *row;  /* F(4x4, 3x3)'s transforms' scratch: rows between their passes */
+    float *row;  /* the transforms' scratch: rows between their passes */
     float *zero; /* [OC] zeros: where the products' sums start */
     float *Vt;   /* the weight gradient's: [ld, C], one entry's block of V turned round */
 } parts;
@@ -107,7 +107,8 @@ static size_t carve(const plan *p, float *at, parts *out)
     size_t u = cn_whole_lines((size_t)p->xi * p->OC * p->C);
     size_t v = (size_t)p->xi * p->vs, m = (size_t)p->xi * p->ms;
     cn_winograd_plane s = plane_of(p);
-    size_t r = p->m == 4 ? cn_whole_lines(cn_winograd4_row_floats(&s)) : 0;
+    size_t r = cn_whole_lines(p->m == 4 ? cn_winograd4_row_floats(&s)
+                                        : 4 * ((size_t)p->T + CN_LINE_FLOATS));
     size_t z = cn_whole_lines((size_t)p->OC);
     size_t t = p->m == 2 ? cn_whole_lines((size_t)p->ld * p->C) : 0;
     if (out)
