@@ -572,7 +572,10 @@ static void test_conv_bands_match_direct_loops(void **state)
  * plane of more tiles than a block, rows of tiles longer than a vector of every instruction set
  * and rows of half a vector (two to a vector), planes whose output rows are whole vectors of
  * AVX-512 (16 and 32 wide: F(4x4, 3x3)'s output stored straight from registers) or only of
- * AVX2 and the baseline (8 wide), one output position, and the fewest channels it takes. */
+ * AVX2 and the baseline (8 wide), one output position, and the fewest channels it takes. Planes
+ * of fewer than 16 tiles go through F(4x4, 3x3)'s transforms a few samples at a time (4 of 4
+ * tiles, 2 of 6, 16 of 1), the last group of a block part full (3 of 4, 21 samples in groups of
+ * 2). */
 static void test_conv_winograd_matches_direct_loops(void **state)
 {
     (void)state;

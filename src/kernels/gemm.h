@@ -111,6 +111,11 @@ void cn_maxpool2_planes(float *y, int32_t *where, const float *x, int planes, in
 typedef struct {
     int IH, IW, pad;
     int OH, OW, TH, TW;
+    /* F(4x4, 3x3)'s only (1 for the others): the planes one call transforms, stride floats
+     * apart, their tiles consecutive in the transformed rows, so that planes of fewer tiles
+     * than a vector share vectors (the same channel of a few samples) */
+    int planes;
+    ptrdiff_t stride;
 } cn_winograd_plane;
 /* v = B^T d B of each tile's 4x4 input block d (the zero padding made in registers); row:
  * unused (the signature is the others'). */
@@ -127,10 +132,10 @@ void cn_winograd4_input(float *v, ptrdiff_t xs, const float *plane, const cn_win
                         float *row);
 void cn_winograd4_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
                          float bias, float *row);
-/* 12 rows of 4 floats a tile and 4 vectors of 16 more, and a vector. */
+/* 12 rows of 4 floats a tile (of every plane) and 4 vectors of 16 more, and a vector. */
 static inline size_t cn_winograd4_row_floats(const cn_winograd_plane *s)
 {
-    return 12 * (4 * (size_t)s->TH * s->TW + 64) + 16;
+    return 12 * (4 * (size_t)s->planes * s->TH * s->TW + 64) + 16;
 }
 
 /* Asks for the n floats at p ahead of their turn, a 64-byte line at a time. Sweeps over planes

@@ -12,8 +12,9 @@
  *   V[xi] turned round so that they are plain products, summed in chains (cn_sgemm_chained).
  *   Its sums over many tiles of F(4x4, 3x3)'s larger terms, folded back with sixths and 24ths,
  *   rounded past the tolerance of the PyTorch fixtures; F(2x2, 3x3)'s stay within it.
- * The transforms, a plane at a time, are vector kernels of each instruction set (gemm.h,
- * winograd_kernels.inc). Every sum runs in an order fixed by the shapes and the instruction
+ * The transforms, a plane at a time (F(4x4, 3x3)'s: the same plane of a few samples at once
+ * where a plane has fewer tiles than a line, so that its vectors fill), are vector kernels of
+ * each instruction set (gemm.h, winograd_kernels.inc). Every sum runs in an order fixed by the shapes and the instruction
  * set. Not for other kernel sizes or strides, and not for bf16 (conv.c keeps its
  * patch products for those). */
 #include <string.h>
@@ -37,6 +38,8 @@ typedef struct {
     int m, xi;     /* m x m output tiles from (m + 2) x (m + 2) input blocks of xi entries */
     int TH, TW, T; /* output tiles: per column, per row, per sample */
     int nb;        /* samples per block */
+    int group;     /* samples whose planes one transform call takes: F(4x4, 3x3)'s planes of
+                    * fewer tiles than a line share vectors (gemm.h, cn_winograd_plane) */
     int ld;        /* the rows of V and M: nb * T tiles, on whole lines */
     size_t vs, ms; /* from one entry's block of V [C, ld] (of M [OC, ld]) to the next's */
 } plan;
@@ -53,10 +56,12 @@ static size_t block_stride(size_t n)
 static plan plan_of(int C, int H, int W, int OC, int pad, int m)
 {
     plan p = {C, H, W, OC, pad, H + 2 * pad - 2, W + 2 * pad - 2, m, (m + 2) * (m + 2),
-              0, 0, 0, 0, 0, 0, 0};
+              0, 0, 0, 0, 0, 0, 0, 0};
     p.TH = (p.OH + m - 1) / m, p.TW = (p.OW + m - 1) / m, p.T = p.TH * p.TW;
     int tiles = m == 4 ? BLOCK_TILES4 : BLOCK_TILES;
     p.nb = tiles / p.T > 1 ? tiles / p.T : 1;
+    p.group = m == 4 && p.T < CN_LINE_FLOATS ? CN_LINE_FLOATS / p.T : 1;
+    p.group = p.group < p.nb ? p.group : p.nb;
     p.ld = (int)cn_whole_lines((size_t)p.nb * p.T);
     p.vs = block_stride((size_t)p.C * p.ld), p.ms = block_stride((size_t)p.OC * p.ld);
     return p;
@@ -96,17 +101,18 @@ typedef struct {
     float *Vt;   /* the weight gradient's: [ld, C], one entry's block of V turned round */
 } parts;
 
-/* The shape of one plane for the transforms (gemm.h). */
-static cn_winograd_plane plane_of(const plan *p)
+/* The shape of the planes for the transforms (gemm.h): count of them, stride floats apart. */
+static cn_winograd_plane plane_of(const plan *p, int count, size_t stride)
 {
-    return (cn_winograd_plane){p->IH, p->IW, p->pad, p->OH, p->OW, p->TH, p->TW};
+    return (cn_winograd_plane){p->IH, p->IW, p->pad, p->OH, p->OW, p->TH, p->TW, count,
+                               (ptrdiff_t)stride};
 }
 
 static size_t carve(const plan *p, float *at, parts *out)
 {
     size_t u = cn_whole_lines((size_t)p->xi * p->OC * p->C);
     size_t v = (size_t)p->xi * p->vs, m = (size_t)p->xi * p->ms;
-    cn_winograd_plane s = plane_of(p);
+    cn_winograd_plane s = plane_of(p, p->group, 0);
     size_t r = cn_whole_lines(p->m == 4 ? cn_winograd4_row_floats(&s)
                                         : 4 * ((size_t)p->T + CN_LINE_FLOATS));
     size_t z = cn_whole_lines((size_t)p->OC);
@@ -195,37 +201,42 @@ typedef void plane_transform(float *to, ptrdiff_t xs, const float *plane,
                              const cn_winograd_plane *s, float *row);
 
 /* The columns tb.. of X [xi, planes, ld] (entries xs apart) = f of each of the planes [planes,
- * h, w] of one sample: its input blocks (f = cn_winograd4_input or cn_winograd_input: planes C
- * of IH x IW, X = V) or its output gradient's (cn_winograd_gradient: OC of OH x OW, X = M). */
+ * h, w] of count samples (sample_floats apart; 1 but for F(4x4, 3x3)'s input): their input
+ * blocks (f = cn_winograd4_input or cn_winograd_input: planes C of IH x IW, X = V) or their
+ * output gradient's (cn_winograd_gradient: OC of OH x OW, X = M). */
 static void transform_planes(plane_transform *f, float *X, size_t xs, const float *sample,
-                             int planes, size_t plane_floats, int tb, const plan *p, float *row)
+                             int count, size_t sample_floats, int planes, size_t plane_floats,
+                             int tb, const plan *p, float *row)
 {
-    cn_winograd_plane s = plane_of(p);
+    cn_winograd_plane s = plane_of(p, count, sample_floats);
     for (int i = 0; i < planes; i++)
         f(X + (size_t)i * p->ld + tb, (ptrdiff_t)xs, sample + (size_t)i * plane_floats, &s, row);
 }
 
-static void transform_input(float *V, const float *x, int tb, const plan *p, float *row)
+static void transform_input(float *V, const float *x, int count, int tb, const plan *p,
+                            float *row)
 {
-    transform_planes(p->m == 4 ? cn_winograd4_input : cn_winograd_input, V, p->vs, x, p->C,
-                     (size_t)p->IH * p->IW, tb, p, row);
+    size_t plane = (size_t)p->IH * p->IW;
+    transform_planes(p->m == 4 ? cn_winograd4_input : cn_winograd_input, V, p->vs, x, count,
+                     p->C * plane, p->C, plane, tb, p, row);
 }
 
 static void transform_gradient(float *M, const float *d, int tb, const plan *p, float *row)
 {
-    transform_planes(cn_winograd_gradient, M, p->ms, d, p->OC, (size_t)p->OH * p->OW, tb, p,
-                     row);
+    size_t plane = (size_t)p->OH * p->OW;
+    transform_planes(cn_winograd_gradient, M, p->ms, d, 1, 0, p->OC, plane, tb, p, row);
 }
 
-/* One sample's output y [OC, OH, OW] from the products in M's columns tb.. (+ bias). */
-static void transform_output(float *y, const float *M, int tb, const float *bias, const plan *p,
-                             float *row)
+/* The outputs y [count, OC, OH, OW] of count samples from the products in M's columns tb..
+ * (+ bias). */
+static void transform_output(float *y, const float *M, int count, int tb, const float *bias,
+                             const plan *p, float *row)
 {
-    cn_winograd_plane s = plane_of(p);
-    size_t xs = p->ms;
+    size_t plane = (size_t)p->OH * p->OW;
+    cn_winograd_plane s = plane_of(p, count, p->OC * plane);
     for (int oc = 0; oc < p->OC; oc++)
-        cn_winograd4_output(y + (size_t)oc * p->OH * p->OW, M + (size_t)oc * p->ld + tb,
-                            (ptrdiff_t)xs, &s, bias ? bias[oc] : 0.0f, row);
+        cn_winograd4_output(y + oc * plane, M + (size_t)oc * p->ld + tb, (ptrdiff_t)p->ms, &s,
+                            bias ? bias[oc] : 0.0f, row);
 }
 
 /* dU [OC, C] += M [OC, n] V [C, n]^T over n tiles (rows ld apart): V turned round into Vt, so
@@ -254,13 +265,15 @@ static void convolve(float *out, const float *in, const float *U, const float *b
     memset(w.zero, 0, (size_t)p->OC * sizeof *w.zero);
     for (int b0 = 0; b0 < B; b0 += p->nb) {
         int nb = B - b0 < p->nb ? B - b0 : p->nb;
-        for (int b = 0; b < nb; b++)
-            transform_input(w.V, in + (size_t)(b0 + b) * in_floats, b * p->T, p, w.row);
+        for (int b = 0; b < nb; b += p->group)
+            transform_input(w.V, in + (size_t)(b0 + b) * in_floats,
+                            nb - b < p->group ? nb - b : p->group, b * p->T, p, w.row);
         for (int xi = 0; xi < p->xi; xi++)
             cn_sgemm_rows_from(p->OC, nb * p->T, p->C, U + (size_t)xi * p->OC * p->C, p->C,
                                w.V + xi * p->vs, p->ld, w.zero, w.M + xi * p->ms, p->ld);
-        for (int b = 0; b < nb; b++)
-            transform_output(out + (size_t)(b0 + b) * out_floats, w.M, b * p->T, bias, p, w.row);
+        for (int b = 0; b < nb; b += p->group)
+            transform_output(out + (size_t)(b0 + b) * out_floats, w.M,
+                             nb - b < p->group ? nb - b : p->group, b * p->T, bias, p, w.row);
     }
 }
 
@@ -285,7 +298,7 @@ void cn_winograd_backward(float *din, float *dweight, const float *dout, const f
     for (int b0 = 0; b0 < B; b0 += p.nb) {
         int nb = B - b0 < p.nb ? B - b0 : p.nb;
         for (int b = 0; b < nb; b++) {
-            transform_input(w.V, in + (size_t)(b0 + b) * in_floats, b * p.T, &p, w.row);
+            transform_input(w.V, in + (size_t)(b0 + b) * in_floats, 1, b * p.T, &p, w.row);
             transform_gradient(w.M, dout + (size_t)(b0 + b) * out_floats, b * p.T, &p, w.row);
         }
         for (int xi = 0; xi < p.xi; xi++)
