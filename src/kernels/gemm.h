@@ -118,13 +118,19 @@ typedef struct {
     ptrdiff_t stride;
 } cn_winograd_plane;
 /* v = B^T d B of each tile's 4x4 input block d (the zero padding made in registers); row:
- * unused (the signature is the others'). */
+ * cn_winograd_row_floats(s) floats of scratch. */
 void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
                        float *row);
 /* m = A dY A^T of each tile's 2x2 block dY of the output gradient d [OH, OW] (zeros past its
- * edges); row: 4 (TH TW + 16) floats of scratch. */
+ * edges); row: as the input's. */
 void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
                           float *row);
+/* 8 rows of 2 floats a tile and 2 vectors of 16 more, and a vector (the input's; the gradient
+ * takes 4 (TH TW + 16)). */
+static inline size_t cn_winograd_row_floats(const cn_winograd_plane *s)
+{
+    return 8 * (2 * (size_t)s->TH * s->TW + 32) + 16;
+}
 /* The same for F(4x4, 3x3), the forward algorithm's: TH x TW tiles of 4 x 4 outputs, a tile's
  * 36 entries (6x6 input blocks) xs floats apart. Multiplications by powers of two only: the
  * same bits on every instruction set. row: cn_winograd4_row_floats(s) floats of scratch. */

@@ -114,7 +114,7 @@ static size_t carve(const plan *p, float *at, parts *out)
     size_t v = (size_t)p->xi * p->vs, m = (size_t)p->xi * p->ms;
     cn_winograd_plane s = plane_of(p, p->group, 0);
     size_t r = cn_whole_lines(p->m == 4 ? cn_winograd4_row_floats(&s)
-                                        : 4 * ((size_t)p->T + CN_LINE_FLOATS));
+                                        : cn_winograd_row_floats(&s));
     size_t z = cn_whole_lines((size_t)p->OC);
     size_t t = p->m == 2 ? cn_whole_lines((size_t)p->ld * p->C) : 0;
     if (out)
