@@ -571,9 +571,10 @@ static void test_conv_bands_match_direct_loops(void **state)
  * (tiles cut by the edge), batches of several blocks of samples with a partial last one, a
  * plane of more tiles than a block, rows of tiles longer than a vector of every instruction set,
  * rows of half a vector (two to a vector) and rows of fewer tiles (the weight gradient's
- * transforms through runs in tile order: 7 x 9 and 8 x 8 planes on AVX-512), planes whose output rows are whole vectors of
- * AVX-512 (16 and 32 wide: F(4x4, 3x3)'s output stored straight from registers) or only of
- * AVX2 and the baseline (8 wide), one output position, and the fewest channels it takes. Planes
+ * transforms through runs in tile order: 7 x 9 and 8 x 8 planes on AVX-512), planes whose
+ * output rows are whole vectors of AVX-512 (16 and 32 wide: F(4x4, 3x3)'s output stored
+ * straight from registers) or only of AVX2 and the baseline (8 wide), one output position, and
+ * the fewest channels it takes. Planes
  * of fewer than 16 tiles go through F(4x4, 3x3)'s transforms a few samples at a time (4 of 4
  * tiles, 2 of 6, 16 of 1), the last group of a block part full (3 of 4, 21 samples in groups of
  * 2). */
