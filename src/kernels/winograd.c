@@ -257,6 +257,9 @@ static void weight_gradient_product(float *dU, const float *M, const float *V, i
 
 /* ---- the passes ---- */
 
+/* The samples of the group from sample b of a block of nb: p->group, fewer at the block's end. */
+static int group_at(const plan *p, int nb, int b) { return nb - b < p->group ? nb - b : p->group; }
+
 /* out [B, OC, OH, OW] = the convolution of in [B, C, IH, IW] with the transformed kernels U. */
 static void convolve(float *out, const float *in, const float *U, const float *bias, int B,
                      const plan *p, parts w)
@@ -266,14 +269,14 @@ static void convolve(float *out, const float *in, const float *U, const float *b
     for (int b0 = 0; b0 < B; b0 += p->nb) {
         int nb = B - b0 < p->nb ? B - b0 : p->nb;
         for (int b = 0; b < nb; b += p->group)
-            transform_input(w.V, in + (size_t)(b0 + b) * in_floats,
-                            nb - b < p->group ? nb - b : p->group, b * p->T, p, w.row);
+            transform_input(w.V, in + (size_t)(b0 + b) * in_floats, group_at(p, nb, b),
+                            b * p->T, p, w.row);
         for (int xi = 0; xi < p->xi; xi++)
             cn_sgemm_rows_from(p->OC, nb * p->T, p->C, U + (size_t)xi * p->OC * p->C, p->C,
                                w.V + xi * p->vs, p->ld, w.zero, w.M + xi * p->ms, p->ld);
         for (int b = 0; b < nb; b += p->group)
-            transform_output(out + (size_t)(b0 + b) * out_floats, w.M,
-                             nb - b < p->group ? nb - b : p->group, b * p->T, bias, p, w.row);
+            transform_output(out + (size_t)(b0 + b) * out_floats, w.M, group_at(p, nb, b),
+                             b * p->T, bias, p, w.row);
     }
 }
 
