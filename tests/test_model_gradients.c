@@ -217,6 +217,64 @@ static const char relu_around_batchnorm[] =
     "linear out=3\n"
     "log_softmax\n";
 
+/* A max-pool after a BatchNorm runs inside its passes, after the relu between them or without
+ * one, windows that tile the plane or overlap; the same model with a layer between them that
+ * changes nothing (dropout with p = 0) runs them one after the other. */
+static const char batchnorm_into_pool[] =
+    "input channels=2 height=10 width=10 mean=0 std=1\n"
+    "conv2d out=3 kernel=3 padding=1\n"            /* 3x10x10 */
+    "batchnorm2d\n"
+    "relu\n"
+    "maxpool2d kernel=2\n"                         /* 3x5x5: relu and pool inside bn */
+    "conv2d out=4 kernel=3 padding=1 bias=0\n"     /* 4x5x5 */
+    "batchnorm2d\n"
+    "maxpool2d kernel=3 stride=2\n"                /* 4x2x2: pool inside bn */
+    "flatten\n"
+    "linear out=3\n"
+    "log_softmax\n";
+static const char batchnorm_then_pool[] =
+    "input channels=2 height=10 width=10 mean=0 std=1\n"
+    "conv2d out=3 kernel=3 padding=1\n"
+    "batchnorm2d\n"
+    "relu\n"
+    "dropout p=0\n"
+    "maxpool2d kernel=2\n"
+    "conv2d out=4 kernel=3 padding=1 bias=0\n"
+    "batchnorm2d\n"
+    "dropout p=0\n"
+    "maxpool2d kernel=3 stride=2\n"
+    "flatten\n"
+    "linear out=3\n"
+    "log_softmax\n";
+
+static void test_batchnorm_into_pool(void **state)
+{
+    (void)state;
+    const unsigned both = CN_FUSE_FORWARD | CN_FUSE_BACKWARD;
+    net a = make_net(batchnorm_into_pool, 18), b = make_net(batchnorm_then_pool, 18);
+    assert_int_equal(cn_model_fusion(a.m, 1).passes, both);
+    assert_int_equal(cn_model_fusion(a.m, 1).layers, 2);
+    assert_int_equal(cn_model_fusion(a.m, 5).passes, both);
+    assert_int_equal(cn_model_fusion(a.m, 5).layers, 1);
+    assert_int_equal(cn_model_fusion(b.m, 1).layers, 1); /* the relu only */
+    assert_int_equal(cn_model_fusion(b.m, 6).layers, 0);
+    assert_int_equal(a.m->num_params, b.m->num_params);
+    assert_memory_equal(a.m->params, b.m->params, a.m->num_params * sizeof(float));
+    int L = a.m->num_layers, classes = cn_model_num_outputs(a.m);
+    for (int training = 0; training <= 1; training++) {
+        cn_forward(&a.plan, &a.w, BATCH, training);
+        cn_forward(&b.plan, &b.w, BATCH, training);
+        assert_memory_equal(a.w.out[L - 1], b.w.out[L + 1], (size_t)BATCH * classes * sizeof(float));
+    }
+    cn_backward(&a.plan, &a.w);
+    cn_backward(&b.plan, &b.w);
+    assert_memory_equal(a.w.dparams, b.w.dparams, a.m->num_params * sizeof(float));
+    assert_memory_equal(a.w.report, b.w.report, a.m->num_report * sizeof(float));
+    free_net(&a);
+    free_net(&b);
+    check_gradients(batchnorm_into_pool, 18);
+}
+
 static void test_every_layer(void **state)
 {
     (void)state;
@@ -263,8 +321,8 @@ static void test_relu_around_batchnorm(void **state)
 {
     (void)state;
     net n = make_net(relu_around_batchnorm, 16);
-    assert_int_equal(cn_model_fusion(n.m, 1), CN_FUSE_FORWARD | CN_FUSE_BACKWARD);
-    assert_int_equal(cn_model_fusion(n.m, 2), 0); /* BatchNorm runs inside the relu's passes */
+    assert_int_equal(cn_model_fusion(n.m, 1).passes, CN_FUSE_FORWARD | CN_FUSE_BACKWARD);
+    assert_int_equal(cn_model_fusion(n.m, 2).passes, 0); /* BatchNorm runs inside the relu's */
     assert_int_equal(n.plan.segments[1].first, 1); /* the relu on the whole batch, with it */
     assert_int_equal(n.plan.segments[1].batch_op, 1);
     free_net(&n);
@@ -309,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_big_linear_whole_batch),
         cmocka_unit_test(test_relu_around_batchnorm),
         cmocka_unit_test(test_bf16_where_it_pays),
+        cmocka_unit_test(test_batchnorm_into_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

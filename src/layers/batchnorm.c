@@ -7,7 +7,8 @@
  * statistics do not depend on where replicas ran; with several processes each replica's share
  * of that combination is made where it ran (running_share) and the shares are summed like the
  * gradient. A relu right after the layer runs inside its passes (fuses), and so does a relu
- * right before it (forward_rectified, called by relu.c's fusion). The passes over a plane
+ * right before it (forward_rectified, called by relu.c's fusion) and a max-pool right after it
+ * or after its relu (plane by plane through scratch, bn_pool). The passes over a plane
  * are kernels of each instruction set (batchnorm_kernels.inc). No affine=False, no
  * track_running_stats=False. */
 #include <math.h>
@@ -65,39 +66,78 @@ static cn_bn_channel channel(float mean, float invstd, float gamma, float beta, 
 
 static int rectified(int relu) { return (relu & CN_BN_RELU_BEFORE) != 0; }
 
+/* A max-pool after the layer (and after its relu), run plane by plane inside its passes: a
+ * plane's output is made in scratch and pooled from there, and a plane's output gradient is the
+ * pool's routed to its picks in scratch, so that neither goes through memory. The same kernels
+ * on the same values as the layers one after the other: the same bits. */
+typedef struct {
+    cn_pool_shape shape;     /* of one plane (C = 1) */
+    float *y;                /* forward: the pool's output [B, C, OH * OW] */
+    int32_t *picks;          /* its picks, written forward, read backward */
+    const float *dy;         /* backward: the pool's output gradient */
+    float *plane;            /* scratch of one plane */
+} bn_pool;
+
 /* The four passes over a group's planes, and what they read and write (index j: the group's
  * channel c0 + j). */
 typedef enum { BN_SUMS, BN_NORMALISE, BN_GRADIENT_SUMS, BN_INPUT_GRADIENT } bn_pass;
 typedef struct {
-    float *out;         /* y, or dx */
-    const float *x, *dy; /* dy: the gradient's passes only */
+    float *out;         /* y (unless pooled), or dx */
+    const float *x, *dy; /* dy: the gradient's passes only, unless pooled */
     bn_sums *sums;
     const float *shift; /* BN_SUMS */
     const cn_bn_channel *ch;
     int rectify;        /* x is read as its relu (cn_bn_planes) */
+    const bn_pool *pool; /* NULL: none after the layer */
 } bn_operands;
+
+/* Where the pool's plane that comes from the layer's plane at `at` starts. */
+static size_t pooled_at(const bn_pool *q, size_t at, int HW)
+{
+    return at / (size_t)HW * ((size_t)q->shape.OH * q->shape.OW);
+}
 
 static void run_pass(bn_pass pass, const bn_operands *o, int j, size_t at, const cn_bn_planes *p)
 {
+    const bn_pool *q = o->pool;
+    size_t pooled = q ? pooled_at(q, at, p->n) : 0;
+    const float *dy = o->dy ? o->dy + at : NULL;
+    if (q && (pass == BN_GRADIENT_SUMS || pass == BN_INPUT_GRADIENT)) {
+        cn_maxpool2d_backward(q->plane, q->dy + pooled, q->picks + pooled, 1, &q->shape);
+        dy = q->plane;
+    }
     switch (pass) {
     case BN_SUMS: cn_bn_sums(o->sums[j].lane, o->x + at, p, o->shift[j]); break;
-    case BN_NORMALISE: cn_bn_normalise(o->out + at, o->x + at, p, &o->ch[j]); break;
-    case BN_GRADIENT_SUMS:
-        cn_bn_gradient_sums(o->sums[j].lane, o->dy + at, o->x + at, p, &o->ch[j]);
+    case BN_NORMALISE:
+        cn_bn_normalise(q ? q->plane : o->out + at, o->x + at, p, &o->ch[j]);
+        if (q) cn_maxpool2d_forward(q->y + pooled, q->picks + pooled, q->plane, 1, &q->shape);
         break;
-    case BN_INPUT_GRADIENT:
-        cn_bn_input_gradient(o->out + at, o->dy + at, o->x + at, p, &o->ch[j]);
-        break;
+    case BN_GRADIENT_SUMS: cn_bn_gradient_sums(o->sums[j].lane, dy, o->x + at, p, &o->ch[j]); break;
+    case BN_INPUT_GRADIENT: cn_bn_input_gradient(o->out + at, dy, o->x + at, p, &o->ch[j]); break;
+    }
+}
+
+/* Fetches the plane at `at` ahead of its pass. */
+static void fetch_plane(const bn_operands *o, size_t at, int HW)
+{
+    cn_fetch_ahead(o->x + at, HW);
+    if (o->dy) cn_fetch_ahead(o->dy + at, HW);
+    const bn_pool *q = o->pool;
+    if (q && q->dy) {
+        int OHW = q->shape.OH * q->shape.OW;
+        size_t pooled = pooled_at(q, at, HW);
+        cn_fetch_ahead(q->dy + pooled, OHW);
+        cn_fetch_ahead((const float *)(q->picks + pooled), OHW);
     }
 }
 
 /* One pass over the planes of channels c0 .. c0 + g - 1 of the batch: a small batch channel by
- * channel, a larger one in memory order with the next plane fetched ahead. Either way each
- * channel's planes come in sample order, so the sums are the same bits. */
+ * channel, a larger one (or any with a pool inside) in memory order with the next plane fetched
+ * ahead. Either way each channel's planes come in sample order, so the sums are the same bits. */
 static void sweep(bn_pass pass, const bn_operands *o, int B, int C, int HW, int c0, int g)
 {
     size_t stride = (size_t)C * HW;
-    if ((size_t)B * stride <= CN_BN_CACHED_FLOATS) {
+    if (!o->pool && (size_t)B * stride <= CN_BN_CACHED_FLOATS) {
         cn_bn_planes p = {HW, B, stride, o->rectify};
         for (int j = 0; j < g; j++) run_pass(pass, o, j, plane(0, C, HW, c0 + j), &p);
         return;
@@ -105,17 +145,15 @@ static void sweep(bn_pass pass, const bn_operands *o, int B, int C, int HW, int 
     cn_bn_planes p = {HW, 1, stride, o->rectify};
     for (int b = 0; b < B; b++)
         for (int j = 0; j < g; j++) {
-            size_t next = next_plane(b, j, B, C, HW, c0, g);
-            cn_fetch_ahead(o->x + next, HW);
-            if (o->dy) cn_fetch_ahead(o->dy + next, HW);
+            fetch_plane(o, next_plane(b, j, B, C, HW, c0, g), HW);
             run_pass(pass, o, j, plane(b, C, HW, c0 + j), &p);
         }
 }
 
 static void normalise_group(float *out, const float *in, int B, int C, int HW, int c0, int g,
-                            const cn_bn_channel *ch, int rectify)
+                            const cn_bn_channel *ch, int rectify, const bn_pool *pool)
 {
-    bn_operands o = {.out = out, .x = in, .ch = ch, .rectify = rectify};
+    bn_operands o = {.out = out, .x = in, .ch = ch, .rectify = rectify, .pool = pool};
     sweep(BN_NORMALISE, &o, B, C, HW, c0, g);
 }
 
@@ -142,9 +180,10 @@ static void group_stats(const float *in, int B, int C, int HW, int c0, int g, in
     }
 }
 
-void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float *var_unbiased,
-                                  const float *in, const float *gamma, const float *beta, int B,
-                                  int C, int HW, float eps, int relu)
+/* cn_batchnorm2d_forward_train with a pool inside (or NULL). */
+static void forward_train(float *out, float *mean, float *invstd, float *var_unbiased,
+                          const float *in, const float *gamma, const float *beta, int B, int C,
+                          int HW, float eps, int relu, const bn_pool *pool)
 {
     double n = (double)B * HW;
     for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
@@ -159,14 +198,21 @@ void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float 
             var_unbiased[c] = (float)(n > 1 ? v[j] * n / (n - 1) : v[j]);
             ch[j] = channel(mean[c], invstd[c], gamma[c], beta[c], relu);
         }
-        normalise_group(out, in, B, C, HW, c0, g, ch, rectified(relu));
+        normalise_group(out, in, B, C, HW, c0, g, ch, rectified(relu), pool);
     }
 }
 
-void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma,
-                                 const float *beta, const float *running_mean,
-                                 const float *running_var, int B, int C, int HW, float eps,
-                                 int relu)
+void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float *var_unbiased,
+                                  const float *in, const float *gamma, const float *beta, int B,
+                                  int C, int HW, float eps, int relu)
+{
+    forward_train(out, mean, invstd, var_unbiased, in, gamma, beta, B, C, HW, eps, relu, NULL);
+}
+
+/* cn_batchnorm2d_forward_eval with a pool inside (or NULL). */
+static void forward_eval(float *out, const float *in, const float *gamma, const float *beta,
+                         const float *running_mean, const float *running_var, int B, int C,
+                         int HW, float eps, int relu, const bn_pool *pool)
 {
     for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
         int g = group_size(C, c0);
@@ -176,14 +222,23 @@ void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma
             float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
             ch[j] = channel(running_mean[c], invstd, gamma[c], beta[c], relu);
         }
-        normalise_group(out, in, B, C, HW, c0, g, ch, rectified(relu));
+        normalise_group(out, in, B, C, HW, c0, g, ch, rectified(relu), pool);
     }
 }
 
-void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const float *dout,
-                             const float *in, const float *mean, const float *invstd,
-                             const float *gamma, const float *beta, int B, int C, int HW,
-                             int relu)
+void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma,
+                                 const float *beta, const float *running_mean,
+                                 const float *running_var, int B, int C, int HW, float eps,
+                                 int relu)
+{
+    forward_eval(out, in, gamma, beta, running_mean, running_var, B, C, HW, eps, relu, NULL);
+}
+
+/* cn_batchnorm2d_backward with a pool inside (or NULL; dout is then unused). */
+static void backward(float *din, float *dgamma, float *dbeta, const float *dout,
+                     const float *in, const float *mean, const float *invstd,
+                     const float *gamma, const float *beta, int B, int C, int HW, int relu,
+                     const bn_pool *pool)
 {
     double n = (double)B * HW;
     for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
@@ -192,8 +247,8 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
         cn_bn_channel ch[CN_BN_GROUP];
         for (int j = 0; j < g; j++)
             ch[j] = channel(mean[c0 + j], invstd[c0 + j], gamma[c0 + j], beta[c0 + j], relu);
-        bn_operands o = {.out = din, .x = in, .dy = dout, .sums = sums, .ch = ch,
-                         .rectify = rectified(relu)};
+        bn_operands o = {.out = din, .x = in, .dy = pool ? NULL : dout, .sums = sums, .ch = ch,
+                         .rectify = rectified(relu), .pool = pool};
         sweep(BN_GRADIENT_SUMS, &o, B, C, HW, c0, g);
         for (int j = 0; j < g; j++) {
             double sum_dy = fold16(sums[j].lane), sum_dy_xhat = fold16(sums[j].lane + 16);
@@ -203,6 +258,14 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
         }
         if (din) sweep(BN_INPUT_GRADIENT, &o, B, C, HW, c0, g); /* none for a first layer */
     }
+}
+
+void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const float *dout,
+                             const float *in, const float *mean, const float *invstd,
+                             const float *gamma, const float *beta, int B, int C, int HW,
+                             int relu)
+{
+    backward(din, dgamma, dbeta, dout, in, mean, invstd, gamma, beta, B, C, HW, relu, NULL);
 }
 
 /* ---- the layer types: tensors weight (gamma), bias (beta), running_mean, running_var,
@@ -256,55 +319,107 @@ static void batch_state(const cn_layer *l, size_t *report, size_t *state)
     *report = 2 * (size_t)l->out.c, *state = (size_t)l->out.c;
 }
 
-/* y: where the output goes; relu: CN_BN_RELU_* of the relu layers fused with this one. */
-static void run_forward(const cn_layer_pass *p, float *y, int relu)
+/* What runs inside the layer's passes besides its own: relu layers (CN_BN_RELU_*) and a
+ * max-pool after it, whose pass is pool (NULL: none). */
+typedef struct {
+    int relu;
+    const cn_layer_pass *pool;
+} bn_inside;
+
+/* The pool of a pass (p's col is its scratch plane), or NULL when none runs inside. */
+static const bn_pool *pool_of(const cn_layer_pass *p, const bn_inside *in, bn_pool *q)
+{
+    if (!in->pool) return NULL;
+    const cn_layer *pl = in->pool->l;
+    *q = (bn_pool){.shape = cn_pool_shape_of(1, pl->in.h, pl->in.w, pl->args.kernel,
+                                             pl->args.stride),
+                   .y = in->pool->y, .picks = in->pool->aux, .dy = in->pool->dy,
+                   .plane = p->col};
+    return q;
+}
+
+/* y: where the output goes (unless pooled). */
+static void run_forward(const cn_layer_pass *p, float *y, const bn_inside *in)
 {
     const cn_layer *l = p->l;
     int C = l->out.c, HW = l->out.h * l->out.w;
     const float *gamma = p->params, *beta = p->params + C;
+    bn_pool q;
+    const bn_pool *pool = pool_of(p, in, &q);
     if (p->training)
-        cn_batchnorm2d_forward_train(y, p->report, p->state, p->report + C, p->x, gamma, beta,
-                                     p->n, C, HW, l->args.eps, relu);
+        forward_train(y, p->report, p->state, p->report + C, p->x, gamma, beta, p->n, C, HW,
+                      l->args.eps, in->relu, pool);
     else
-        cn_batchnorm2d_forward_eval(y, p->x, gamma, beta, p->running, p->running + C, p->n, C,
-                                    HW, l->args.eps, relu);
+        forward_eval(y, p->x, gamma, beta, p->running, p->running + C, p->n, C, HW, l->args.eps,
+                     in->relu, pool);
 }
 
-/* dy: the gradient of the output (the relu's, when fused). */
-static void run_backward(const cn_layer_pass *p, const float *dy, int relu)
+/* dy: the gradient of the output (the relu's, when fused; unused when pooled). */
+static void run_backward(const cn_layer_pass *p, const float *dy, const bn_inside *in)
 {
     const cn_layer *l = p->l;
     int C = l->out.c, HW = l->out.h * l->out.w;
-    cn_batchnorm2d_backward(p->dx, p->dparams, p->dparams + C, dy, p->x, p->report, p->state,
-                            p->params, p->params + C, p->n, C, HW, relu);
+    bn_pool q;
+    backward(p->dx, p->dparams, p->dparams + C, dy, p->x, p->report, p->state, p->params,
+             p->params + C, p->n, C, HW, in->relu, pool_of(p, in, &q));
 }
 
-static void forward(const cn_layer_pass *p) { run_forward(p, p->y, 0); }
-static void backward(const cn_layer_pass *p) { run_backward(p, p->dy, 0); }
+static void forward(const cn_layer_pass *p) { run_forward(p, p->y, &(bn_inside){0, NULL}); }
+static void backward_pass(const cn_layer_pass *p)
+{
+    run_backward(p, p->dy, &(bn_inside){0, NULL});
+}
 
 /* A relu right before: x is the relu's input, dx its input gradient (relu.c's fusion). */
-static void forward_rectified(const cn_layer_pass *p) { run_forward(p, p->y, CN_BN_RELU_BEFORE); }
+static void forward_rectified(const cn_layer_pass *p)
+{
+    run_forward(p, p->y, &(bn_inside){CN_BN_RELU_BEFORE, NULL});
+}
 static void backward_rectified(const cn_layer_pass *p)
 {
-    run_backward(p, p->dy, CN_BN_RELU_BEFORE);
+    run_backward(p, p->dy, &(bn_inside){CN_BN_RELU_BEFORE, NULL});
 }
 
-/* A relu right after: both passes run here, in the same sweeps over the batch (the relu's gate
- * recomputed from this layer's input, so nothing more is kept). */
-static unsigned fuses(const cn_layer *l, const cn_layer *next)
+/* A relu right after, a max-pool right after (or after that relu), or both: their passes run
+ * here, in the same sweeps over the batch (the relu's gate recomputed from this layer's input,
+ * so nothing more is kept; the pool's picks kept as its own). */
+static int is_relu(const cn_layer *l) { return l->type == &cn_relu_type; }
+static int is_pool(const cn_layer *l) { return l->type == &cn_maxpool2d_type; }
+
+static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail)
 {
+    const unsigned both = CN_FUSE_FORWARD | CN_FUSE_BACKWARD;
+    int relu = is_relu(&next[0]);
     (void)l;
-    return next->type == &cn_relu_type ? CN_FUSE_FORWARD | CN_FUSE_BACKWARD : 0;
+    int pool = relu + 1 <= avail && is_pool(&next[relu]);
+    return (cn_fusion){relu || pool ? both : 0, relu + pool};
 }
 
-static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
+/* next[0 .. count): the fused layers' passes, a relu's first. */
+static bn_inside inside_of(const cn_layer_pass *next, int count)
 {
-    run_forward(p, next->y, CN_BN_RELU_AFTER);
+    int relu = is_relu(next[0].l);
+    return (bn_inside){relu ? CN_BN_RELU_AFTER : 0, count > relu ? &next[relu] : NULL};
 }
 
-static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
+static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int count)
 {
-    run_backward(p, next->dy, CN_BN_RELU_AFTER);
+    bn_inside in = inside_of(next, count);
+    run_forward(p, next[count - 1].y, &in);
+}
+
+static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int count)
+{
+    bn_inside in = inside_of(next, count);
+    run_backward(p, next[count - 1].dy, &in);
+}
+
+/* One plane of scratch, for a max-pool inside the passes. */
+static void scratch(const cn_layer *l, const cn_layer *fused, int bf16, size_t *col,
+                    size_t *packed)
+{
+    (void)fused, (void)bf16;
+    *col = (size_t)l->out.h * l->out.w, *packed = 0;
 }
 
 /* One replica's share of a running value: (1 - m) * running + m * batch. */
@@ -351,7 +466,8 @@ static void describe(const cn_layer *l, char *line, size_t cap)
     {                                                                                          \
         .kind = word, .flags = CN_KEEPS_INPUT | CN_WHOLE_BATCH, .keys = "name momentum eps",   \
         .required = "", .plan = plan_fn, .tensors = tensors, .init = init,                     \
-        .batch_state = batch_state, .forward = forward, .backward = backward, .fuses = fuses,  \
+        .batch_state = batch_state, .scratch = scratch, .forward = forward,                    \
+        .backward = backward_pass, .fuses = fuses,                                             \
         .forward_fused = forward_fused, .backward_fused = backward_fused,                      \
         .forward_rectified = forward_rectified, .backward_rectified = backward_rectified,      \
         .update_running = update_running, .running_share = running_share,                      \

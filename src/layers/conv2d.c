@@ -76,9 +76,10 @@ static int fused_window(const cn_layer *l, const cn_layer *next)
     return pool && cn_conv2d_pool_fusable(&cs, S) ? S : 0;
 }
 
-static unsigned fuses(const cn_layer *l, const cn_layer *next)
+static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail)
 {
-    return fused_window(l, next) > 0 ? CN_FUSE_BACKWARD : 0;
+    (void)avail;
+    return fused_window(l, next) > 0 ? (cn_fusion){CN_FUSE_BACKWARD, 1} : (cn_fusion){0, 0};
 }
 
 static void scratch(const cn_layer *l, const cn_layer *fused, int bf16, size_t *col,
@@ -133,8 +134,9 @@ static void backward(const cn_layer_pass *p)
 }
 
 /* next is the max-pool's pass: its output gradient and its picks (aux). */
-static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
+static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int count)
 {
+    (void)count;
     cn_conv_shape cs = shape_of(p->l);
     cn_conv2d_pool_backward(p->dx, p->dparams, dbias_of(p->l, p->dparams), next->dy, next->aux,
                             p->x, p->params, p->n, &cs, fused_window(p->l, next->l), p->col);

@@ -103,13 +103,23 @@ enum {
     CN_FINAL = 32,        /* the model's last layer, whose output the loss reads */
 };
 
-/* Passes a layer can run together with the next layer's (fuses). When both are fused, the
- * layer's own output and its gradient are never read, and the executor keeps no buffers for
- * them. */
+/* Passes a layer can run together with those of the layers right after it (fuses). When both
+ * are fused, the outputs of the layer and of every fused layer but the last, and their
+ * gradients, are never read, and the executor keeps no buffers for them. */
 enum {
-    CN_FUSE_FORWARD = 1,  /* forward_fused writes next's output */
-    CN_FUSE_BACKWARD = 2, /* backward_fused reads next's output gradient */
+    CN_FUSE_FORWARD = 1,  /* forward_fused writes the last fused layer's output */
+    CN_FUSE_BACKWARD = 2, /* backward_fused reads the last fused layer's output gradient */
 };
+
+/* What a layer's passes stand for besides its own: the passes (CN_FUSE_*, 0: none) and how
+ * many of the layers right after it they run. */
+typedef struct {
+    unsigned passes;
+    int layers;
+} cn_fusion;
+
+/* The most layers one layer's passes run besides its own (a BatchNorm, its relu, a max-pool). */
+#define CN_MAX_FUSED 2
 
 struct cn_layer_type {
     const char *kind;        /* the model file's word: "conv2d" */
@@ -139,11 +149,13 @@ struct cn_layer_type {
     void (*macs)(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m);
     void (*forward)(const cn_layer_pass *p);
     void (*backward)(const cn_layer_pass *p); /* NULL: nothing (a view) */
-    /* Which of this layer's passes can stand for its own and next's together (CN_FUSE_*):
-     * forward_fused, backward_fused; next's pass is then not run. NULL: none. */
-    unsigned (*fuses)(const cn_layer *l, const cn_layer *next);
-    void (*forward_fused)(const cn_layer_pass *p, const cn_layer_pass *next);
-    void (*backward_fused)(const cn_layer_pass *p, const cn_layer_pass *next);
+    /* Which of this layer's passes can stand for their own and those of the layers after it,
+     * next[0 .. avail) (avail >= 1), and of how many of them: forward_fused and backward_fused
+     * then run next[0 .. count) too (count: the fusion's layers), whose passes are not run.
+     * NULL: none. */
+    cn_fusion (*fuses)(const cn_layer *l, const cn_layer *next, int avail);
+    void (*forward_fused)(const cn_layer_pass *p, const cn_layer_pass *next, int count);
+    void (*backward_fused)(const cn_layer_pass *p, const cn_layer_pass *next, int count);
     /* The passes with a relu before the layer inside them: x is read as max(x, 0), and dx is
      * the relu's input gradient (gated on x > 0). A relu layer before one that has them fuses
      * with it (relu.c). NULL: none. */

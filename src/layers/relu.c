@@ -36,22 +36,25 @@ static void backward(const cn_layer_pass *p)
     if (p->dx) cn_relu_backward(p->dx, p->dy, p->y, (size_t)p->n * cn_shape_size(p->l->out));
 }
 
-static unsigned fuses(const cn_layer *l, const cn_layer *next)
+static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail)
 {
-    (void)l;
-    return next->type->forward_rectified ? CN_FUSE_FORWARD | CN_FUSE_BACKWARD : 0;
+    (void)l, (void)avail;
+    return next->type->forward_rectified ? (cn_fusion){CN_FUSE_FORWARD | CN_FUSE_BACKWARD, 1}
+                                         : (cn_fusion){0, 0};
 }
 
 /* next's passes on this layer's input (and into its input gradient). */
-static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
+static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int count)
 {
+    (void)count;
     cn_layer_pass q = *next;
     q.x = p->x;
     next->l->type->forward_rectified(&q);
 }
 
-static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next)
+static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int count)
 {
+    (void)count;
     cn_layer_pass q = *next;
     q.x = p->x, q.dx = p->dx;
     next->l->type->backward_rectified(&q);

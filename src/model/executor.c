@@ -13,16 +13,15 @@
 /* ------------------------------------------------------------------ planning */
 
 /* Layer i's flags: its type's, those it takes on its shape, and CN_WHOLE_BATCH when it has more
- * parameters than CN_CHUNK_FLOATS or its passes run inside those of a whole-batch layer after
- * it (a relu before BatchNorm). */
+ * parameters than CN_CHUNK_FLOATS or its passes run those of a whole-batch layer after it (a
+ * relu before BatchNorm). */
 static unsigned flags_of(const cn_model *m, int i)
 {
     if (i < 0 || i >= m->num_layers) return 0;
     const cn_layer *l = &m->layers[i];
-    unsigned many = l->num_params > CN_CHUNK_FLOATS ? CN_WHOLE_BATCH : 0;
-    unsigned inside = cn_model_fusion(m, i) && (flags_of(m, i + 1) & CN_WHOLE_BATCH);
-    return l->type->flags | (l->type->shape_flags ? l->type->shape_flags(l) : 0) | many |
-           (inside ? CN_WHOLE_BATCH : 0);
+    unsigned whole = l->num_params > CN_CHUNK_FLOATS ? CN_WHOLE_BATCH : 0;
+    for (int k = 1; k <= cn_model_fusion(m, i).layers; k++) whole |= flags_of(m, i + k) & CN_WHOLE_BATCH;
+    return l->type->flags | (l->type->shape_flags ? l->type->shape_flags(l) : 0) | whole;
 }
 
 /* The layer that reads layer i's output, looking through views (num_layers if none). */
@@ -50,29 +49,49 @@ static int grad_kept(const cn_model *m, int i)
            i == m->num_layers - 1;
 }
 
-/* A layer that runs fused with the one before it, when that one runs on the whole batch, is
- * run by it on the whole batch too, in the earlier segment: its buffers must hold every sample. */
+/* The layer whose fused passes run layer i's (cn_fusion), or -1. */
+static int fused_head(const cn_plan *p, int i)
+{
+    for (int h = i - 1; h >= 0; h--)
+        if (p->fusion[h].layers >= i - h) return h;
+    return -1;
+}
+
+/* Whether layer i's pass (CN_FUSE_FORWARD or CN_FUSE_BACKWARD) runs inside an earlier layer's. */
+static int run_by_head(const cn_plan *p, int i, unsigned pass)
+{
+    int h = fused_head(p, i);
+    return h >= 0 && (p->fusion[h].passes & pass);
+}
+
+/* A layer that runs fused with one before it, when that one runs on the whole batch, is run by
+ * it on the whole batch too, in the earlier segment: its buffers must hold every sample. */
 static int run_by_whole_batch(const cn_plan *p, int i)
 {
-    return i > 0 && p->fused[i - 1] && (flags_of(p->m, i - 1) & CN_WHOLE_BATCH);
+    int h = fused_head(p, i);
+    return h >= 0 && (flags_of(p->m, h) & CN_WHOLE_BATCH);
 }
 
 static void plan_keeping(cn_plan *p)
 {
     const cn_model *m = p->m;
+    for (int i = 0; i < m->num_layers; i++) p->fusion[i] = cn_model_fusion(m, i);
     for (int i = 0; i < m->num_layers; i++) {
         int view = flags_of(m, i) & CN_VIEW, whole = run_by_whole_batch(p, i);
         p->keep_out[i] = view ? (i == 0 || p->keep_out[i - 1]) : whole || output_kept(m, i);
         p->keep_grad[i] = view ? (i == 0 || p->keep_grad[i - 1]) : whole || grad_kept(m, i);
-        p->fused[i] = (unsigned char)cn_model_fusion(m, i);
     }
 }
 
-/* Layer i's output and its gradient: nobody reads them when it runs both passes fused with the
- * next layer (it writes that one's output and reads that one's gradient). */
+/* Layer i's output and its gradient: nobody reads them when both passes run fused with the
+ * layer after it (the fusion's head writes the last fused layer's output and reads that one's
+ * gradient). */
 static int unread(const cn_plan *p, int i)
 {
-    return p->fused[i] == (CN_FUSE_FORWARD | CN_FUSE_BACKWARD);
+    const unsigned both = CN_FUSE_FORWARD | CN_FUSE_BACKWARD;
+    if (p->fusion[i].passes == both) return 1;
+    int h = fused_head(p, i);
+    return h >= 0 && p->fusion[h].passes == both && i < h + p->fusion[h].layers;
 }
 
 /* Samples per pass: as many as keep the segment's transient buffers within CN_CHUNK_FLOATS. */
@@ -145,9 +164,9 @@ int cn_plan_init(cn_plan *p, const cn_model *m, int batch, cn_precision precisio
     p->segments = calloc(L, sizeof *p->segments);
     p->keep_out = calloc(L, 1);
     p->keep_grad = calloc(L, 1);
-    p->fused = calloc(L, 1);
+    p->fusion = calloc(L, sizeof *p->fusion);
     p->rows = calloc(L, sizeof *p->rows);
-    if (!p->segments || !p->keep_out || !p->keep_grad || !p->fused || !p->rows) {
+    if (!p->segments || !p->keep_out || !p->keep_grad || !p->fusion || !p->rows) {
         cn_plan_free(p);
         return -1;
     }
@@ -162,7 +181,7 @@ void cn_plan_free(cn_plan *p)
     free(p->segments);
     free(p->keep_out);
     free(p->keep_grad);
-    free(p->fused);
+    free(p->fusion);
     free(p->rows);
     *p = (cn_plan){0};
 }
@@ -290,17 +309,26 @@ static cn_layer_pass pass_at(const cn_plan *p, cn_workspace *w, cn_workspace *s,
     return q;
 }
 
+/* The passes of the layers that layer i's fused passes run, into next[0 .. fusion's layers). */
+static const cn_layer_pass *fused_passes(const cn_plan *p, cn_workspace *w, cn_workspace *s,
+                                         int i, int first, int n, int training,
+                                         cn_layer_pass next[CN_MAX_FUSED])
+{
+    for (int k = 0; k < p->fusion[i].layers; k++)
+        next[k] = pass_at(p, w, s, i + 1 + k, first, n, training);
+    return next;
+}
+
 static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
                           int n, int training)
 {
-    if (i > 0 && (p->fused[i - 1] & CN_FUSE_FORWARD)) return; /* the layer before ran it */
-    cn_layer_pass q = pass_at(p, w, s, i, first, n, training);
-    if (p->fused[i] & CN_FUSE_FORWARD) {
-        cn_layer_pass next = pass_at(p, w, s, i + 1, first, n, training);
-        q.l->type->forward_fused(&q, &next);
-    } else {
+    if (run_by_head(p, i, CN_FUSE_FORWARD)) return; /* a layer before ran it */
+    cn_layer_pass q = pass_at(p, w, s, i, first, n, training), next[CN_MAX_FUSED];
+    if (p->fusion[i].passes & CN_FUSE_FORWARD)
+        q.l->type->forward_fused(&q, fused_passes(p, w, s, i, first, n, training, next),
+                                 p->fusion[i].layers);
+    else
         q.l->type->forward(&q);
-    }
 }
 
 /* dp + l->params - shift is where this pass adds the gradient of layer i's parameters. */
@@ -308,16 +336,17 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
                            int n, float *dp, size_t shift)
 {
     const cn_layer_type *type = p->m->layers[i].type;
-    if (i > 0 && (p->fused[i - 1] & CN_FUSE_BACKWARD)) return; /* the layer before runs it */
-    cn_layer_pass q = pass_at(p, w, s, i, first, n, 1);
+    if (run_by_head(p, i, CN_FUSE_BACKWARD)) return; /* a layer before runs it */
+    cn_layer_pass q = pass_at(p, w, s, i, first, n, 1), next[CN_MAX_FUSED];
     q.dparams = dp + (q.l->params - shift);
-    if (p->fused[i] & CN_FUSE_BACKWARD) {
-        cn_layer_pass next = pass_at(p, w, s, i + 1, first, n, 1);
-        /* next's parameters: where either layer runs on the whole batch (a layer fused with a
-         * whole-batch one does too, flags_of) the segment is one pass straight into dparams;
-         * otherwise both layers are in the segment */
-        next.dparams = dp + (next.l->params - shift);
-        type->backward_fused(&q, &next);
+    if (p->fusion[i].passes & CN_FUSE_BACKWARD) {
+        int count = p->fusion[i].layers;
+        fused_passes(p, w, s, i, first, n, 1, next);
+        /* their parameters: where any of these layers runs on the whole batch (the layers fused
+         * with a whole-batch one do too, flags_of) the segment is one pass straight into
+         * dparams; otherwise they are all in the segment */
+        for (int k = 0; k < count; k++) next[k].dparams = dp + (next[k].l->params - shift);
+        type->backward_fused(&q, next, count);
     } else if (type->backward) {
         type->backward(&q);
     }

@@ -33,7 +33,7 @@ typedef struct {
     cn_segment *segments;
     unsigned char *keep_out;  /* [L] 1: the layer's output is stored for the whole batch */
     unsigned char *keep_grad; /* [L] 1: so is the gradient of that output */
-    unsigned char *fused;     /* [L] the passes (CN_FUSE_*) it runs fused with the next layer */
+    cn_fusion *fusion;        /* [L] the passes of layers after it that its own run */
     int *rows;                /* [L] samples its transient buffers hold (its segment's chunk) */
     size_t col_floats;        /* patch scratch */
     int bf16;                 /* 1: the convolutions' products in bf16 (CN_PRECISION_BF16) */

@@ -321,6 +321,28 @@ int cn_model_set_classes_text(cn_model *m, const char *text, const char *source,
     return rc;
 }
 
+/* What layer i's type says its passes can stand for, if it ran no one else's. */
+static cn_fusion own_fusion(const cn_model *m, int i)
+{
+    const cn_layer *l = &m->layers[i];
+    int avail = m->num_layers - 1 - i;
+    if (!l->type->fuses || avail < 1) return (cn_fusion){0, 0};
+    cn_fusion f = l->type->fuses(l, &m->layers[i + 1], avail);
+    return f.passes && f.layers > 0 && f.layers <= avail && f.layers <= CN_MAX_FUSED
+               ? f
+               : (cn_fusion){0, 0};
+}
+
+cn_fusion cn_model_fusion(const cn_model *m, int i)
+{
+    for (int head = 0; head < m->num_layers && head <= i;) { /* the fusions from the first layer */
+        cn_fusion f = own_fusion(m, head);
+        if (head == i) return f;
+        head += 1 + f.layers; /* layers inside head's passes head nothing */
+    }
+    return (cn_fusion){0, 0};
+}
+
 const char *cn_model_layer_name(const cn_model *m, int i)
 {
     return i >= 0 && i < m->num_layers ? m->layers[i].name : "";

@@ -67,19 +67,14 @@ char *cn_model_describe(const cn_model *m);
 static inline size_t cn_layer_in_size(const cn_layer *l) { return cn_shape_size(l->in); }
 static inline size_t cn_layer_out_size(const cn_layer *l) { return cn_shape_size(l->out); }
 
-/* The passes (CN_FUSE_*) layer i runs fused with layer i + 1, as its type says it can. */
-static inline unsigned cn_model_fusion(const cn_model *m, int i)
-{
-    if (i < 0 || i + 1 >= m->num_layers) return 0;
-    if (cn_model_fusion(m, i - 1)) return 0; /* it runs inside the layer before: no chains */
-    const cn_layer *l = &m->layers[i], *next = &m->layers[i + 1];
-    return l->type->fuses ? l->type->fuses(l, next) : 0;
-}
+/* What layer i's passes stand for besides its own, as its type says (cn_fusion): nothing when
+ * it runs inside the passes of a layer before it (no chains of fusions). */
+cn_fusion cn_model_fusion(const cn_model *m, int i);
 
-/* Layer i + 1 when layer i runs a pass fused with it, else NULL. */
+/* Layer i + 1 when layer i runs passes fused with it (and maybe with more after it), else NULL. */
 static inline const cn_layer *cn_model_fused_next(const cn_model *m, int i)
 {
-    return cn_model_fusion(m, i) ? &m->layers[i + 1] : NULL;
+    return cn_model_fusion(m, i).layers > 0 ? &m->layers[i + 1] : NULL;
 }
 
 #endif /* CN_MODEL_H */
