@@ -108,8 +108,8 @@ static void free_buffers(buffers *b)
 static void run(int part, int bf16, const cn_conv_shape *s, buffers *b)
 {
     if (part >= 2)
-        cn_conv2d_pool_backward(part == 3 ? NULL : b->dx, b->dw, b->db, b->dpool, b->picks, b->x,
-                                b->w, BATCH, s, 2, b->pool_col);
+        cn_conv2d_pool_backward(part == 3 ? NULL : b->dx, b->dw, b->db, b->dpool, b->picks, NULL,
+                                b->x, b->w, BATCH, s, 2, b->pool_col);
     else if (part == 0 && bf16)
         cn_conv2d_forward_bf16(b->y, b->x, b->w, b->b, BATCH, s, b->packed);
     else if (part == 0)

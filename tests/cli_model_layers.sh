@@ -1,8 +1,9 @@
 #!/bin/sh
 # cli_model_layers.sh — a model file with every layer type (convolutions with padding and
 # stride, both poolings, global average pooling, dropout, both BatchNorms, one of them running
-# a relu and a max-pool inside its passes, a linear layer without bias) trains from the command
-# line on Fashion-MNIST, and its weights do not depend on
+# a relu and a max-pool inside its passes, a convolution whose backward goes through a relu and
+# a max-pool's picks, a linear layer without bias) trains from the command line on
+# Fashion-MNIST, and its weights do not depend on
 # how the work is spread: --threads 1, 2 and 3 and `mpirun -np 2` save the same bytes; a run
 # resumed from its first epoch's checkpoint ends with the same bytes as one that never stopped
 # (dropout draws from the step, not from a stream); `eval` of the saved file prints the test
@@ -22,9 +23,11 @@ conv2d      name=stem out=8 kernel=3 padding=1
 batchnorm2d name=bn0 momentum=0.2 eps=0.001
 relu
 avgpool2d   kernel=3 stride=2
-conv2d      out=12 kernel=3 stride=2 padding=1
+conv2d      out=8 kernel=2
 relu
 maxpool2d   kernel=2
+conv2d      out=12 kernel=3 stride=2 padding=1
+relu
 conv2d      out=16 kernel=3 padding=1 bias=0
 batchnorm2d name=bn2
 relu

@@ -651,9 +651,9 @@ static void check_conv_pool(int B, int C, int H, int W, int OC, int K, int S, cn
     cn_maxpool2d_forward(pooled, where, y, B, &ps);
     cn_maxpool2d_backward(dy, dpool, where, B, &ps);
     cn_conv2d_backward(want_dx, want_dw, want_db, dy, x, w, B, &s, col);
-    cn_conv2d_pool_backward(dx, dw, db, dpool, where, x, w, B, &s, S, col);
-    cn_conv2d_pool_backward(NULL, dw_first, db_first, dpool, where, x, w, B, &s, S, col);
-    cn_conv2d_pool_backward(dx_no_bias, dw_no_bias, NULL, dpool, where, x, w, B, &s, S, col);
+    cn_conv2d_pool_backward(dx, dw, db, dpool, where, NULL, x, w, B, &s, S, col);
+    cn_conv2d_pool_backward(NULL, dw_first, db_first, dpool, where, NULL, x, w, B, &s, S, col);
+    cn_conv2d_pool_backward(dx_no_bias, dw_no_bias, NULL, dpool, where, NULL, x, w, B, &s, S, col);
     expect_exact("conv from pool without a bias: weights", dw_no_bias, dw, nw);
     expect_exact("conv from pool without a bias: input", dx_no_bias, dx, nx);
     double tol = 1e-5 * (Q + 1);

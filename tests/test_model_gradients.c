@@ -275,6 +275,63 @@ static void test_batchnorm_into_pool(void **state)
     check_gradients(batchnorm_into_pool, 18);
 }
 
+/* A relu between a convolution and a max-pool: the convolution's backward takes its gradients
+ * from the pool's picks, gated on the relu's output there (a chunked convolution, then one of
+ * Winograd's on the whole batch); the same model with a layer between that changes nothing
+ * (dropout with p = 0) runs the three one after the other, densely. */
+static const char relu_into_pool[] =
+    "input channels=2 height=14 width=14 mean=0 std=1\n"
+    "conv2d out=8 kernel=3\n"                      /* 8x12x12 */
+    "relu\n"
+    "maxpool2d kernel=2\n"                         /* 8x6x6 */
+    "conv2d out=8 kernel=3\n"                      /* 8x4x4, Winograd's, the whole batch */
+    "relu\n"
+    "maxpool2d kernel=2\n"                         /* 8x2x2 */
+    "flatten\n"
+    "linear out=3\n"
+    "log_softmax\n";
+static const char relu_then_pool[] =
+    "input channels=2 height=14 width=14 mean=0 std=1\n"
+    "conv2d out=8 kernel=3\n"
+    "relu\n"
+    "dropout p=0\n"
+    "maxpool2d kernel=2\n"
+    "conv2d out=8 kernel=3\n"
+    "relu\n"
+    "dropout p=0\n"
+    "maxpool2d kernel=2\n"
+    "flatten\n"
+    "linear out=3\n"
+    "log_softmax\n";
+
+static void test_relu_into_pool(void **state)
+{
+    (void)state;
+    net a = make_net(relu_into_pool, 19), b = make_net(relu_then_pool, 19);
+    assert_int_equal(cn_model_fusion(a.m, 0).passes, CN_FUSE_BACKWARD);
+    assert_int_equal(cn_model_fusion(a.m, 0).layers, 2);
+    assert_int_equal(cn_model_fusion(a.m, 3).layers, 2);
+    assert_int_equal(cn_model_fusion(b.m, 0).layers, 0);
+    assert_memory_equal(a.m->params, b.m->params, a.m->num_params * sizeof(float));
+    int L = a.m->num_layers, classes = cn_model_num_outputs(a.m);
+    cn_forward(&a.plan, &a.w, BATCH, 1);
+    cn_forward(&b.plan, &b.w, BATCH, 1);
+    assert_memory_equal(a.w.out[L - 1], b.w.out[L + 1], (size_t)BATCH * classes * sizeof(float));
+    cn_backward(&a.plan, &a.w);
+    cn_backward(&b.plan, &b.w);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < a.m->num_params; i++) { /* the same sums in another order */
+        float x = a.w.dparams[i], y = b.w.dparams[i];
+        if (!(fabsf(x - y) <= 1e-6f + 1e-5f * fabsf(y)))
+            fail_msg("parameter %zu: gradient %.9g through the picks, %.9g densely", i, x, y);
+        nonzero += y != 0.0f;
+    }
+    assert_true(nonzero > a.m->num_params / 2);
+    free_net(&a);
+    free_net(&b);
+    check_gradients(relu_into_pool, 19);
+}
+
 static void test_every_layer(void **state)
 {
     (void)state;
@@ -368,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_relu_around_batchnorm),
         cmocka_unit_test(test_bf16_where_it_pays),
         cmocka_unit_test(test_batchnorm_into_pool),
+        cmocka_unit_test(test_relu_into_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

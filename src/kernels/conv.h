@@ -62,12 +62,15 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
 int cn_conv2d_pool_fusable(const cn_conv_shape *s, int S);
 /* For such a convolution: dweight +=, dbias += (skipped if NULL), din = (skipped if NULL) from
  * the pool's output gradient dpool and its argmax, both [B,OC,OH/S,OW/S]; what the max-pool's
- * backward then cn_conv2d_backward give, summed in another order. col: scratch of
+ * backward then cn_conv2d_backward give, summed in another order. gate: NULL, or the output
+ * [B,OC,OH,OW] of a relu between the convolution and the pool, whose backward then runs here
+ * too (a pick's gradient counts where the relu's output there is above 0). col: scratch of
  * cn_conv2d_pool_col_floats(s, S) floats (for a convolution that is not fusable, that is
  * cn_conv2d_col_floats(s)). */
 size_t cn_conv2d_pool_col_floats(const cn_conv_shape *s, int S);
 void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const float *dpool,
-                             const int32_t *argmax, const float *in, const float *weight, int B,
-                             const cn_conv_shape *s, int S, float *col);
+                             const int32_t *argmax, const float *gate, const float *in,
+                             const float *weight, int B, const cn_conv_shape *s, int S,
+                             float *col);
 
 #endif /* CN_CONV_H */

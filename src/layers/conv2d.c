@@ -1,9 +1,9 @@
 /* conv2d.c — the conv2d layer type: nn.Conv2d(C, out, kernel, stride, padding, bias) on [C,H,W]
  * inputs. Its tensors are weight [out,C,K,K] and bias [out] (PyTorch's names and order); the
  * products are the kernels of src/kernels/conv.c, fp32 or bf16 (bf16 where it pays: not with one
- * input channel). When the planner fuses it with a max-pool right after it (window = stride, see
- * fuses), backward takes the gradients from the pool's picks and the pool's own backward is not
- * run. No dilation or groups. */
+ * input channel). When the planner fuses it with a max-pool right after it, or after a relu right
+ * after it (window = stride, see fuses), backward takes the gradients from the pool's picks and
+ * neither the pool's backward nor the relu's is run. No dilation or groups. */
 #include <stdio.h>
 
 #include "kernels/conv.h"
@@ -76,11 +76,26 @@ static int fused_window(const cn_layer *l, const cn_layer *next)
     return pool && cn_conv2d_pool_fusable(&cs, S) ? S : 0;
 }
 
+static int is_relu(const cn_layer *l) { return l->type == &cn_relu_type; }
+
+/* The layers after l, next[0 .. avail), that backward can take its gradients through: a max-pool
+ * that fits (fused_window), right after l or after a relu right after it (a relu commutes with
+ * the max, so the picks are the relu's input's, and its gate is the relu's output at each);
+ * 0: none. */
+static int picking_layers(const cn_layer *l, const cn_layer *next, int avail)
+{
+    int relu = is_relu(&next[0]);
+    return relu < avail && fused_window(l, &next[relu]) > 0 ? relu + 1 : 0;
+}
+
 static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail)
 {
-    (void)avail;
-    return fused_window(l, next) > 0 ? (cn_fusion){CN_FUSE_BACKWARD, 1} : (cn_fusion){0, 0};
+    int layers = picking_layers(l, next, avail);
+    return layers ? (cn_fusion){CN_FUSE_BACKWARD, layers} : (cn_fusion){0, 0};
 }
+
+/* The pool of a fusion whose first layer is fused (a relu, or the pool itself). */
+static const cn_layer *fused_pool(const cn_layer *fused) { return fused + is_relu(fused); }
 
 static void scratch(const cn_layer *l, const cn_layer *fused, int bf16, size_t *col,
                     size_t *packed)
@@ -88,7 +103,7 @@ static void scratch(const cn_layer *l, const cn_layer *fused, int bf16, size_t *
     cn_conv_shape cs = shape_of(l);
     *col = cn_conv2d_col_floats(&cs);
     if (fused) {
-        size_t picks = cn_conv2d_pool_col_floats(&cs, fused_window(l, fused));
+        size_t picks = cn_conv2d_pool_col_floats(&cs, fused_window(l, fused_pool(fused)));
         *col = picks > *col ? picks : *col;
     }
     *packed = bf16 ? cn_conv2d_packed_words(&cs) : 0;
@@ -97,7 +112,7 @@ static void scratch(const cn_layer *l, const cn_layer *fused, int bf16, size_t *
 static void macs(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m)
 {
     double dense = (double)num_weight(l) * l->out.h * l->out.w;
-    int S = fused ? fused_window(l, fused) : 1;
+    int S = fused ? fused_window(l, fused_pool(fused)) : 1;
     double share = 1.0 / ((double)S * S);
     *m = (cn_layer_macs){dense, dense * share, dense * share};
 }
@@ -133,13 +148,15 @@ static void backward(const cn_layer_pass *p)
         cn_conv2d_backward(p->dx, p->dparams, db, p->dy, p->x, p->params, p->n, &cs, p->col);
 }
 
-/* next is the max-pool's pass: its output gradient and its picks (aux). */
+/* next[count - 1] is the max-pool's pass: its output gradient and its picks (aux); with a relu
+ * before it, next[0] is the relu's, whose output gates the picks. */
 static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int count)
 {
-    (void)count;
     cn_conv_shape cs = shape_of(p->l);
-    cn_conv2d_pool_backward(p->dx, p->dparams, dbias_of(p->l, p->dparams), next->dy, next->aux,
-                            p->x, p->params, p->n, &cs, fused_window(p->l, next->l), p->col);
+    const cn_layer_pass *pool = &next[count - 1];
+    const float *gate = count > 1 ? next[0].y : NULL;
+    cn_conv2d_pool_backward(p->dx, p->dparams, dbias_of(p->l, p->dparams), pool->dy, pool->aux,
+                            gate, p->x, p->params, p->n, &cs, fused_window(p->l, pool->l), p->col);
 }
 
 static void describe(const cn_layer *l, char *line, size_t cap)
