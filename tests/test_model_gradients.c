@@ -264,7 +264,8 @@ static void test_batchnorm_into_pool(void **state)
     for (int training = 0; training <= 1; training++) {
         cn_forward(&a.plan, &a.w, BATCH, training);
         cn_forward(&b.plan, &b.w, BATCH, training);
-        assert_memory_equal(a.w.out[L - 1], b.w.out[L + 1], (size_t)BATCH * classes * sizeof(float));
+        assert_memory_equal(a.w.out[L - 1], b.w.out[L + 1],
+                            (size_t)BATCH * classes * sizeof(float));
     }
     cn_backward(&a.plan, &a.w);
     cn_backward(&b.plan, &b.w);
@@ -316,7 +317,8 @@ static void test_relu_into_pool(void **state)
     int L = a.m->num_layers, classes = cn_model_num_outputs(a.m);
     cn_forward(&a.plan, &a.w, BATCH, 1);
     cn_forward(&b.plan, &b.w, BATCH, 1);
-    assert_memory_equal(a.w.out[L - 1], b.w.out[L + 1], (size_t)BATCH * classes * sizeof(float));
+    assert_memory_equal(a.w.out[L - 1], b.w.out[L + 1],
+                        (size_t)BATCH * classes * sizeof(float));
     cn_backward(&a.plan, &a.w);
     cn_backward(&b.plan, &b.w);
     size_t nonzero = 0;

@@ -534,10 +534,11 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
 /* The gradients of a convolution whose output feeds only a max-pool (window = stride = S), from
  * the pool's gradient: each window has one nonzero, so only the picked positions (a quarter of
  * them with 2x2 windows) enter the products, and the pool's backward pass is not needed; a relu
- * between them gates the picks (its backward is not needed either). Without din (a first layer) the weight gradient reads the picked patches straight
- * from the input. With din, col holds, each part on a cache line of its own: the patch matrix
- * (im2row), its rows padded to whole lines, which then becomes the input gradient's patch rows
- * for row2im; the weights in rows padded alike; the picks sorted by position. */
+ * between them gates the picks (its backward is not needed either). Without din (a first
+ * layer) the weight gradient reads the picked patches straight from the input. With din, col
+ * holds, each part on a cache line of its own: the patch matrix (im2row), its rows padded to
+ * whole lines, which then becomes the input gradient's patch rows for row2im; the weights in
+ * rows padded alike; the picks sorted by position; with a gate, the gated gradients. */
 
 /* The row stride of the padded rows: whole lines, an odd number of them, so that a column of
  * rows (row2im reads them so) spreads over the cache's sets instead of a few of them. */

@@ -20,7 +20,8 @@ static unsigned flags_of(const cn_model *m, int i)
     if (i < 0 || i >= m->num_layers) return 0;
     const cn_layer *l = &m->layers[i];
     unsigned whole = l->num_params > CN_CHUNK_FLOATS ? CN_WHOLE_BATCH : 0;
-    for (int k = 1; k <= cn_model_fusion(m, i).layers; k++) whole |= flags_of(m, i + k) & CN_WHOLE_BATCH;
+    int fused = cn_model_fusion(m, i).layers;
+    for (int k = 1; k <= fused; k++) whole |= flags_of(m, i + k) & CN_WHOLE_BATCH;
     return l->type->flags | (l->type->shape_flags ? l->type->shape_flags(l) : 0) | whole;
 }
 
@@ -310,13 +311,11 @@ static cn_layer_pass pass_at(const cn_plan *p, cn_workspace *w, cn_workspace *s,
 }
 
 /* The passes of the layers that layer i's fused passes run, into next[0 .. fusion's layers). */
-static const cn_layer_pass *fused_passes(const cn_plan *p, cn_workspace *w, cn_workspace *s,
-                                         int i, int first, int n, int training,
-                                         cn_layer_pass next[CN_MAX_FUSED])
+static void fused_passes(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
+                         int n, int training, cn_layer_pass next[CN_MAX_FUSED])
 {
     for (int k = 0; k < p->fusion[i].layers; k++)
         next[k] = pass_at(p, w, s, i + 1 + k, first, n, training);
-    return next;
 }
 
 static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
@@ -324,11 +323,12 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
 {
     if (run_by_head(p, i, CN_FUSE_FORWARD)) return; /* a layer before ran it */
     cn_layer_pass q = pass_at(p, w, s, i, first, n, training), next[CN_MAX_FUSED];
-    if (p->fusion[i].passes & CN_FUSE_FORWARD)
-        q.l->type->forward_fused(&q, fused_passes(p, w, s, i, first, n, training, next),
-                                 p->fusion[i].layers);
-    else
+    if (p->fusion[i].passes & CN_FUSE_FORWARD) {
+        fused_passes(p, w, s, i, first, n, training, next);
+        q.l->type->forward_fused(&q, next, p->fusion[i].layers);
+    } else {
         q.l->type->forward(&q);
+    }
 }
 
 /* dp + l->params - shift is where this pass adds the gradient of layer i's parameters. */
