@@ -50,27 +50,32 @@ void cn_optim_rule_init(cn_optim_rule *r, const cn_train_config *cfg, float lr, 
 static void sgd(const cn_optim_rule *r, const cn_optim_buffers *b, size_t n)
 {
     float lr = r->lr, mu = r->momentum, wd = r->weight_decay;
-    const float *p = b->params;
+    int nesterov = r->nesterov;
+    const float *restrict p = b->params, *restrict state = b->state;
+    float *restrict grad = b->grad, *restrict next = b->next_params;
     for (size_t j = 0; j < n; j++) {
-        float g = b->grad[j];
+        float g = grad[j];
         if (wd != 0) g = g + wd * p[j];
-        float buf = mu * b->state[j] + g;
-        b->grad[j] = buf;
-        b->next_params[j] = p[j] - lr * (r->nesterov ? g + mu * buf : buf);
+        float buf = mu * state[j] + g;
+        grad[j] = buf;
+        next[j] = p[j] - lr * (nesterov ? g + mu * buf : buf);
     }
 }
 
 static void adamw(const cn_optim_rule *r, const cn_optim_buffers *b, size_t n)
 {
     float b1 = r->beta1, b2 = r->beta2, c1 = 1.0f - b1, c2 = 1.0f - b2;
+    float bias2_sqrt = r->bias2_sqrt, eps = r->eps, decay = r->decay, step = r->step_size;
+    const float *restrict p = b->params, *restrict state = b->state, *restrict state2 = b->state2;
+    float *restrict grad = b->grad, *restrict next2 = b->next_state2, *restrict next = b->next_params;
     for (size_t j = 0; j < n; j++) {
-        float g = b->grad[j];
-        float m = b->state[j] * b1 + g * c1;
-        float v = b->state2[j] * b2 + c2 * g * g;
-        float denom = sqrtf(v) / r->bias2_sqrt + r->eps;
-        b->grad[j] = m;
-        b->next_state2[j] = v;
-        b->next_params[j] = b->params[j] * r->decay - r->step_size * (m / denom);
+        float g = grad[j];
+        float m = state[j] * b1 + g * c1;
+        float v = state2[j] * b2 + c2 * g * g;
+        float denom = sqrtf(v) / bias2_sqrt + eps;
+        grad[j] = m;
+        next2[j] = v;
+        next[j] = p[j] * decay - step * (m / denom);
     }
 }
 
