@@ -60,15 +60,16 @@ cat "$build/bench-cifar-cnnc-$rounds.txt"
 [ "$have_torch" -eq 1 ] ||
   echo "PyTorch reference skipped: needs $reference and Debian's python3-torch"
 
-/usr/bin/python3 - "$build" "$rounds" "$epochs" "$have_torch" "$out" <<'PY'
-import json, statistics, sys, time
+# The CPU as `cnnc info` names it: "model name" with its family and model numbers.
+CNNC_CPU=$("$build/cnnc" info | sed -n 's/^CPU: *//p') \
+  /usr/bin/python3 - "$build" "$rounds" "$epochs" "$have_torch" "$out" <<'PY'
+import json, os, statistics, sys, time
 build, rounds, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 have_torch, out = sys.argv[4] == "1", sys.argv[5]
 cnnc = [json.load(open(f"{build}/bench-cnnc-{r}.json")) for r in range(1, rounds + 1)]
 cifar = [json.load(open(f"{build}/bench-cifar-cnnc-{r}.json")) for r in range(1, rounds + 1)]
 date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "unknown")
+cpu = os.environ.get("CNNC_CPU") or "unknown"
 result = {"date": date, "cpu": cpu, "rounds": rounds, "cnnc": cnnc, "cifar10_cnnc": cifar}
 
 

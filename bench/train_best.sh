@@ -22,14 +22,15 @@ echo "cnnc: $(tail -n 2 "$build/train-best-cnnc.txt" | head -n 1)"
 /usr/bin/python3 "$reference" "$@" --threads "$threads" > "$build/train-best-torch.txt"
 echo "PyTorch: $(tail -n 1 "$build/train-best-torch.txt")"
 
-/usr/bin/python3 - "$build" "$start" "$end" "$*" <<'PY'
-import json, sys, time
+# The CPU as `cnnc info` names it: "model name" with its family and model numbers.
+CNNC_CPU=$("$build/cnnc" info | sed -n 's/^CPU: *//p') \
+  /usr/bin/python3 - "$build" "$start" "$end" "$*" <<'PY'
+import json, os, sys, time
 build, start, end, recipe = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 epochs = [json.loads(l) for l in open(f"{build}/train-best.jsonl")]
 torch = dict(p.split("=", 1) for p in open(f"{build}/train-best-torch.txt").read().split("\n")[-2].split())
 cnnc_rate = sum(e["train_samples_per_second"] for e in epochs) / len(epochs)
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "unknown")
+cpu = os.environ.get("CNNC_CPU") or "unknown"
 result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu,
           "recipe": recipe,
           "cnnc": {"test_accuracy": epochs[-1]["test_accuracy"],

@@ -18,8 +18,11 @@ grep -qE "^Platform:  (x86-64|arm64|portable) build, running on [a-z0-9_]+$" "$t
 case $(sed -n 's/^Platform:  \([a-z0-9-]*\) build.*/\1/p' "$tmp/out") in
   x86-64)
     model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+    family=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+    number=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+    [ -z "$family" ] || [ -z "$number" ] || model="$model (family $family, model $number)"
     [ -z "$model" ] || grep -qxF "CPU:       $model" "$tmp/out" ||
-      fail "info lacks the CPU model '$model'"
+      fail "info lacks the CPU model '$model': $(grep CPU: "$tmp/out")"
     simd="generic|avx2|avx512" ;;
   arm64)
     if grep -q "^CPU implementer" /proc/cpuinfo; then
