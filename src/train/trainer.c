@@ -456,10 +456,12 @@ static void add_block(float *restrict sum, const float *restrict x, size_t m)
     for (size_t i = 0; i < m; i++) sum[i] += x[i];
 }
 
-/* The mean of the replicas' gradients over one slice, REDUCE_BLOCK floats at a time: each
- * replica's block is added as whole vectors, every element still summed from 0 in replica
- * order and divided by their count (the bits of an element's own loop). */
-#define REDUCE_BLOCK 512
+/* The step's loops over the parameters go a block of this many floats at a time. */
+#define STEP_BLOCK 512
+
+/* The mean of the replicas' gradients over one slice, a block at a time: each replica's block is
+ * added as whole vectors, every element still summed from 0 in replica order and divided by
+ * their count (the bits of an element's own loop). */
 static void reduce_slice(void *ctx, int task, int thread)
 {
     (void)thread;
@@ -467,9 +469,9 @@ static void reduce_slice(void *ctx, int task, int thread)
     size_t begin, end;
     slice_of(t, task, &begin, &end);
     int R = t->cfg.num_replicas;
-    for (size_t j = begin; j < end; j += REDUCE_BLOCK) {
-        size_t m = end - j < REDUCE_BLOCK ? end - j : REDUCE_BLOCK;
-        float sum[REDUCE_BLOCK] = {0};
+    for (size_t j = begin; j < end; j += STEP_BLOCK) {
+        size_t m = end - j < STEP_BLOCK ? end - j : STEP_BLOCK;
+        float sum[STEP_BLOCK] = {0};
         for (int r = 0; r < R; r++) add_block(sum, t->result[r].dparams + j, m);
         float *restrict grad = t->grad + j;
         for (size_t i = 0; i < m; i++) grad[i] = sum[i] / (float)R;
@@ -529,8 +531,8 @@ static void update_running_stats(cn_trainer *t)
  * without a branch an element so that the test runs in whole vectors, a block at a time. */
 static int all_finite(const float *x, size_t n)
 {
-    for (size_t j = 0; j < n; j += REDUCE_BLOCK) {
-        size_t m = n - j < REDUCE_BLOCK ? n - j : REDUCE_BLOCK;
+    for (size_t j = 0; j < n; j += STEP_BLOCK) {
+        size_t m = n - j < STEP_BLOCK ? n - j : STEP_BLOCK;
         int bad = 0;
         for (size_t i = 0; i < m; i++) bad |= x[j + i] - x[j + i] != 0.0f;
         if (bad) return 0;
