@@ -239,7 +239,8 @@ static inline double tu_max_violation(const float *a, const float *b, size_t n, 
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         double v = fabs((double)a[i] - (double)b[i]) / (atol + rtol * fabs((double)b[i]));
-        if (!(v <= worst)) worst = v; /* NaN propagates as a failure */
+        if (isnan(v)) return INFINITY; /* a NaN on either side fails every "> 1" and "<= 1" */
+        if (v > worst) worst = v;
     }
     return worst;
 }
