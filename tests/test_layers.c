@@ -482,6 +482,8 @@ static void test_conv_bf16_stride_padding_matches_fp32(void **state)
     check_conv_bf16(2, shape(3, 9, 9, 8, 3, 1, 1), 1, &rng);    /* odd width, column pairs */
     check_conv_bf16(1, shape(1, 10, 12, 4, 5, 1, 2), 1, &rng);  /* one channel, pad 2 */
     check_conv_bf16(2, shape(5, 7, 6, 6, 3, 1, 1), 0, &rng);    /* no bias */
+    check_conv_bf16(2, shape(6, 8, 10, 4, 5, 1, 2), 1, &rng);   /* channel pairs, pad 2 */
+    check_conv_bf16(2, shape(3, 8, 10, 4, 5, 1, 2), 1, &rng);   /* column pairs, pad 2 */
     check_conv_bf16(2, shape(4, 9, 11, 6, 3, 2, 1), 1, &rng);   /* stride 2 */
     check_conv_bf16(2, shape(3, 11, 13, 5, 5, 2, 2), 0, &rng);  /* stride 2, K 5, no bias */
     check_conv_bf16(1, shape(6, 7, 8, 3, 1, 2, 0), 1, &rng);    /* K 1, stride 2 */

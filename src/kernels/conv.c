@@ -456,12 +456,11 @@ static void forward_patch_pairs(cn_bf16_pair *colp, cn_bf16_pair *plane, float *
         cn_bf16_pack_row_pairs(colp, fp32, C * K * K, P, P);
         return;
     }
-    const float *v = valid_input(fp32, x, s);
     if (pairs_columns(C, K)) {
-        cn_bf16_pair_columns(plane, v, C, Hv, Wv);
+        cn_bf16_pair_columns(plane, x, C, s->H, s->W, s->pad);
         cn_bf16_im2col_pairs(colp, plane, C, Hv, Wv, K);
-    } else {
-        cn_bf16_pack_row_pairs(plane, v, C, Hv * Wv, Hv * Wv);
+    } else { /* the channel pairs padded as they are made */
+        cn_bf16_pair_channels(plane, x, C, s->H, s->W, s->pad);
         cn_im2col((float *)colp, (const float *)plane, halves(C), Hv, Wv, K); /* copies */
     }
 }
@@ -485,18 +484,18 @@ void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, co
     }
 }
 
-/* rowsp [P/2, CKK]: the patches of positions 2q and 2q+1 in pairs, for one sample of valid
- * input v. */
-static void position_pairs(cn_bf16_pair *rowsp, cn_bf16_pair *plane, const float *v,
+/* rowsp [P/2, CKK]: the patches of positions 2q and 2q+1 in pairs, for one sample x; fp32: the
+ * front words of packed. */
+static void position_pairs(cn_bf16_pair *rowsp, cn_bf16_pair *plane, float *fp32, const float *x,
                            const cn_conv_shape *s, float *col)
 {
     int C = s->C, K = s->K, Hv = padded_h(s), Wv = padded_w(s);
     int P = s->OH * s->OW, CKK = C * K * K;
     if (s->stride == 1 && s->OW % 2 == 0) {
-        cn_bf16_pair_columns(plane, v, C, Hv, Wv);
+        cn_bf16_pair_columns(plane, x, C, s->H, s->W, s->pad);
         cn_bf16_im2row_pairs(rowsp, plane, C, Hv, Wv, K);
     } else {
-        patch_rows(col, CKK, v, s->OH, s);
+        patch_rows(col, CKK, valid_input(fp32, x, s), s->OH, s);
         cn_bf16_pack_row_pairs(rowsp, col, P, CKK, CKK);
     }
 }
@@ -520,7 +519,7 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P;
         bias_gradient(dbias, d, OC, P);
-        position_pairs(rowsp, plane, valid_input(fp32, in + (size_t)b * C * H * W, s), s, col);
+        position_pairs(rowsp, plane, fp32, in + (size_t)b * C * H * W, s, col);
         cn_bf16_pack_rows(dyp, d, OC, P, P);
         cn_gemm_bf16(OC, CKK, Pp, dyp, Pp, 1, rowsp, CKK, 1, dweight, CKK);
         if (din) {

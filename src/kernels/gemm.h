@@ -207,10 +207,15 @@ void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, 
 /* dst [(rows+1)/2, cols]: row pairs of src [rows, cols] (ld), dst[r/2][c] = (src[r][c],
  * src[r+1][c]). */
 void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld);
-/* dst [C, H, W]: each value of in [C, H, W] paired with its right-hand neighbour, dst[c][y][x] =
- * (in[c][y][x], in[c][y][x+1]), the last column's partner 0: the pairs two horizontally
- * adjacent output positions of a convolution read. */
-void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int W);
+/* dst [(C+1)/2, H + 2 pad, W + 2 pad]: in [C, H, W] in pairs of channels inside a border of pad
+ * zeros, dst[c/2][pad + y][pad + x] = (in[c][y][x], in[c+1][y][x]) for even c, an odd last
+ * channel's partner 0: cn_bf16_pack_row_pairs of the zero-padded input, without the padded copy. */
+void cn_bf16_pair_channels(cn_bf16_pair *dst, const float *in, int C, int H, int W, int pad);
+/* dst [C, H + 2 pad, W + 2 pad]: each value of in [C, H, W] inside a border of pad zeros paired
+ * with its right-hand neighbour, dst[c][y][x] = (v[c][y][x], v[c][y][x+1]) for the padded plane
+ * v, the last column's partner 0: the pairs two horizontally adjacent output positions of a
+ * convolution read, without the padded copy. */
+void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int W, int pad);
 /* colp [C*K*((K+1)/2), OH*OW]: im2col in pairs of kernel columns (kx, kx+1) for even kx, read
  * from a cn_bf16_pair_columns plane [C, H, W]; the partner of an odd K's last column is the
  * input's next value or 0, to be multiplied by a zero weight. */

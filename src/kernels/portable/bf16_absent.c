@@ -26,9 +26,15 @@ void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int c
     absent(__func__);
 }
 
-void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int W)
+void cn_bf16_pair_channels(cn_bf16_pair *dst, const float *in, int C, int H, int W, int pad)
 {
-    (void)dst, (void)in, (void)C, (void)H, (void)W;
+    (void)dst, (void)in, (void)C, (void)H, (void)W, (void)pad;
+    absent(__func__);
+}
+
+void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int W, int pad)
+{
+    (void)dst, (void)in, (void)C, (void)H, (void)W, (void)pad;
     absent(__func__);
 }
 
