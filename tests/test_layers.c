@@ -989,7 +989,7 @@ static void test_bn_statistics_far_from_zero(void **state)
             }
         v /= B * HW;
         double want = 1.0 / sqrt(v + 1e-8);
-        if (fabs(invstd[c] - want) > 1e-6 * want || fabs(mean[c] - m) > 1e-6 * fabs(m))
+        if (!(fabs(invstd[c] - want) <= 1e-6 * want && fabs(mean[c] - m) <= 1e-6 * fabs(m)))
             fail_msg("channel %d: mean %.9g invstd %.9g, want %.9g %.9g", c, (double)mean[c],
                      (double)invstd[c], m, want);
     }
