@@ -6,7 +6,8 @@
  *          v = beta2 * v + (1 - beta2) * g * g;
  *          p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
  * with t the 1-based step. Candidates only: the trainer keeps them when every new weight is
- * finite. Also the optimisers' names. It does not split the work among threads, average gradients or store anything. */
+ * finite. Also the optimisers' names. It does not split the work among threads, average
+ * gradients or store anything. */
 #include <math.h>
 #include <string.h>
 
@@ -67,7 +68,8 @@ static void adamw(const cn_optim_rule *r, const cn_optim_buffers *b, size_t n)
     float b1 = r->beta1, b2 = r->beta2, c1 = 1.0f - b1, c2 = 1.0f - b2;
     float bias2_sqrt = r->bias2_sqrt, eps = r->eps, decay = r->decay, step = r->step_size;
     const float *restrict p = b->params, *restrict state = b->state, *restrict state2 = b->state2;
-    float *restrict grad = b->grad, *restrict next2 = b->next_state2, *restrict next = b->next_params;
+    float *restrict grad = b->grad, *restrict next2 = b->next_state2;
+    float *restrict next = b->next_params;
     for (size_t j = 0; j < n; j++) {
         float g = grad[j];
         float m = state[j] * b1 + g * c1;

@@ -57,51 +57,60 @@ void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int c
     }
 }
 
+/* A plane [H + 2 pad, W + 2 pad] of pairs: its top and bottom pad rows zeroed. */
+static void zero_border_rows(cn_bf16_pair *plane, int H, int W, int pad)
+{
+    size_t Wp = (size_t)W + 2 * pad, border = (size_t)pad * Wp;
+    memset(plane, 0, border * sizeof *plane);
+    memset(plane + (size_t)(pad + H) * Wp, 0, border * sizeof *plane);
+}
+
+/* Row y of the inside of such a plane, its left and right pad zeroed: where its W pairs go. */
+static cn_bf16_pair *inside_row(cn_bf16_pair *plane, int y, int W, int pad)
+{
+    cn_bf16_pair *row = plane + (size_t)(pad + y) * (W + 2 * pad);
+    memset(row, 0, (size_t)pad * sizeof *row);
+    memset(row + pad + W, 0, (size_t)pad * sizeof *row);
+    return row + pad;
+}
+
 void cn_bf16_pair_channels(cn_bf16_pair *dst, const float *in, int C, int H, int W, int pad)
 {
-    int Wp = W + 2 * pad;
-    size_t border = (size_t)pad * Wp; /* the zero rows above and below */
+    size_t plane = (size_t)(H + 2 * pad) * (W + 2 * pad);
     for (int c = 0; c < C; c += 2) {
         int last = c + 1 == C; /* an odd last channel pairs with zeros */
-        cn_bf16_pair *d = dst + (size_t)(c / 2) * (H + 2 * pad) * Wp;
-        memset(d, 0, border * sizeof *d);
+        cn_bf16_pair *d = dst + (size_t)(c / 2) * plane;
+        zero_border_rows(d, H, W, pad);
         for (int y = 0; y < H; y++) {
             const float *lo = in + ((size_t)c * H + y) * W, *hi = last ? lo : lo + (size_t)H * W;
-            cn_bf16_pair *row = d + (size_t)(pad + y) * Wp;
-            memset(row, 0, (size_t)pad * sizeof *row);
-            memset(row + pad + W, 0, (size_t)pad * sizeof *row);
+            cn_bf16_pair *row = inside_row(d, y, W, pad);
             for (int x = 0; x < W; x += 16) {
                 int n = W - x < 16 ? W - x : 16;
-                _mm512_mask_storeu_epi32(row + pad + x, first(n),
+                _mm512_mask_storeu_epi32(row + x, first(n),
                                          pairs16(lo + x, n, hi + x, last ? 0 : n));
             }
         }
-        memset(d + (size_t)(pad + H) * Wp, 0, border * sizeof *d);
     }
 }
 
 void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int W, int pad)
 {
-    int Hp = H + 2 * pad, Wp = W + 2 * pad;
-    for (int c = 0; c < C; c++)
-        for (int yp = 0; yp < Hp; yp++) {
-            cn_bf16_pair *d = dst + ((size_t)c * Hp + yp) * Wp;
-            int y = yp - pad;
-            if (y < 0 || y >= H) { /* a row of the border */
-                memset(d, 0, (size_t)Wp * sizeof *d);
-                continue;
-            }
+    size_t plane = (size_t)(H + 2 * pad) * (W + 2 * pad);
+    for (int c = 0; c < C; c++) {
+        cn_bf16_pair *d = dst + (size_t)c * plane;
+        zero_border_rows(d, H, W, pad);
+        for (int y = 0; y < H; y++) {
             const float *s = in + ((size_t)c * H + y) * W;
-            memset(d, 0, (size_t)pad * sizeof *d);
-            memset(d + pad + W, 0, (size_t)pad * sizeof *d);
+            cn_bf16_pair *row = inside_row(d, y, W, pad);
             if (pad > 0) /* the last zero of the left border pairs with the row's first value */
-                d[pad - 1] = (cn_bf16_pair)_mm_cvtsi128_si32(
+                row[-1] = (cn_bf16_pair)_mm_cvtsi128_si32(
                     _mm512_castsi512_si128(pairs16(s, 0, s, 1)));
             for (int x = 0; x < W; x += 16) { /* the right-hand neighbours stop at the row's end */
                 int n = W - x < 16 ? W - x : 16, right = W - 1 - x < 16 ? W - 1 - x : 16;
-                _mm512_mask_storeu_epi32(d + pad + x, first(n), pairs16(s + x, n, s + x + 1, right));
+                _mm512_mask_storeu_epi32(row + x, first(n), pairs16(s + x, n, s + x + 1, right));
             }
         }
+    }
 }
 
 void cn_bf16_im2col_pairs(cn_bf16_pair *colp, const cn_bf16_pair *plane, int C, int H, int W,
