@@ -488,6 +488,10 @@ static void test_conv_bf16_stride_padding_matches_fp32(void **state)
     check_conv_bf16(2, shape(3, 11, 13, 5, 5, 2, 2), 0, &rng);  /* stride 2, K 5, no bias */
     check_conv_bf16(1, shape(6, 7, 8, 3, 1, 2, 0), 1, &rng);    /* K 1, stride 2 */
     check_conv_bf16(1, shape(4, 10, 10, 5, 3, 3, 0), 1, &rng);  /* stride 3, no padding */
+    /* 7 x 7 outputs: with the vector kernel, forward and input gradient with positions as rows */
+    check_conv_bf16(2, shape(16, 7, 7, 32, 3, 1, 1), 1, &rng);  /* padded: crop after row2im */
+    check_conv_bf16(2, shape(16, 9, 9, 32, 3, 1, 0), 0, &rng);  /* valid, no bias */
+    check_conv_bf16(1, shape(17, 7, 7, 33, 3, 1, 1), 1, &rng);  /* odd channels: a zero pair */
 }
 
 /* A convolution in direct loops, summed in double: y = conv(x) + b, and for the output

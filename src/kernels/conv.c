@@ -392,8 +392,27 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
  * (otherwise: im2row, then pairs of its rows). Input gradient: col = W^T [CKK, OC/2] * dYq
  * [OC/2, P], pairs of output channels, W^T transposed from W's row pairs once per call, so
  * that every kernel (AMX's tiles too) reads it row by row.
+ * Positions as rows: the vector kernel's tiles are 32 columns wide, so a product whose columns
+ * are positions wastes lanes when P is not a multiple of 32 (7 x 7 = 49: a quarter of them).
+ * Where taking the product transposed spends a tenth fewer vector products (vectors_of), with
+ * stride 1 and the vector kernel (AMX keeps its own tiles), the forward product is out^T [P, OC]
+ * = colp^T * Wt [Kp, OC], and the input gradient's rows [P, CKK] = dyq^T * W's row pairs
+ * [OCp, CKK], each transposed afterwards: the same sums, the same bits.
  * packed: the fp32 words (the padded plane, or the strided im2col matrix), rounded to whole
  * lines, then the pairs as laid out in each function. */
+
+/* The 16-lane vectors the vector kernel spends on a row of n columns: tiles two vectors wide,
+ * the last one or two. */
+static int vectors_of(int n) { return n / 32 * 2 + (n % 32 == 0 ? 0 : n % 32 > 16 ? 2 : 1); }
+
+/* 1 when the product of rows x P positions (positions as columns) is better taken with the
+ * positions as rows. */
+static int positions_as_rows(const cn_conv_shape *s, int rows)
+{
+    int P = s->OH * s->OW;
+    return s->stride == 1 && cn_bf16_kernel_active() == CN_BF16_AVX512 &&
+           10 * P * vectors_of(rows) < 9 * rows * vectors_of(P);
+}
 
 static int halves(int n) { return (n + 1) / 2; }
 
@@ -419,9 +438,11 @@ size_t cn_conv2d_packed_words(const cn_conv_shape *s)
     size_t P = (size_t)s->OH * s->OW, CKK = (size_t)C * K * K;
     size_t HW = (size_t)padded_h(s) * padded_w(s);
     size_t Pp = (size_t)halves((int)P), OCp = (size_t)halves(OC), Kp = (size_t)forward_pairs(s);
-    size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK;
+    size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK +
+                     (positions_as_rows(s, OC) ? (size_t)OC * Kp + (size_t)P * OC : 0);
     size_t backward = 2 * CKK * OCp + (size_t)C * HW + Pp * CKK + CN_IM2ROW_SLACK +
                       (size_t)OC * Pp + OCp * P;
+    if (positions_as_rows(s, (int)CKK) && P > OCp) backward += (P - OCp) * CKK; /* in wtr's */
     return fp32_words(s) + (forward > backward ? forward : backward);
 }
 
@@ -465,6 +486,36 @@ static void forward_patch_pairs(cn_bf16_pair *colp, cn_bf16_pair *plane, float *
     }
 }
 
+/* dst [cols, rows] = the transpose of the pairs src [rows, cols]. */
+static void transpose_pairs(cn_bf16_pair *dst, const cn_bf16_pair *src, int rows, int cols)
+{
+    for (int c = 0; c < cols; c++)
+        for (int r = 0; r < rows; r++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+}
+
+/* The forward pass with the positions as rows (the layout above): after colp [Kp, P] (slack
+ * words), Wt [Kp, OC], then out^T [P, OC], each row starting from the bias (or 0). */
+static void forward_positions_as_rows(float *out, const float *in, const float *bias, int B,
+                                      const cn_conv_shape *s, cn_bf16_pair *packed,
+                                      cn_bf16_pair *after_colp)
+{
+    UNPACK(s);
+    int P = s->OH * s->OW, Kp = forward_pairs(s);
+    float *fp32 = (float *)packed;
+    cn_bf16_pair *wp = packed + fp32_words(s), *plane = wp + (size_t)OC * Kp;
+    cn_bf16_pair *colp = plane + (size_t)C * padded_h(s) * padded_w(s);
+    cn_bf16_pair *wt = after_colp + CN_IM2ROW_SLACK;
+    float *out_t = (float *)(wt + (size_t)Kp * OC);
+    transpose_pairs(wt, wp, OC, Kp);
+    for (int b = 0; b < B; b++) {
+        for (int p = 0; p < P; p++)
+            for (int oc = 0; oc < OC; oc++) out_t[(size_t)p * OC + oc] = bias ? bias[oc] : 0.0f;
+        forward_patch_pairs(colp, plane, fp32, in + (size_t)b * C * H * W, s);
+        cn_gemm_bf16(P, OC, Kp, colp, 1, P, wt, OC, 1, out_t, OC);
+        cn_transpose(out + (size_t)b * OC * P, P, out_t, OC, P, OC);
+    }
+}
+
 void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
                             int B, const cn_conv_shape *s, cn_bf16_pair *packed)
 {
@@ -474,6 +525,10 @@ void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, co
     cn_bf16_pair *wp = packed + fp32_words(s), *plane = wp + (size_t)OC * Kp;
     cn_bf16_pair *colp = plane + (size_t)C * padded_h(s) * padded_w(s);
     pack_forward_weights(wp, weight, s);
+    if (positions_as_rows(s, OC)) {
+        forward_positions_as_rows(out, in, bias, B, s, packed, colp + (size_t)Kp * P);
+        return;
+    }
     for (int b = 0; b < B; b++) {
         float *o = out + (size_t)b * OC * P;
         forward_patch_pairs(colp, plane, fp32, in + (size_t)b * C * H * W, s);
@@ -511,10 +566,11 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
     cn_bf16_pair *rowsp = plane + (size_t)C * padded_h(s) * padded_w(s);
     cn_bf16_pair *dyp = rowsp + (size_t)Pp * CKK + CN_IM2ROW_SLACK, *dyq = dyp + (size_t)OC * Pp;
     cn_bf16_pair *wtr = dyq + (size_t)OCp * P;
-    if (din) { /* W^T [CKK, OCp] in pairs of output channels, row by row */
+    float *rows_t = (float *)wtr; /* with positions as rows, in wtr's place */
+    int by_rows = din && positions_as_rows(s, CKK);
+    if (din) { /* W [OCp, CKK] in pairs of output channels; its transpose where it is read so */
         cn_bf16_pack_row_pairs(wtp, weight, OC, CKK, CKK);
-        for (int kp = 0; kp < OCp; kp++)
-            for (int i = 0; i < CKK; i++) wtr[(size_t)i * OCp + kp] = wtp[(size_t)kp * CKK + i];
+        if (!by_rows) transpose_pairs(wtr, wtp, OCp, CKK);
     }
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P;
@@ -524,7 +580,12 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
         cn_gemm_bf16(OC, CKK, Pp, dyp, Pp, 1, rowsp, CKK, 1, dweight, CKK);
         if (din) {
             cn_bf16_pack_row_pairs(dyq, d, OC, P, P);
-            cn_gemm_bf16(CKK, P, OCp, wtr, OCp, 1, dyq, P, 0, col, P);
+            if (by_rows) { /* the same sums, transposed into col */
+                cn_gemm_bf16(P, CKK, OCp, dyq, 1, P, wtp, CKK, 0, rows_t, CKK);
+                cn_transpose(col, P, rows_t, CKK, P, CKK);
+            } else {
+                cn_gemm_bf16(CKK, P, OCp, wtr, OCp, 1, dyq, P, 0, col, P);
+            }
             patches_to_input(din + (size_t)b * C * H * W, col, s, fp32);
         }
     }
