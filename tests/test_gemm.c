@@ -356,6 +356,46 @@ static void test_bf16_products(void **state)
         check_bf16_shape(shapes[i][0], shapes[i][1], shapes[i][2], &rng);
 }
 
+/* cn_bf16_im2row_pairs from a cn_bf16_pair_columns plane: row (oy, j) holds the patch entries
+ * of positions (oy, 2j) (low halves) and (oy, 2j+1) (high halves, zero past an odd row's end),
+ * each value x's padded plane rounded to bf16. */
+static void check_position_pairs(int C, int H, int W, int K, int pad, cn_rng *rng)
+{
+    int Hv = H + 2 * pad, Wv = W + 2 * pad, OH = Hv - K + 1, OW = Wv - K + 1, CKK = C * K * K;
+    int Q = OH * ((OW + 1) / 2);
+    float *x = malloc((size_t)C * H * W * sizeof *x);
+    cn_bf16_pair *plane = malloc((size_t)C * Hv * Wv * sizeof *plane);
+    cn_bf16_pair *rows = malloc(((size_t)Q * CKK + CN_IM2ROW_SLACK) * sizeof *rows);
+    assert_true(x && plane && rows);
+    fill(x, (size_t)C * H * W, rng);
+    cn_bf16_pair_columns(plane, x, C, H, W, pad);
+    cn_bf16_im2row_pairs(rows, plane, C, Hv, Wv, K);
+    for (int q = 0; q < Q; q++)
+        for (int k = 0; k < CKK; k++)
+            for (int half = 0; half < 2; half++) {
+                int oy = q / ((OW + 1) / 2), ox = 2 * (q % ((OW + 1) / 2)) + half;
+                int c = k / (K * K), y = oy + k / K % K - pad, xx = ox + k % K - pad;
+                int inside = ox < OW && y >= 0 && y < H && xx >= 0 && xx < W;
+                float want = inside ? tu_bf16_round(x[((size_t)c * H + y) * W + xx]) : 0.0f;
+                if (pair_half(rows[(size_t)q * CKK + k], half) != want)
+                    fail_msg("im2row pairs C%d %dx%d K%d pad %d: row %d entry %d half %d", C, H,
+                             W, K, pad, q, k, half);
+            }
+    free(x), free(plane), free(rows);
+}
+
+static void test_bf16_position_pairs(void **state)
+{
+    (void)state;
+    if (!cn_bf16_supported()) skip();
+    cn_rng rng;
+    cn_rng_seed(&rng, 13);
+    check_position_pairs(3, 6, 6, 3, 1, &rng); /* even output width */
+    check_position_pairs(4, 7, 7, 3, 1, &rng); /* odd: the last of each row pairs with zero */
+    check_position_pairs(2, 9, 12, 5, 0, &rng);
+    check_position_pairs(1, 5, 13, 9, 2, &rng); /* K over 8: two pieces a kernel row */
+}
+
 /* cn_sgemm_chained: C + (the product of k's first chain of CN_CHAIN, from zero) + (the next
  * chain's) + ..., each chain as cn_sgemm sums it and the chains added in order, bit for bit; and
  * within fp32 rounding of the double-precision product. */
@@ -426,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_products_from_rows_at_offsets),
         cmocka_unit_test(test_padding_copies),
         cmocka_unit_test(test_bf16_products),
+        cmocka_unit_test(test_bf16_position_pairs),
         cmocka_unit_test(test_chained_products_and_transposes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -387,9 +387,10 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
  * (one channel, say), pairs of kernel columns (kx even, kx+1) of each (c,ky), an odd K's last
  * column with a zero weight -- from the input paired with its right-hand neighbours. With a
  * larger stride, pairs of consecutive rows (c,ky,kx) of the fp32 im2col matrix. Weight gradient:
- * dweight += dYp [OC, P/2] * rowsp [P/2, CKK], pairs of positions, which for stride 1 and an
- * even output width are horizontal neighbours: im2row in pairs from that same paired input
- * (otherwise: im2row, then pairs of its rows). Input gradient: col = W^T [CKK, OC/2] * dYq
+ * dweight += dYp [OC, Pq] * rowsp [Pq, CKK], pairs of positions: for stride 1 horizontal
+ * neighbours in each output row, the last of an odd row with a zero (Pq = OH * (OW+1)/2), im2row
+ * in pairs from that same paired input; with a larger stride positions 2q and 2q+1 (Pq = P/2,
+ * rounded up): im2row, then pairs of its rows. Input gradient: col = W^T [CKK, OC/2] * dYq
  * [OC/2, P], pairs of output channels, W^T transposed from W's row pairs once per call, so
  * that every kernel (AMX's tiles too) reads it row by row.
  * Positions as rows: the vector kernel's tiles are 32 columns wide, so a product whose columns
@@ -416,6 +417,13 @@ static int positions_as_rows(const cn_conv_shape *s, int rows)
 
 static int halves(int n) { return (n + 1) / 2; }
 
+/* The weight gradient's pairs of positions: with stride 1, horizontal neighbours in each row
+ * of the output (the last of an odd row with a zero), else positions 2q and 2q+1. */
+static int position_pair_count(const cn_conv_shape *s)
+{
+    return s->stride == 1 ? s->OH * halves(s->OW) : halves(s->OH * s->OW);
+}
+
 /* 1: the forward product pairs kernel columns, 0: channels (stride 1 only). */
 static int pairs_columns(int C, int K) { return C * K * halves(K) < halves(C) * K * K; }
 
@@ -437,7 +445,8 @@ size_t cn_conv2d_packed_words(const cn_conv_shape *s)
     UNPACK(s);
     size_t P = (size_t)s->OH * s->OW, CKK = (size_t)C * K * K;
     size_t HW = (size_t)padded_h(s) * padded_w(s);
-    size_t Pp = (size_t)halves((int)P), OCp = (size_t)halves(OC), Kp = (size_t)forward_pairs(s);
+    size_t Pp = (size_t)position_pair_count(s), OCp = (size_t)halves(OC);
+    size_t Kp = (size_t)forward_pairs(s);
     size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK +
                      (positions_as_rows(s, OC) ? (size_t)OC * Kp + (size_t)P * OC : 0);
     size_t backward = 2 * CKK * OCp + (size_t)C * HW + Pp * CKK + CN_IM2ROW_SLACK +
@@ -539,14 +548,14 @@ void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, co
     }
 }
 
-/* rowsp [P/2, CKK]: the patches of positions 2q and 2q+1 in pairs, for one sample x; fp32: the
- * front words of packed. */
+/* rowsp [position_pair_count, CKK]: the patches of those pairs of positions, for one sample x;
+ * fp32: the front words of packed. */
 static void position_pairs(cn_bf16_pair *rowsp, cn_bf16_pair *plane, float *fp32, const float *x,
                            const cn_conv_shape *s, float *col)
 {
     int C = s->C, K = s->K, Hv = padded_h(s), Wv = padded_w(s);
     int P = s->OH * s->OW, CKK = C * K * K;
-    if (s->stride == 1 && s->OW % 2 == 0) {
+    if (s->stride == 1) {
         cn_bf16_pair_columns(plane, x, C, s->H, s->W, s->pad);
         cn_bf16_im2row_pairs(rowsp, plane, C, Hv, Wv, K);
     } else {
@@ -555,12 +564,21 @@ static void position_pairs(cn_bf16_pair *rowsp, cn_bf16_pair *plane, float *fp32
     }
 }
 
+/* dyp [OC, position_pair_count]: one sample's output gradient d [OC, P] in those pairs. */
+static void gradient_pairs(cn_bf16_pair *dyp, const float *d, const cn_conv_shape *s)
+{
+    if (s->stride == 1)
+        cn_bf16_pack_rows(dyp, d, s->OC * s->OH, s->OW, s->OW);
+    else
+        cn_bf16_pack_rows(dyp, d, s->OC, s->OH * s->OW, s->OH * s->OW);
+}
+
 void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
                              const float *in, const float *weight, int B,
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed)
 {
     UNPACK(s);
-    int P = s->OH * s->OW, CKK = C * K * K, Pp = halves(P), OCp = halves(OC);
+    int P = s->OH * s->OW, CKK = C * K * K, Pp = position_pair_count(s), OCp = halves(OC);
     float *fp32 = (float *)packed;
     cn_bf16_pair *wtp = packed + fp32_words(s), *plane = wtp + (size_t)CKK * OCp;
     cn_bf16_pair *rowsp = plane + (size_t)C * padded_h(s) * padded_w(s);
@@ -576,7 +594,7 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
         const float *d = dout + (size_t)b * OC * P;
         bias_gradient(dbias, d, OC, P);
         position_pairs(rowsp, plane, fp32, in + (size_t)b * C * H * W, s, col);
-        cn_bf16_pack_rows(dyp, d, OC, P, P);
+        gradient_pairs(dyp, d, s);
         cn_gemm_bf16(OC, CKK, Pp, dyp, Pp, 1, rowsp, CKK, 1, dweight, CKK);
         if (din) {
             cn_bf16_pack_row_pairs(dyq, d, OC, P, P);

@@ -221,9 +221,11 @@ void cn_bf16_pair_columns(cn_bf16_pair *dst, const float *in, int C, int H, int 
  * input's next value or 0, to be multiplied by a zero weight. */
 void cn_bf16_im2col_pairs(cn_bf16_pair *colp, const cn_bf16_pair *plane, int C, int H, int W,
                           int K);
-/* rowsp [OH*OW/2, C*K*K] for an even OW = W-K+1: row q holds the patch entries of output
- * positions 2q and 2q+1 as pairs, read from a cn_bf16_pair_columns plane [C, H, W] (im2row
- * in pairs). May write CN_IM2ROW_SLACK pairs past the end. */
+/* rowsp [OH * (OW+1)/2, C*K*K], OW = W-K+1: the patch entries of the output positions in pairs
+ * of horizontal neighbours, (oy, ox) with (oy, ox+1) for each even ox, the last of an odd row
+ * with zeros, row by row (for an even OW, positions 2q and 2q+1), read from a
+ * cn_bf16_pair_columns plane [C, H, W] (im2row in pairs). May write CN_IM2ROW_SLACK pairs past
+ * the end. */
 void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C, int H, int W,
                           int K);
 /* C[M,N] = (accumulate ? C : 0) + A[M, Kp pairs] * B[Kp pairs, N], with A(i,k) at
