@@ -449,6 +449,47 @@ static void check_conv_bf16(int B, cn_conv_shape s, int bias, cn_rng *rng)
                      (const char *[]){"y", "dweight", "din", "dbias"}[i], worst[i]);
 }
 
+/* The bf16 linear layer against the fp32 one fed the same values rounded to bf16, as above;
+ * the scratch starts as NaNs. */
+static void check_linear_bf16(int B, int I, int O, int bias, cn_rng *rng)
+{
+    size_t nx = (size_t)B * I, nw = (size_t)O * I, ny = (size_t)B * O;
+    float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
+    float *b = random_values(rng, (size_t)O, 0.1f), *dy = random_values(rng, ny, 1.0f);
+    float *xr = rounded_copy(x, nx), *wr = rounded_copy(w, nw), *dyr = rounded_copy(dy, ny);
+    cn_bf16_pair *packed = (cn_bf16_pair *)nans(cn_linear_packed_words(I, O));
+    float *y = nans(ny), *want_y = zeros(ny), *dx = nans(nx), *want_dx = zeros(nx);
+    float *dw = zeros(nw), *want_dw = zeros(nw), *db = zeros((size_t)O);
+    float *want_db = zeros((size_t)O), *ignored = zeros(nw);
+    if (!bias) b = db = NULL;
+    cn_linear_forward(want_y, xr, wr, b, B, I, O);
+    cn_linear_backward(want_dx, want_dw, ignored, dyr, xr, wr, B, I, O);
+    cn_linear_backward(NULL, ignored, want_db, dy, x, w, B, I, O); /* fp32 bias */
+    cn_linear_forward_bf16(y, x, w, b, B, I, O, packed);
+    cn_linear_backward_bf16(dx, dw, db, dy, x, w, B, I, O, packed);
+    double worst[4] = {tu_max_violation(y, want_y, ny, 1e-5 * I, 1e-5),
+                       tu_max_violation(dw, want_dw, nw, 1e-5 * B, 1e-5),
+                       tu_max_violation(dx, want_dx, nx, 1e-5 * O, 1e-5),
+                       db ? tu_max_violation(db, want_db, (size_t)O, 1e-5 * B, 1e-5) : 0};
+    for (int i = 0; i < 4; i++)
+        if (worst[i] > 1)
+            fail_msg("bf16 linear B%d %d -> %d: %s off by %.1f tolerances", B, I, O,
+                     (const char *[]){"y", "dweight", "din", "dbias"}[i], worst[i]);
+}
+
+/* Batches of one group and of several (an odd last one), odd feature counts. */
+static void test_linear_bf16_matches_fp32_on_rounded_values(void **state)
+{
+    (void)state;
+    if (!cn_bf16_supported()) skip(); /* this CPU trains in fp32 only */
+    cn_rng rng;
+    cn_rng_seed(&rng, 23);
+    check_linear_bf16(64, 1152, 256, 1, &rng); /* the hidden layer of fashion_mnist_best */
+    check_linear_bf16(CN_LINEAR_GROUP * 2 + 5, 37, 33, 1, &rng);
+    check_linear_bf16(3, 10, 5, 0, &rng);
+    check_linear_bf16(1, 1, 1, 1, &rng);
+}
+
 /* cn_conv_shape_of, shorter. */
 static cn_conv_shape shape(int C, int H, int W, int OC, int K, int stride, int pad)
 {
@@ -1237,6 +1278,7 @@ int main(void)
         T(test_conv_bands_match_direct_loops), T(test_conv_winograd_matches_direct_loops),
         T(test_conv_bf16_matches_fp32_on_rounded_values),
         T(test_conv_bf16_stride_padding_matches_fp32),
+        T(test_linear_bf16_matches_fp32_on_rounded_values),
         T(test_bn_train_pytorch),   T(test_bn_eval_pytorch), T(test_bn_fd),
         T(test_bn_relu_fused_equals_two_layers), T(test_bn_statistics_far_from_zero),
         T(test_linear_pytorch),     T(test_linear_fd),       T(test_log_softmax_pytorch),

@@ -11,6 +11,7 @@
 
 #include "testutil.h"
 
+#include "layers/layers.h"
 #include "model/executor.h"
 #include "model/model.h"
 
@@ -416,6 +417,37 @@ static void test_bf16_where_it_pays(void **state)
     free_net(&b);
 }
 
+/* A hidden linear layer of 32 outputs takes bf16's products under --precision bf16 (linear.c);
+ * the classifier of 3 keeps fp32's: the log-probabilities are those of fp32 on the hidden
+ * layer's output, bit for bit. */
+static const char two_linear_layers[] = "input channels=1 height=5 width=5 mean=0 std=1\n"
+                                        "flatten\n"
+                                        "linear out=32\n"
+                                        "relu\n"
+                                        "linear out=3\n"
+                                        "log_softmax\n";
+
+static void test_bf16_linear_where_it_pays(void **state)
+{
+    (void)state;
+    if (!cn_precision_supported(CN_PRECISION_BF16)) skip(); /* this CPU trains in fp32 only */
+    net a = make_net(two_linear_layers, 19);
+    net b = make_net_in(two_linear_layers, 19, CN_PRECISION_BF16);
+    assert_true(a.plan.keep_out[2]); /* the classifier's backward reads it */
+    cn_forward(&a.plan, &a.w, BATCH, 1);
+    cn_forward(&b.plan, &b.w, BATCH, 1);
+    size_t hidden = (size_t)BATCH * 32;
+    assert_true(memcmp(a.w.out[2], b.w.out[2], hidden * sizeof(float)) != 0);
+    const cn_layer *classifier = &b.m->layers[3];
+    float logits[BATCH * 3], want[BATCH * 3];
+    cn_linear_forward(logits, b.w.out[2], b.m->params + classifier->params,
+                      b.m->params + classifier->params + 3 * 32, BATCH, 32, 3);
+    cn_log_softmax_forward(want, logits, BATCH, 3);
+    assert_memory_equal(b.w.out[4], want, sizeof want);
+    free_net(&a);
+    free_net(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_big_linear_whole_batch),
         cmocka_unit_test(test_relu_around_batchnorm),
         cmocka_unit_test(test_bf16_where_it_pays),
+        cmocka_unit_test(test_bf16_linear_where_it_pays),
         cmocka_unit_test(test_batchnorm_into_pool),
         cmocka_unit_test(test_relu_into_pool),
     };

@@ -495,13 +495,6 @@ static void forward_patch_pairs(cn_bf16_pair *colp, cn_bf16_pair *plane, float *
     }
 }
 
-/* dst [cols, rows] = the transpose of the pairs src [rows, cols]. */
-static void transpose_pairs(cn_bf16_pair *dst, const cn_bf16_pair *src, int rows, int cols)
-{
-    for (int c = 0; c < cols; c++)
-        for (int r = 0; r < rows; r++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
-}
-
 /* The forward pass with the positions as rows (the layout above): after colp [Kp, P] (slack
  * words), Wt [Kp, OC], then out^T [P, OC], each row starting from the bias (or 0). */
 static void forward_positions_as_rows(float *out, const float *in, const float *bias, int B,
@@ -515,7 +508,7 @@ static void forward_positions_as_rows(float *out, const float *in, const float *
     cn_bf16_pair *colp = plane + (size_t)C * padded_h(s) * padded_w(s);
     cn_bf16_pair *wt = after_colp + CN_IM2ROW_SLACK;
     float *out_t = (float *)(wt + (size_t)Kp * OC);
-    transpose_pairs(wt, wp, OC, Kp);
+    cn_bf16_transpose(wt, wp, OC, Kp);
     for (int b = 0; b < B; b++) {
         for (int p = 0; p < P; p++)
             for (int oc = 0; oc < OC; oc++) out_t[(size_t)p * OC + oc] = bias ? bias[oc] : 0.0f;
@@ -588,7 +581,7 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
     int by_rows = din && positions_as_rows(s, CKK);
     if (din) { /* W [OCp, CKK] in pairs of output channels; its transpose where it is read so */
         cn_bf16_pack_row_pairs(wtp, weight, OC, CKK, CKK);
-        if (!by_rows) transpose_pairs(wtr, wtp, OCp, CKK);
+        if (!by_rows) cn_bf16_transpose(wtr, wtp, OCp, CKK);
     }
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P;

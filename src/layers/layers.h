@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/gemm.h" /* cn_bf16_pair */
+
 
 /* Floats in a cache line: the workspace starts its buffers on one, and padded patch rows are
  * whole lines. */
@@ -99,6 +101,17 @@ void cn_linear_forward(float *out, const float *in, const float *weight, const f
 /* dout [B,O] -> dweight [O,I] +=, dbias [O] +=, din [B,I] = (skipped if NULL). */
 void cn_linear_backward(float *din, float *dweight, float *dbias, const float *dout,
                         const float *in, const float *weight, int B, int I, int O);
+
+/* The same with bf16 products (--precision bf16; gemm.h), over samples in groups of
+ * CN_LINEAR_GROUP: packed holds cn_linear_packed_words(I, O) words. Each output and each
+ * gradient element is summed in the same order whatever the batch size. */
+#define CN_LINEAR_GROUP 64
+size_t cn_linear_packed_words(int I, int O);
+void cn_linear_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
+                            int B, int I, int O, cn_bf16_pair *packed);
+void cn_linear_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
+                             const float *in, const float *weight, int B, int I, int O,
+                             cn_bf16_pair *packed);
 
 /* log_softmax over the last axis: in [B,N] -> out [B,N]. */
 void cn_log_softmax_forward(float *out, const float *in, int B, int N);
