@@ -229,10 +229,11 @@ static void gemm(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrd
         cn_gemm_bf16_amx(M, N, Kp, A, ai, B, ldb, start, accumulate, C, ldc);
         return;
     }
+    /* the fewest bands of at most TILE_ROWS rows, as even as can be: the first M % bands of
+     * them one row more (49 rows: 6, 6, 6, 6, 5, 5, 5, 5, 5, not eight of 6 and one of 1) */
     int bands = (M + TILE_ROWS - 1) / TILE_ROWS;
-    int rows = bands ? (M + bands - 1) / bands : 0; /* even bands, as the fp32 kernels */
-    for (int i = 0; i < M; i += rows) {
-        int R = M - i < rows ? M - i : rows;
+    for (int band = 0, i = 0, R = 0; band < bands; band++, i += R) {
+        R = M / bands + (band < M % bands);
         for (int j = 0; j < N; j += 32) {
             int w = N - j < 32 ? N - j : 32;
             __mmask16 m0 = first(w < 16 ? w : 16), m1 = first(w > 16 ? w - 16 : 0);
