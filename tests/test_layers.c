@@ -529,6 +529,7 @@ static void test_conv_bf16_stride_padding_matches_fp32(void **state)
     check_conv_bf16(2, shape(3, 11, 13, 5, 5, 2, 2), 0, &rng);  /* stride 2, K 5, no bias */
     check_conv_bf16(1, shape(6, 7, 8, 3, 1, 2, 0), 1, &rng);    /* K 1, stride 2 */
     check_conv_bf16(1, shape(4, 10, 10, 5, 3, 3, 0), 1, &rng);  /* stride 3, no padding */
+    check_conv_bf16(2, shape(3, 5, 6, 4, 2, 1, 2), 1, &rng);    /* padding as wide as the kernel */
     /* 7 x 7 outputs: with the vector kernel, forward and input gradient with positions as rows */
     check_conv_bf16(2, shape(16, 7, 7, 32, 3, 1, 1), 1, &rng);  /* padded: crop after row2im */
     check_conv_bf16(2, shape(16, 9, 9, 32, 3, 1, 0), 0, &rng);  /* valid, no bias */
@@ -734,6 +735,46 @@ static void test_conv_from_pool_matches_dense(void **state)
      * more than one set of rows at a time */
     check_conv_pool(2, 2, 11, 11, 3, 4, 2, &rng);
     check_conv_pool(1, 2, 12, 13, 3, 8, 2, &rng);
+}
+
+/* A padded first layer: its weight and bias gradients from the picks (no input gradient; with
+ * one, padding is not fusable) against the pool's backward then the dense convolution's. */
+static void check_first_conv_pool_padded(int B, int C, int H, int W, int OC, int K, int pad,
+                                         cn_rng *rng)
+{
+    cn_conv_shape s = cn_conv_shape_of(C, H, W, OC, K, 1, pad);
+    assert_true(cn_conv2d_pool_fusable(&s, 2, 0) && !cn_conv2d_pool_fusable(&s, 2, 1));
+    int OH = s.OH, OW = s.OW, Q = (OH / 2) * (OW / 2);
+    size_t nx = (size_t)B * C * H * W, nw = (size_t)OC * C * K * K, ny = (size_t)B * OC * OH * OW;
+    size_t nq = (size_t)B * OC * Q;
+    float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
+    float *y = zeros(ny), *pooled = zeros(nq), *dpool = random_values(rng, nq, 1.0f);
+    float *dy = zeros(ny), *dw = zeros(nw), *want_dw = zeros(nw), *want_dx = zeros(nx);
+    float *db = zeros((size_t)OC), *want_db = zeros((size_t)OC);
+    size_t pool_col = cn_conv2d_pool_col_floats(&s, 2), dense_col = cn_conv2d_col_floats(&s);
+    float *col = nans(pool_col > dense_col ? pool_col : dense_col);
+    int32_t *where = (int32_t *)zeros(nq);
+    cn_conv2d_forward(y, x, w, NULL, B, &s, col);
+    cn_pool_shape ps = cn_pool_shape_of(OC, OH, OW, 2, 2);
+    cn_maxpool2d_forward(pooled, where, y, B, &ps);
+    cn_maxpool2d_backward(dy, dpool, where, B, &ps);
+    cn_conv2d_backward(want_dx, want_dw, want_db, dy, x, w, B, &s, col);
+    cn_conv2d_pool_backward(NULL, dw, db, dpool, where, NULL, x, w, B, &s, 2, col);
+    double tol = 1e-5 * (Q + 1);
+    double worst = tu_max_violation(dw, want_dw, nw, tol, 1e-5);
+    double worst_b = tu_max_violation(db, want_db, (size_t)OC, tol, 1e-5);
+    if (worst > 1 || worst_b > 1)
+        fail_msg("first layer C=%d %dx%d OC=%d K=%d pad %d: off by %.2f (weights), %.2f (bias) "
+                 "tolerances", C, H, W, OC, K, pad, worst, worst_b);
+}
+
+static void test_padded_first_conv_from_pool(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 29);
+    check_first_conv_pool_padded(2, 1, 28, 28, 32, 3, 1, &rng); /* fashion_mnist_best's conv1 */
+    check_first_conv_pool_padded(1, 3, 9, 11, 4, 5, 2, &rng);   /* colour, odd sizes, pad 2 */
 }
 
 static void test_pool_pytorch(void **state) { (void)state; pool_vs_pytorch("pool"); }
@@ -1275,6 +1316,7 @@ int main(void)
         T(test_conv1_fd),           T(test_pool_pytorch),    T(test_pool7_pytorch),
         T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
         T(test_pool_ties_match_scan_order), T(test_conv_from_pool_matches_dense),
+        T(test_padded_first_conv_from_pool),
         T(test_conv_bands_match_direct_loops), T(test_conv_winograd_matches_direct_loops),
         T(test_conv_bf16_matches_fp32_on_rounded_values),
         T(test_conv_bf16_stride_padding_matches_fp32),

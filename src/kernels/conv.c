@@ -9,7 +9,7 @@
  * from dot products with im2col's on larger ones. Strides over 1 take plain loops here for the
  * patch copies (not vectorised). A convolution that feeds a max-pool, directly or through a relu,
  * takes its backward pass from the pool's picks instead (cn_conv2d_pool_backward, at the end;
- * stride 1 and no padding only).
+ * stride 1, and no padding unless it is a first layer, without an input gradient).
  * The _bf16 variants (--precision bf16) do the same products on bf16 operands packed in pairs
  * (cn_gemm_bf16), whole planes only. In fp32, 3x3 convolutions of stride 1 with 8 channels or
  * more on each side go through Winograd's algorithm instead (winograd.c: 4 times fewer
@@ -620,9 +620,10 @@ static int row_stride(int floats)
 
 _Static_assert(sizeof(int32_t) == sizeof(float), "the picks' scratch is counted in floats");
 
-int cn_conv2d_pool_fusable(const cn_conv_shape *s, int S)
+int cn_conv2d_pool_fusable(const cn_conv_shape *s, int S, int input_gradient)
 {
-    return s->stride == 1 && s->pad == 0 && S >= 1 && s->OH >= S && s->OW >= S;
+    return s->stride == 1 && (s->pad == 0 || !input_gradient) && S >= 1 && s->OH >= S &&
+           s->OW >= S;
 }
 
 /* The input channels go in groups whose patch rows fit the first-level cache with room to
@@ -637,7 +638,7 @@ typedef struct {
 
 static pick_groups pick_groups_of(const cn_conv_shape *s)
 {
-    int KK = s->K * s->K, P = (s->H - s->K + 1) * (s->W - s->K + 1);
+    int KK = s->K * s->K, P = s->OH * s->OW;
     for (int n = 1;; n++) {
         int g = (s->C + n - 1) / n, ld = row_stride(g * KK);
         if ((size_t)P * ld <= PICK_ROWS_FLOATS || g == 1)
@@ -645,15 +646,17 @@ static pick_groups pick_groups_of(const cn_conv_shape *s)
     }
 }
 
-/* For a convolution that is not fusable: cn_conv2d_col_floats, what its dense backward needs. */
+/* For a convolution that is not fusable: cn_conv2d_col_floats, what its dense backward needs.
+ * With padding (then without din) the padded plane comes last. */
 size_t cn_conv2d_pool_col_floats(const cn_conv_shape *s, int S)
 {
-    if (!cn_conv2d_pool_fusable(s, S)) return cn_conv2d_col_floats(s);
+    if (!cn_conv2d_pool_fusable(s, S, 0)) return cn_conv2d_col_floats(s);
     UNPACK(s);
-    int OH = H - K + 1, OW = W - K + 1, Q = (OH / S) * (OW / S);
+    int OH = s->OH, OW = s->OW, Q = (OH / S) * (OW / S);
     pick_groups g = pick_groups_of(s);
     return cn_whole_lines((size_t)OH * OW * g.ld + CN_IM2ROW_SLACK) +
-           (size_t)g.count * OC * g.ld + CN_PICK_SCRATCH_INTS(OH * OW, OC * Q) + (size_t)OC * Q;
+           (size_t)g.count * OC * g.ld + CN_PICK_SCRATCH_INTS(OH * OW, OC * Q) + (size_t)OC * Q +
+           padded_floats(s);
 }
 
 /* g [OC, Q] = d where the relu's output y [OC, P] at the pick is above 0, else +0: the relu's
@@ -693,12 +696,13 @@ void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const flo
                              float *col)
 {
     UNPACK(s);
-    assert(cn_conv2d_pool_fusable(s, S));
-    int OH = H - K + 1, OW = W - K + 1, KK = K * K, CKK = C * KK, Q = (OH / S) * (OW / S);
+    assert(cn_conv2d_pool_fusable(s, S, din != NULL));
+    int OH = s->OH, OW = s->OW, KK = K * K, CKK = C * KK, Q = (OH / S) * (OW / S);
     pick_groups g = pick_groups_of(s);
     float *rows = col, *padded = rows + cn_whole_lines((size_t)OH * OW * g.ld + CN_IM2ROW_SLACK);
     int32_t *picks = (int32_t *)(padded + (size_t)g.count * OC * g.ld);
     float *gated = (float *)(picks + CN_PICK_SCRATCH_INTS(OH * OW, OC * Q));
+    float *plane = gated + (size_t)OC * Q; /* the padded input of a first layer */
     if (din) group_weights(padded, weight, s, g);
     for (int b = 0; b < B; b++) {
         const float *d = dpool + (size_t)b * OC * Q, *x = in + (size_t)b * C * H * W;
@@ -709,7 +713,8 @@ void cn_conv2d_pool_backward(float *din, float *dweight, float *dbias, const flo
         }
         bias_gradient(dbias, d, OC, Q);
         if (!din) {
-            cn_conv_picked_weight_gradient(OC, Q, d, at, x, C, H, W, K, dweight);
+            cn_conv_picked_weight_gradient(OC, Q, d, at, valid_input(plane, x, s), C,
+                                           padded_h(s), padded_w(s), K, dweight);
             continue;
         }
         cn_picks_by_position(OC, Q, d, at, OH * OW, picks);

@@ -2,9 +2,9 @@
  * of gemm.h: forward, backward, the same two with bf16 products, and the backward pass of a
  * convolution whose output only feeds a max-pool. The shape of one convolution travels in a
  * cn_conv_shape: any stride >= 1 and zero padding >= 0 (as PyTorch's nn.Conv2d), except for the
- * max-pool's backward pass (stride 1, no padding: cn_conv2d_pool_fusable). Backward adds (+=)
- * into dweight and dbias and writes (=) din. Nothing here allocates; the caller gives the
- * scratch each function asks for. No dilation or groups. */
+ * max-pool's backward pass (stride 1, no padding but in a first layer: cn_conv2d_pool_fusable).
+ * Backward adds (+=) into dweight and dbias and writes (=) din. Nothing here allocates; the
+ * caller gives the scratch each function asks for. No dilation or groups. */
 #ifndef CN_CONV_H
 #define CN_CONV_H
 
@@ -58,8 +58,9 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed);
 
 /* 1 when cn_conv2d_pool_backward can take this convolution's gradients from a max-pool with
- * window = stride = S after it: stride 1 and no padding only. */
-int cn_conv2d_pool_fusable(const cn_conv_shape *s, int S);
+ * window = stride = S after it: stride 1, and no padding where the input gradient is wanted
+ * (input_gradient 1; a first layer has none). */
+int cn_conv2d_pool_fusable(const cn_conv_shape *s, int S, int input_gradient);
 /* For such a convolution: dweight +=, dbias += (skipped if NULL), din = (skipped if NULL) from
  * the pool's output gradient dpool and its argmax, both [B,OC,OH/S,OW/S]; what the max-pool's
  * backward then cn_conv2d_backward give, summed in another order. gate: NULL, or the output

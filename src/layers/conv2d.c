@@ -67,13 +67,14 @@ static float *dbias_of(const cn_layer *l, float *dparams)
     return l->args.bias ? dparams + num_weight(l) : NULL;
 }
 
-/* The window of the max-pool after l when backward can take its gradients from its picks. */
+/* The window of the max-pool after l when backward can take its gradients from its picks (with
+ * padding only in the model's first layer, whose input gradient nobody needs). */
 static int fused_window(const cn_layer *l, const cn_layer *next)
 {
     cn_conv_shape cs = shape_of(l);
     int S = next->args.kernel;
     int pool = next->type == &cn_maxpool2d_type && next->args.stride == S;
-    return pool && cn_conv2d_pool_fusable(&cs, S) ? S : 0;
+    return pool && cn_conv2d_pool_fusable(&cs, S, l->index > 0) ? S : 0;
 }
 
 static int is_relu(const cn_layer *l) { return l->type == &cn_relu_type; }
