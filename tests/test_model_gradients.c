@@ -11,6 +11,7 @@
 
 #include "testutil.h"
 
+#include "kernels/conv.h"
 #include "layers/layers.h"
 #include "model/executor.h"
 #include "model/model.h"
@@ -448,6 +449,42 @@ static void test_bf16_linear_where_it_pays(void **state)
     free_net(&b);
 }
 
+/* Under --precision bf16 a convolution runs the max-pool right after it inside its forward
+ * pass, a sample at a time (conv2d.c): the pool's output and picks are those of the two
+ * passes one after the other, bit for bit. */
+static const char conv_into_pool[] = "input channels=3 height=9 width=9 mean=0 std=1\n"
+                                     "conv2d out=4 kernel=3\n"
+                                     "relu\n"
+                                     "conv2d out=6 kernel=3 padding=1\n"
+                                     "maxpool2d kernel=2\n"
+                                     "flatten\n"
+                                     "linear out=3\n"
+                                     "log_softmax\n";
+
+static void test_bf16_conv_runs_its_pool(void **state)
+{
+    (void)state;
+    if (!cn_precision_supported(CN_PRECISION_BF16)) skip(); /* this CPU trains in fp32 only */
+    net n = make_net_in(conv_into_pool, 31, CN_PRECISION_BF16);
+    assert_int_equal(cn_model_fusion(n.m, 2).passes, CN_FUSE_FORWARD);
+    assert_true(n.plan.keep_out[1] && n.plan.keep_out[3]);
+    cn_forward(&n.plan, &n.w, BATCH, 1);
+    cn_conv_shape s = cn_conv_shape_of(4, 7, 7, 6, 3, 1, 1);
+    cn_pool_shape ps = cn_pool_shape_of(6, 7, 7, 2, 2);
+    size_t conv_out = (size_t)BATCH * 6 * 49, pooled = (size_t)BATCH * 6 * 9;
+    float *y = malloc(conv_out * sizeof *y), *want = malloc(pooled * sizeof *want);
+    int32_t *where = malloc(pooled * sizeof *where);
+    cn_bf16_pair *packed = malloc(cn_conv2d_packed_words(&s) * sizeof *packed);
+    assert_true(y && want && where && packed);
+    const float *w = n.m->params + n.m->layers[2].params;
+    cn_conv2d_forward_bf16(y, n.w.out[1], w, w + 6 * 36, BATCH, &s, packed);
+    cn_maxpool2d_forward(want, where, y, BATCH, &ps);
+    assert_memory_equal(n.w.out[3], want, pooled * sizeof *want);
+    assert_memory_equal(n.w.aux[3], where, pooled * sizeof *where);
+    free(y), free(want), free(where), free(packed);
+    free_net(&n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -459,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_relu_around_batchnorm),
         cmocka_unit_test(test_bf16_where_it_pays),
         cmocka_unit_test(test_bf16_linear_where_it_pays),
+        cmocka_unit_test(test_bf16_conv_runs_its_pool),
         cmocka_unit_test(test_batchnorm_into_pool),
         cmocka_unit_test(test_relu_into_pool),
     };

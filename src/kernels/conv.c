@@ -495,50 +495,64 @@ static void forward_patch_pairs(cn_bf16_pair *colp, cn_bf16_pair *plane, float *
     }
 }
 
-/* The forward pass with the positions as rows (the layout above): after colp [Kp, P] (slack
- * words), Wt [Kp, OC], then out^T [P, OC], each row starting from the bias (or 0). */
-static void forward_positions_as_rows(float *out, const float *in, const float *bias, int B,
-                                      const cn_conv_shape *s, cn_bf16_pair *packed,
-                                      cn_bf16_pair *after_colp)
+/* The forward pass's parts of packed (fp32 words first): the weights' pairs wp [OC, Kp], the
+ * paired plane, the patches colp [Kp, P] and slack; with positions as rows then Wt [Kp, OC] and
+ * out^T [P, OC]. */
+typedef struct {
+    float *fp32;
+    cn_bf16_pair *wp, *plane, *colp, *wt;
+    float *out_t;
+} forward_parts;
+
+static forward_parts forward_parts_of(cn_bf16_pair *packed, const cn_conv_shape *s)
+{
+    int Kp = forward_pairs(s), P = s->OH * s->OW;
+    forward_parts f = {.fp32 = (float *)packed, .wp = packed + fp32_words(s)};
+    f.plane = f.wp + (size_t)s->OC * Kp;
+    f.colp = f.plane + (size_t)s->C * padded_h(s) * padded_w(s);
+    f.wt = f.colp + (size_t)Kp * P + CN_IM2ROW_SLACK;
+    f.out_t = (float *)(f.wt + (size_t)Kp * s->OC);
+    return f;
+}
+
+void cn_conv2d_forward_bf16_weights(const float *weight, const cn_conv_shape *s,
+                                    cn_bf16_pair *packed)
+{
+    forward_parts f = forward_parts_of(packed, s);
+    pack_forward_weights(f.wp, weight, s);
+    if (positions_as_rows(s, s->OC)) cn_bf16_transpose(f.wt, f.wp, s->OC, forward_pairs(s));
+}
+
+/* With the positions as rows each row of out^T starts from the bias (or 0), and out^T is then
+ * transposed into out. */
+void cn_conv2d_forward_bf16_samples(float *out, const float *in, const float *bias, int B,
+                                    const cn_conv_shape *s, cn_bf16_pair *packed)
 {
     UNPACK(s);
-    int P = s->OH * s->OW, Kp = forward_pairs(s);
-    float *fp32 = (float *)packed;
-    cn_bf16_pair *wp = packed + fp32_words(s), *plane = wp + (size_t)OC * Kp;
-    cn_bf16_pair *colp = plane + (size_t)C * padded_h(s) * padded_w(s);
-    cn_bf16_pair *wt = after_colp + CN_IM2ROW_SLACK;
-    float *out_t = (float *)(wt + (size_t)Kp * OC);
-    cn_bf16_transpose(wt, wp, OC, Kp);
+    int P = s->OH * s->OW, Kp = forward_pairs(s), by_rows = positions_as_rows(s, OC);
+    forward_parts f = forward_parts_of(packed, s);
     for (int b = 0; b < B; b++) {
-        for (int p = 0; p < P; p++)
-            for (int oc = 0; oc < OC; oc++) out_t[(size_t)p * OC + oc] = bias ? bias[oc] : 0.0f;
-        forward_patch_pairs(colp, plane, fp32, in + (size_t)b * C * H * W, s);
-        cn_gemm_bf16(P, OC, Kp, colp, 1, P, wt, OC, 1, out_t, OC);
-        cn_transpose(out + (size_t)b * OC * P, P, out_t, OC, P, OC);
+        float *o = out + (size_t)b * OC * P;
+        forward_patch_pairs(f.colp, f.plane, f.fp32, in + (size_t)b * C * H * W, s);
+        if (by_rows) {
+            for (int p = 0; p < P; p++)
+                for (int oc = 0; oc < OC; oc++)
+                    f.out_t[(size_t)p * OC + oc] = bias ? bias[oc] : 0.0f;
+            cn_gemm_bf16(P, OC, Kp, f.colp, 1, P, f.wt, OC, 1, f.out_t, OC);
+            cn_transpose(o, P, f.out_t, OC, P, OC);
+        } else if (bias) {
+            cn_gemm_bf16_rows_from(OC, P, Kp, f.wp, Kp, 1, f.colp, P, bias, o, P);
+        } else {
+            cn_gemm_bf16(OC, P, Kp, f.wp, Kp, 1, f.colp, P, 0, o, P);
+        }
     }
 }
 
 void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
                             int B, const cn_conv_shape *s, cn_bf16_pair *packed)
 {
-    UNPACK(s);
-    int P = s->OH * s->OW, Kp = forward_pairs(s);
-    float *fp32 = (float *)packed;
-    cn_bf16_pair *wp = packed + fp32_words(s), *plane = wp + (size_t)OC * Kp;
-    cn_bf16_pair *colp = plane + (size_t)C * padded_h(s) * padded_w(s);
-    pack_forward_weights(wp, weight, s);
-    if (positions_as_rows(s, OC)) {
-        forward_positions_as_rows(out, in, bias, B, s, packed, colp + (size_t)Kp * P);
-        return;
-    }
-    for (int b = 0; b < B; b++) {
-        float *o = out + (size_t)b * OC * P;
-        forward_patch_pairs(colp, plane, fp32, in + (size_t)b * C * H * W, s);
-        if (bias)
-            cn_gemm_bf16_rows_from(OC, P, Kp, wp, Kp, 1, colp, P, bias, o, P);
-        else
-            cn_gemm_bf16(OC, P, Kp, wp, Kp, 1, colp, P, 0, o, P);
-    }
+    cn_conv2d_forward_bf16_weights(weight, s, packed);
+    cn_conv2d_forward_bf16_samples(out, in, bias, B, s, packed);
 }
 
 /* rowsp [position_pair_count, CKK]: the patches of those pairs of positions, for one sample x;

@@ -53,6 +53,12 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
 size_t cn_conv2d_packed_words(const cn_conv_shape *s);
 void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
                             int B, const cn_conv_shape *s, cn_bf16_pair *packed);
+/* The same in two parts, so that the samples can go one at a time: the weights packed into
+ * packed once, then the products of B samples on them. */
+void cn_conv2d_forward_bf16_weights(const float *weight, const cn_conv_shape *s,
+                                    cn_bf16_pair *packed);
+void cn_conv2d_forward_bf16_samples(float *out, const float *in, const float *bias, int B,
+                                    const cn_conv_shape *s, cn_bf16_pair *packed);
 void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
                              const float *in, const float *weight, int B,
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed);

@@ -89,10 +89,14 @@ static int picking_layers(const cn_layer *l, const cn_layer *next, int avail)
     return relu < avail && fused_window(l, &next[relu]) > 0 ? relu + 1 : 0;
 }
 
+/* Backward through the picks of a max-pool that fits; else forward with a max-pool right after
+ * l, a sample at a time (forward_fused). */
 static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail)
 {
     int layers = picking_layers(l, next, avail);
-    return layers ? (cn_fusion){CN_FUSE_BACKWARD, layers} : (cn_fusion){0, 0};
+    if (layers) return (cn_fusion){CN_FUSE_BACKWARD, layers};
+    if (next[0].type == &cn_maxpool2d_type) return (cn_fusion){CN_FUSE_FORWARD, 1};
+    return (cn_fusion){0, 0};
 }
 
 /* The pool of a fusion whose first layer is fused (a relu, or the pool itself). */
@@ -103,9 +107,13 @@ static void scratch(const cn_layer *l, const cn_layer *fused, int bf16, size_t *
 {
     cn_conv_shape cs = shape_of(l);
     *col = cn_conv2d_col_floats(&cs);
-    if (fused) {
-        size_t picks = cn_conv2d_pool_col_floats(&cs, fused_window(l, fused_pool(fused)));
+    int S = fused ? fused_window(l, fused_pool(fused)) : 0;
+    if (S) {
+        size_t picks = cn_conv2d_pool_col_floats(&cs, S);
         *col = picks > *col ? picks : *col;
+    } else if (fused) { /* forward_fused's output of one sample */
+        size_t one = cn_shape_size(l->out);
+        *col = one > *col ? one : *col;
     }
     *packed = bf16 ? cn_conv2d_packed_words(&cs) : 0;
 }
@@ -113,8 +121,8 @@ static void scratch(const cn_layer *l, const cn_layer *fused, int bf16, size_t *
 static void macs(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m)
 {
     double dense = (double)num_weight(l) * l->out.h * l->out.w;
-    int S = fused ? fused_window(l, fused_pool(fused)) : 1;
-    double share = 1.0 / ((double)S * S);
+    int S = fused ? fused_window(l, fused_pool(fused)) : 0;
+    double share = S ? 1.0 / ((double)S * S) : 1.0;
     *m = (cn_layer_macs){dense, dense * share, dense * share};
 }
 
@@ -147,6 +155,33 @@ static void backward(const cn_layer_pass *p)
                                 p->packed);
     else
         cn_conv2d_backward(p->dx, p->dparams, db, p->dy, p->x, p->params, p->n, &cs, p->col);
+}
+
+/* next[0] is the max-pool's pass. With bf16 products the weights are packed once and each
+ * sample's output goes from col, still in cache, through the pool's forward pass; the same
+ * products and maxima as the two passes one after the other. In fp32 (whose 3x3 products take
+ * whole batches) the two passes run as they would unfused. */
+static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int count)
+{
+    (void)count;
+    const cn_layer_pass *pool = &next[0];
+    cn_conv_shape cs = shape_of(p->l);
+    if (!bf16_pays(p, &cs)) {
+        forward(p);
+        pool->l->type->forward(pool);
+        return;
+    }
+    size_t in = cn_shape_size(p->l->in), out = cn_shape_size(pool->l->out);
+    size_t aux = pool->l->type->aux_bytes ? pool->l->type->aux_bytes(pool->l) : 0;
+    cn_conv2d_forward_bf16_weights(p->params, &cs, p->packed);
+    for (int b = 0; b < p->n; b++) {
+        cn_conv2d_forward_bf16_samples(p->col, p->x + b * in, bias_of(p->l, p->params), 1, &cs,
+                                       p->packed);
+        cn_layer_pass q = *pool;
+        q.n = 1, q.first = pool->first + b, q.x = p->col, q.y = pool->y + b * out;
+        q.aux = aux ? (char *)pool->aux + b * aux : NULL;
+        pool->l->type->forward(&q);
+    }
 }
 
 /* next[count - 1] is the max-pool's pass: its output gradient and its picks (aux); with a relu
@@ -183,6 +218,7 @@ const cn_layer_type cn_conv2d_type = {
     .forward = forward,
     .backward = backward,
     .fuses = fuses,
+    .forward_fused = forward_fused,
     .backward_fused = backward_fused,
     .describe = describe,
 };
