@@ -135,19 +135,20 @@ void cn_bf16_im2col_pairs(cn_bf16_pair *colp, const cn_bf16_pair *plane, int C, 
  * (c, ky, kx) from s, and-ed with keep. */
 static inline __attribute__((always_inline)) void
 pair_row_pieces(cn_bf16_pair *row, const cn_bf16_pair *s, int C, int H, int W, int K,
-                __m256i keep)
+                cn_bf16_pair keep)
 {
     __mmask8 piece = (__mmask8)((1u << (K < 8 ? K : 8)) - 1);
+    __m256i kept = _mm256_set1_epi32((int)keep);
     for (int c = 0; c < C; c++)
         for (int ky = 0; ky < K; ky++) {
             const cn_bf16_pair *from = s + ((size_t)c * H + ky) * W;
             cn_bf16_pair *d = row + (c * K + ky) * K;
             if (K <= 8) { /* a whole 8-word store: the next piece overwrites the rest */
                 __m256i v = _mm256_maskz_loadu_epi32(piece, from);
-                _mm256_storeu_si256((__m256i *)d, _mm256_and_si256(v, keep));
+                _mm256_storeu_si256((__m256i *)d, _mm256_and_si256(v, kept));
                 continue;
             }
-            for (int kx = 0; kx < K; kx++) d[kx] = from[kx] & (cn_bf16_pair)_mm256_extract_epi32(keep, 0);
+            for (int kx = 0; kx < K; kx++) d[kx] = from[kx] & keep;
         }
 }
 
@@ -155,11 +156,11 @@ void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C,
                           int K)
 {
     int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K;
-    __m256i both = _mm256_set1_epi32(-1), low = _mm256_set1_epi32(0xFFFF);
     for (int oy = 0; oy < OH; oy++)
         for (int ox = 0; ox < OW; ox += 2) /* an odd row's last position pairs with zeros */
             pair_row_pieces(rowsp + ((size_t)oy * ((OW + 1) / 2) + ox / 2) * CKK,
-                            plane + (size_t)oy * W + ox, C, H, W, K, ox + 1 < OW ? both : low);
+                            plane + (size_t)oy * W + ox, C, H, W, K,
+                            ox + 1 < OW ? 0xFFFFFFFFu : 0xFFFFu);
 }
 
 /* C[R, w] (+)= A[R, Kp] * B[Kp, w] for the columns of m0 (the first vector) and m1 (the
