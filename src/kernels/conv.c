@@ -415,23 +415,24 @@ static int positions_as_rows(const cn_conv_shape *s, int rows)
            10 * P * vectors_of(rows) < 9 * rows * vectors_of(P);
 }
 
-static int halves(int n) { return (n + 1) / 2; }
-
 /* The weight gradient's pairs of positions: with stride 1, horizontal neighbours in each row
  * of the output (the last of an odd row with a zero), else positions 2q and 2q+1. */
 static int position_pair_count(const cn_conv_shape *s)
 {
-    return s->stride == 1 ? s->OH * halves(s->OW) : halves(s->OH * s->OW);
+    return s->stride == 1 ? s->OH * cn_bf16_pairs(s->OW) : cn_bf16_pairs(s->OH * s->OW);
 }
 
 /* 1: the forward product pairs kernel columns, 0: channels (stride 1 only). */
-static int pairs_columns(int C, int K) { return C * K * halves(K) < halves(C) * K * K; }
+static int pairs_columns(int C, int K)
+{
+    return C * K * cn_bf16_pairs(K) < cn_bf16_pairs(C) * K * K;
+}
 
 static int forward_pairs(const cn_conv_shape *s)
 {
     int C = s->C, K = s->K;
-    if (s->stride > 1) return halves(C * K * K);
-    return pairs_columns(C, K) ? C * K * halves(K) : halves(C) * K * K;
+    if (s->stride > 1) return cn_bf16_pairs(C * K * K);
+    return pairs_columns(C, K) ? C * K * cn_bf16_pairs(K) : cn_bf16_pairs(C) * K * K;
 }
 
 /* The fp32 words at the front of packed. */
@@ -445,7 +446,7 @@ size_t cn_conv2d_packed_words(const cn_conv_shape *s)
     UNPACK(s);
     size_t P = (size_t)s->OH * s->OW, CKK = (size_t)C * K * K;
     size_t HW = (size_t)padded_h(s) * padded_w(s);
-    size_t Pp = (size_t)position_pair_count(s), OCp = (size_t)halves(OC);
+    size_t Pp = (size_t)position_pair_count(s), OCp = (size_t)cn_bf16_pairs(OC);
     size_t Kp = (size_t)forward_pairs(s);
     size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK +
                      (positions_as_rows(s, OC) ? (size_t)OC * Kp + (size_t)P * OC : 0);
@@ -470,8 +471,8 @@ static void pack_forward_weights(cn_bf16_pair *wp, const float *weight, const cn
             continue;
         }
         for (int r = 0; r < C * K; r++) /* [C*K, (K+1)/2]: (kx, kx+1) of each (c,ky) */
-            cn_bf16_pack_rows(wp + (size_t)oc * Kp + (size_t)r * halves(K), w + (size_t)r * K, 1,
-                              K, K);
+            cn_bf16_pack_rows(wp + (size_t)oc * Kp + (size_t)r * cn_bf16_pairs(K),
+                              w + (size_t)r * K, 1, K, K);
     }
 }
 
@@ -491,7 +492,7 @@ static void forward_patch_pairs(cn_bf16_pair *colp, cn_bf16_pair *plane, float *
         cn_bf16_im2col_pairs(colp, plane, C, Hv, Wv, K);
     } else { /* the channel pairs padded as they are made */
         cn_bf16_pair_channels(plane, x, C, s->H, s->W, s->pad);
-        cn_im2col((float *)colp, (const float *)plane, halves(C), Hv, Wv, K); /* copies */
+        cn_im2col((float *)colp, (const float *)plane, cn_bf16_pairs(C), Hv, Wv, K); /* copies */
     }
 }
 
@@ -585,7 +586,7 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed)
 {
     UNPACK(s);
-    int P = s->OH * s->OW, CKK = C * K * K, Pp = position_pair_count(s), OCp = halves(OC);
+    int P = s->OH * s->OW, CKK = C * K * K, Pp = position_pair_count(s), OCp = cn_bf16_pairs(OC);
     float *fp32 = (float *)packed;
     cn_bf16_pair *wtp = packed + fp32_words(s), *plane = wtp + (size_t)CKK * OCp;
     cn_bf16_pair *rowsp = plane + (size_t)C * padded_h(s) * padded_w(s);

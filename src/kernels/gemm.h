@@ -191,6 +191,8 @@ void cn_bn_input_gradient(float *dx, const float *dy, const float *x, const cn_b
  * A cn_bf16_pair holds two bf16 values of consecutive k in one 32-bit word, the lower k in the
  * low half; an odd count of k is padded with a zero. Products are exact and sums are fp32. */
 typedef uint32_t cn_bf16_pair;
+/* The pairs n values make, an odd last one with a zero. */
+static inline int cn_bf16_pairs(int n) { return (n + 1) / 2; }
 /* dst [cols, rows] = the transpose of the pairs src [rows, cols]: cn_transpose moves words. */
 static inline void cn_bf16_transpose(cn_bf16_pair *dst, const cn_bf16_pair *src, int rows,
                                      int cols)

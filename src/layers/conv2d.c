@@ -69,11 +69,13 @@ static float *dbias_of(const cn_layer *l, float *dparams)
 
 /* The window of the max-pool after l when backward can take its gradients from its picks (with
  * padding only in the model's first layer, whose input gradient nobody needs). */
+static int is_pool(const cn_layer *l) { return l->type == &cn_maxpool2d_type; }
+
 static int fused_window(const cn_layer *l, const cn_layer *next)
 {
     cn_conv_shape cs = shape_of(l);
     int S = next->args.kernel;
-    int pool = next->type == &cn_maxpool2d_type && next->args.stride == S;
+    int pool = is_pool(next) && next->args.stride == S;
     return pool && cn_conv2d_pool_fusable(&cs, S, l->index > 0) ? S : 0;
 }
 
@@ -95,7 +97,7 @@ static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail)
 {
     int layers = picking_layers(l, next, avail);
     if (layers) return (cn_fusion){CN_FUSE_BACKWARD, layers};
-    if (next[0].type == &cn_maxpool2d_type) return (cn_fusion){CN_FUSE_FORWARD, 1};
+    if (is_pool(&next[0])) return (cn_fusion){CN_FUSE_FORWARD, 1};
     return (cn_fusion){0, 0};
 }
 
@@ -172,14 +174,14 @@ static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int
         return;
     }
     size_t in = cn_shape_size(p->l->in), out = cn_shape_size(pool->l->out);
-    size_t aux = pool->l->type->aux_bytes ? pool->l->type->aux_bytes(pool->l) : 0;
+    size_t aux = pool->l->type->aux_bytes(pool->l); /* its picks */
     cn_conv2d_forward_bf16_weights(p->params, &cs, p->packed);
     for (int b = 0; b < p->n; b++) {
         cn_conv2d_forward_bf16_samples(p->col, p->x + b * in, bias_of(p->l, p->params), 1, &cs,
                                        p->packed);
         cn_layer_pass q = *pool;
         q.n = 1, q.first = pool->first + b, q.x = p->col, q.y = pool->y + b * out;
-        q.aux = aux ? (char *)pool->aux + b * aux : NULL;
+        q.aux = (char *)pool->aux + b * aux;
         pool->l->type->forward(&q);
     }
 }

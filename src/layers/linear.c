@@ -16,11 +16,17 @@ void cn_linear_forward(float *out, const float *in, const float *weight, const f
     cn_sgemm(0, 1, B, O, I, in, I, weight, I, 1, out, O);
 }
 
-void cn_linear_backward(float *din, float *dweight, float *dbias, const float *dout,
-                        const float *in, const float *weight, int B, int I, int O)
+/* dbias [O] += the sums of dout [B, O] over the samples, in order (none without a bias). */
+static void bias_gradient(float *dbias, const float *dout, int B, int O)
 {
     for (int b = 0; b < B && dbias; b++)
         for (int o = 0; o < O; o++) dbias[o] += dout[(size_t)b * O + o];
+}
+
+void cn_linear_backward(float *din, float *dweight, float *dbias, const float *dout,
+                        const float *in, const float *weight, int B, int I, int O)
+{
+    bias_gradient(dbias, dout, B, O);
     cn_sgemm(1, 0, O, I, B, dout, O, in, I, 1, dweight, I);
     if (din) cn_sgemm(0, 0, B, I, O, dout, O, weight, I, 0, din, I);
 }
@@ -33,26 +39,24 @@ void cn_linear_backward(float *din, float *dweight, float *dbias, const float *d
  * the scratch does not grow with the batch; the pairs of samples are the same for any grouping.
  * packed: the weights' pairs, then a group's. */
 
-static int halves(int n) { return (n + 1) / 2; }
-
 static size_t group_words(int I, int O)
 {
-    size_t G = CN_LINEAR_GROUP, Gp = (size_t)halves(CN_LINEAR_GROUP);
-    size_t forward = G * halves(I), backward = Gp * O + Gp * I + G * halves(O);
+    size_t G = CN_LINEAR_GROUP, Gp = (size_t)cn_bf16_pairs(CN_LINEAR_GROUP);
+    size_t forward = G * cn_bf16_pairs(I), backward = Gp * O + Gp * I + G * cn_bf16_pairs(O);
     return forward > backward ? forward : backward;
 }
 
 size_t cn_linear_packed_words(int I, int O)
 {
-    size_t weights = 2 * (size_t)O * halves(I); /* W's row pairs and their transpose */
-    size_t wq = (size_t)halves(O) * I;
+    size_t weights = 2 * (size_t)O * cn_bf16_pairs(I); /* W's row pairs and their transpose */
+    size_t wq = (size_t)cn_bf16_pairs(O) * I;
     return (weights > wq ? weights : wq) + group_words(I, O);
 }
 
 void cn_linear_forward_bf16(float *out, const float *in, const float *weight, const float *bias,
                             int B, int I, int O, cn_bf16_pair *packed)
 {
-    int Ip = halves(I);
+    int Ip = cn_bf16_pairs(I);
     cn_bf16_pair *wp = packed, *wt = wp + (size_t)O * Ip, *xp = wt + (size_t)O * Ip;
     cn_bf16_pack_rows(wp, weight, O, I, I);
     cn_bf16_transpose(wt, wp, O, Ip);
@@ -70,19 +74,18 @@ void cn_linear_backward_bf16(float *din, float *dweight, float *dbias, const flo
                              const float *in, const float *weight, int B, int I, int O,
                              cn_bf16_pair *packed)
 {
-    int Op = halves(O);
+    int Op = cn_bf16_pairs(O);
     cn_bf16_pair *wq = packed, *dyq = wq + cn_linear_packed_words(I, O) - group_words(I, O);
-    cn_bf16_pair *xq = dyq + (size_t)halves(CN_LINEAR_GROUP) * O;
-    cn_bf16_pair *dyp = xq + (size_t)halves(CN_LINEAR_GROUP) * I;
-    for (int b = 0; b < B && dbias; b++)
-        for (int o = 0; o < O; o++) dbias[o] += dout[(size_t)b * O + o];
+    cn_bf16_pair *xq = dyq + (size_t)cn_bf16_pairs(CN_LINEAR_GROUP) * O;
+    cn_bf16_pair *dyp = xq + (size_t)cn_bf16_pairs(CN_LINEAR_GROUP) * I;
+    bias_gradient(dbias, dout, B, O);
     if (din) cn_bf16_pack_row_pairs(wq, weight, O, I, I);
     for (int b0 = 0; b0 < B; b0 += CN_LINEAR_GROUP) {
         int g = B - b0 < CN_LINEAR_GROUP ? B - b0 : CN_LINEAR_GROUP;
         const float *dy = dout + (size_t)b0 * O, *x = in + (size_t)b0 * I;
         cn_bf16_pack_row_pairs(dyq, dy, g, O, O);
         cn_bf16_pack_row_pairs(xq, x, g, I, I);
-        cn_gemm_bf16(O, I, halves(g), dyq, 1, O, xq, I, 1, dweight, I);
+        cn_gemm_bf16(O, I, cn_bf16_pairs(g), dyq, 1, O, xq, I, 1, dweight, I);
         if (!din) continue;
         cn_bf16_pack_rows(dyp, dy, g, O, O);
         cn_gemm_bf16(g, I, Op, dyp, Op, 1, wq, I, 0, din + (size_t)b0 * I, I);

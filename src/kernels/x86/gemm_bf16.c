@@ -31,7 +31,7 @@ static inline __m512i pairs16(const float *lo, int n, const float *hi, int m)
 
 void cn_bf16_pack_rows(cn_bf16_pair *dst, const float *src, int rows, int cols, int ld)
 {
-    int pairs = (cols + 1) / 2;
+    int pairs = cn_bf16_pairs(cols);
     for (int r = 0; r < rows; r++) {
         const float *s = src + (size_t)r * ld;
         uint16_t *d = (uint16_t *)(dst + (size_t)r * pairs);
@@ -158,7 +158,7 @@ void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C,
     int OH = H - K + 1, OW = W - K + 1, CKK = C * K * K;
     for (int oy = 0; oy < OH; oy++)
         for (int ox = 0; ox < OW; ox += 2) /* an odd row's last position pairs with zeros */
-            pair_row_pieces(rowsp + ((size_t)oy * ((OW + 1) / 2) + ox / 2) * CKK,
+            pair_row_pieces(rowsp + ((size_t)oy * cn_bf16_pairs(OW) + ox / 2) * CKK,
                             plane + (size_t)oy * W + ox, C, H, W, K,
                             ox + 1 < OW ? 0xFFFFFFFFu : 0xFFFFu);
 }
