@@ -74,8 +74,9 @@ static void expect_ticks(double lo, double hi, int max, double first, double las
 {
     cn_axis_ticks t;
     cn_nice_ticks(lo, hi, max, &t);
-    if (fabs(t.first - first) > 1e-9 || fabs(t.last - last) > 1e-9 ||
-        fabs(t.step - step) > 1e-12 || t.decimals != decimals)
+    /* written as "not within", so that a NaN fails too */
+    if (!(fabs(t.first - first) <= 1e-9) || !(fabs(t.last - last) <= 1e-9) ||
+        !(fabs(t.step - step) <= 1e-12) || t.decimals != decimals)
         fail_msg("ticks(%g, %g, %d) = %g..%g step %g (%d decimals), expected %g..%g step %g "
                  "(%d)", lo, hi, max, t.first, t.last, t.step, t.decimals, first, last, step,
                  decimals);
