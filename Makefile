@@ -83,6 +83,8 @@ BENCH_THREADS ?= $(shell nproc)
 BENCH_EPOCHS ?= 1
 BENCH_ROUNDS ?= 3
 BENCH_PRECISION ?= fp32
+# bench-train-best's rounds of cnnc then PyTorch (a round of the whole recipe: half an hour)
+TRAIN_BEST_ROUNDS ?= 1
 
 .PHONY: all deps deps-test deps-bench deps-fuzz train train-best test test-sanitize fuzz check bench bench-run \
         test-hosts test-arm64 test-portable bench-gemm bench-conv bench-mpi bench-train-best clean install uninstall
@@ -219,7 +221,7 @@ $(BUILD)/conv_bench: bench/conv_bench.c $(BUILD)/libcnnc.a
 # alone (needs Open MPI; a few short runs).
 bench-train-best: deps-bench
 	@$(MAKE) --no-print-directory all
-	@bench/train_best.sh $(BUILD) $(TRAIN_BEST_RECIPE) $(TRAIN_ARGS)
+	@BENCH_ROUNDS=$(TRAIN_BEST_ROUNDS) bench/train_best.sh $(BUILD) $(TRAIN_BEST_RECIPE) $(TRAIN_ARGS)
 
 bench-mpi: deps-bench
 	@$(MAKE) --no-print-directory all $(BUILD)/mpi_exchange

@@ -396,6 +396,53 @@ static void test_bf16_position_pairs(void **state)
     check_position_pairs(1, 5, 13, 9, 2, &rng); /* K over 8: two pieces a kernel row */
 }
 
+/* cn_bf16_pool_gradient_pairs: the words cn_bf16_pack_rows and cn_bf16_pack_row_pairs make of
+ * the max-pool's input gradient g [C, H, W] (zeros, and 0 + d at each window's pick: a -0 turns
+ * +0), without g; picks drawn anywhere in their K x K windows, S >= K apart. */
+static void check_pool_pairs(int C, int H, int W, int K, int S, cn_rng *rng)
+{
+    cn_pool_picks ps = {C, H, W, (H - K) / S + 1, (W - K) / S + 1, K, S};
+    int Q = ps.PH * ps.PW, P = H * W, pairs = cn_bf16_pairs(W);
+    size_t np = (size_t)C * H * pairs, nq = (size_t)cn_bf16_pairs(C) * P;
+    float *d = malloc((size_t)C * Q * sizeof *d), *g = calloc((size_t)C * P, sizeof *g);
+    int32_t *at = malloc((size_t)C * Q * sizeof *at);
+    cn_bf16_pair *dyp = malloc(np * 4), *dyq = malloc(nq * 4), *wp = malloc(np * 4);
+    cn_bf16_pair *wq = malloc(nq * 4);
+    assert_true(d && g && at && dyp && dyq && wp && wq);
+    fill(d, (size_t)C * Q, rng);
+    d[0] = -0.0f;
+    for (int c = 0; c < C; c++)
+        for (int q = 0; q < Q; q++) {
+            int y = q / ps.PW * S + (int)cn_rng_below(rng, (uint32_t)K);
+            int x = q % ps.PW * S + (int)cn_rng_below(rng, (uint32_t)K);
+            at[c * Q + q] = y * W + x;
+            g[(size_t)c * P + y * W + x] += d[c * Q + q];
+        }
+    memset(dyp, 0xa5, np * 4), memset(dyq, 0xa5, nq * 4); /* every word must be written */
+    cn_bf16_pack_rows(wp, g, C * H, W, W);
+    cn_bf16_pack_row_pairs(wq, g, C, P, P);
+    cn_bf16_pool_gradient_pairs(dyp, dyq, d, at, &ps);
+    if (memcmp(dyp, wp, np * 4) != 0 || memcmp(dyq, wq, nq * 4) != 0)
+        fail_msg("pool pairs C=%d %dx%d K=%d S=%d: not the packed gradient's words", C, H, W, K,
+                 S);
+    cn_bf16_pool_gradient_pairs(dyp, NULL, d, at, &ps); /* without dyq */
+    assert_memory_equal(dyp, wp, np * 4);
+    free(d), free(g), free(at), free(dyp), free(dyq), free(wp), free(wq);
+}
+
+static void test_bf16_pool_pairs(void **state)
+{
+    (void)state;
+    if (!cn_bf16_supported()) skip();
+    cn_rng rng;
+    cn_rng_seed(&rng, 17);
+    check_pool_pairs(6, 14, 14, 2, 2, &rng);
+    check_pool_pairs(5, 7, 7, 2, 2, &rng);   /* a row and column left out; odd channels */
+    check_pool_pairs(3, 9, 11, 3, 3, &rng);  /* picks up to two rows down */
+    check_pool_pairs(4, 10, 9, 2, 3, &rng);  /* windows further apart than wide */
+    check_pool_pairs(17, 5, 40, 2, 2, &rng); /* more than 16 windows a row */
+}
+
 /* cn_sgemm_chained: C + (the product of k's first chain of CN_CHAIN, from zero) + (the next
  * chain's) + ..., each chain as cn_sgemm sums it and the chains added in order, bit for bit; and
  * within fp32 rounding of the double-precision product. */
@@ -467,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_padding_copies),
         cmocka_unit_test(test_bf16_products),
         cmocka_unit_test(test_bf16_position_pairs),
+        cmocka_unit_test(test_bf16_pool_pairs),
         cmocka_unit_test(test_chained_products_and_transposes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -254,12 +254,12 @@ static void test_batchnorm_into_pool(void **state)
     (void)state;
     const unsigned both = CN_FUSE_FORWARD | CN_FUSE_BACKWARD;
     net a = make_net(batchnorm_into_pool, 18), b = make_net(batchnorm_then_pool, 18);
-    assert_int_equal(cn_model_fusion(a.m, 1).passes, both);
-    assert_int_equal(cn_model_fusion(a.m, 1).layers, 2);
-    assert_int_equal(cn_model_fusion(a.m, 5).passes, both);
-    assert_int_equal(cn_model_fusion(a.m, 5).layers, 1);
-    assert_int_equal(cn_model_fusion(b.m, 1).layers, 1); /* the relu only */
-    assert_int_equal(cn_model_fusion(b.m, 6).layers, 0);
+    assert_int_equal(cn_model_fusion(a.m, 1, 0).passes, both);
+    assert_int_equal(cn_model_fusion(a.m, 1, 0).layers, 2);
+    assert_int_equal(cn_model_fusion(a.m, 5, 0).passes, both);
+    assert_int_equal(cn_model_fusion(a.m, 5, 0).layers, 1);
+    assert_int_equal(cn_model_fusion(b.m, 1, 0).layers, 1); /* the relu only */
+    assert_int_equal(cn_model_fusion(b.m, 6, 0).layers, 0);
     assert_int_equal(a.m->num_params, b.m->num_params);
     assert_memory_equal(a.m->params, b.m->params, a.m->num_params * sizeof(float));
     int L = a.m->num_layers, classes = cn_model_num_outputs(a.m);
@@ -311,10 +311,10 @@ static void test_relu_into_pool(void **state)
 {
     (void)state;
     net a = make_net(relu_into_pool, 19), b = make_net(relu_then_pool, 19);
-    assert_int_equal(cn_model_fusion(a.m, 0).passes, CN_FUSE_BACKWARD);
-    assert_int_equal(cn_model_fusion(a.m, 0).layers, 2);
-    assert_int_equal(cn_model_fusion(a.m, 3).layers, 2);
-    assert_int_equal(cn_model_fusion(b.m, 0).layers, 0);
+    assert_int_equal(cn_model_fusion(a.m, 0, 0).passes, CN_FUSE_BACKWARD);
+    assert_int_equal(cn_model_fusion(a.m, 0, 0).layers, 2);
+    assert_int_equal(cn_model_fusion(a.m, 3, 0).layers, 2);
+    assert_int_equal(cn_model_fusion(b.m, 0, 0).layers, 0);
     assert_memory_equal(a.m->params, b.m->params, a.m->num_params * sizeof(float));
     int L = a.m->num_layers, classes = cn_model_num_outputs(a.m);
     cn_forward(&a.plan, &a.w, BATCH, 1);
@@ -382,8 +382,8 @@ static void test_relu_around_batchnorm(void **state)
 {
     (void)state;
     net n = make_net(relu_around_batchnorm, 16);
-    assert_int_equal(cn_model_fusion(n.m, 1).passes, CN_FUSE_FORWARD | CN_FUSE_BACKWARD);
-    assert_int_equal(cn_model_fusion(n.m, 2).passes, 0); /* BatchNorm runs inside the relu's */
+    assert_int_equal(cn_model_fusion(n.m, 1, 0).passes, CN_FUSE_FORWARD | CN_FUSE_BACKWARD);
+    assert_int_equal(cn_model_fusion(n.m, 2, 0).passes, 0); /* BatchNorm runs inside the relu's */
     assert_int_equal(n.plan.segments[1].first, 1); /* the relu on the whole batch, with it */
     assert_int_equal(n.plan.segments[1].batch_op, 1);
     free_net(&n);
@@ -449,39 +449,73 @@ static void test_bf16_linear_where_it_pays(void **state)
     free_net(&b);
 }
 
-/* Under --precision bf16 a convolution runs the max-pool right after it inside its forward
- * pass, a sample at a time (conv2d.c): the pool's output and picks are those of the two
- * passes one after the other, bit for bit. */
+/* Under --precision bf16 a convolution runs the max-pool right after it inside its passes
+ * (conv2d.c): forward a sample at a time, the pool's output and picks those of the two passes
+ * one after the other, bit for bit; backward with the pool's gradient put straight into the
+ * products' pairs, the weight and input gradients those of the two passes bit for bit, the
+ * bias's summed in another order. The convolution's own output and gradient are never made.
+ * conv2's 7 x 7 plane leaves its last row and column out of every 2 x 2 window, and its 5
+ * output channels leave the last pair of channels a zero partner. */
 static const char conv_into_pool[] = "input channels=3 height=9 width=9 mean=0 std=1\n"
                                      "conv2d out=4 kernel=3\n"
                                      "relu\n"
-                                     "conv2d out=6 kernel=3 padding=1\n"
+                                     "conv2d out=5 kernel=3 padding=1\n"
                                      "maxpool2d kernel=2\n"
                                      "flatten\n"
                                      "linear out=3\n"
                                      "log_softmax\n";
+
+/* The passes of conv2 and its pool one after the other, as the layers' own kernels run them
+ * unfused: the pool's output want and picks where; from the pool's gradient dpool, dw, db, din. */
+typedef struct {
+    float *y, *want, *dense, *dw, *db, *din, *col;
+    int32_t *where;
+    cn_bf16_pair *packed;
+} unfused;
+
+static void free_unfused(unfused *u)
+{
+    free(u->y), free(u->want), free(u->dense), free(u->dw), free(u->db), free(u->din);
+    free(u->col), free(u->where), free(u->packed);
+}
 
 static void test_bf16_conv_runs_its_pool(void **state)
 {
     (void)state;
     if (!cn_precision_supported(CN_PRECISION_BF16)) skip(); /* this CPU trains in fp32 only */
     net n = make_net_in(conv_into_pool, 31, CN_PRECISION_BF16);
-    assert_int_equal(cn_model_fusion(n.m, 2).passes, CN_FUSE_FORWARD);
-    assert_true(n.plan.keep_out[1] && n.plan.keep_out[3]);
+    const unsigned both = CN_FUSE_FORWARD | CN_FUSE_BACKWARD;
+    assert_int_equal(cn_model_fusion(n.m, 2, 1).passes, both);
+    assert_int_equal(cn_model_fusion(n.m, 2, 0).passes, CN_FUSE_FORWARD); /* fp32: pool's own */
+    assert_true(n.plan.keep_out[1] && n.plan.keep_out[3] && !n.w.out[2] && !n.w.grad[2]);
     cn_forward(&n.plan, &n.w, BATCH, 1);
-    cn_conv_shape s = cn_conv_shape_of(4, 7, 7, 6, 3, 1, 1);
-    cn_pool_shape ps = cn_pool_shape_of(6, 7, 7, 2, 2);
-    size_t conv_out = (size_t)BATCH * 6 * 49, pooled = (size_t)BATCH * 6 * 9;
-    float *y = malloc(conv_out * sizeof *y), *want = malloc(pooled * sizeof *want);
-    int32_t *where = malloc(pooled * sizeof *where);
-    cn_bf16_pair *packed = malloc(cn_conv2d_packed_words(&s) * sizeof *packed);
-    assert_true(y && want && where && packed);
+    cn_backward(&n.plan, &n.w);
+    cn_conv_shape s = cn_conv_shape_of(4, 7, 7, 5, 3, 1, 1);
+    cn_pool_shape ps = cn_pool_shape_of(5, 7, 7, 2, 2);
+    size_t conv_out = (size_t)BATCH * 5 * 49, pooled = (size_t)BATCH * 5 * 9;
+    size_t conv_in = (size_t)BATCH * 4 * 49, weights = 5 * 36;
+    unfused u = {malloc(conv_out * sizeof(float)), malloc(pooled * sizeof(float)),
+                 malloc(conv_out * sizeof(float)), calloc(weights, sizeof(float)),
+                 calloc(5, sizeof(float)), malloc(conv_in * sizeof(float)),
+                 malloc(cn_conv2d_col_floats(&s) * sizeof(float)),
+                 malloc(pooled * sizeof(int32_t)),
+                 malloc(cn_conv2d_packed_words(&s) * sizeof(cn_bf16_pair))};
+    assert_true(u.y && u.want && u.dense && u.dw && u.db && u.din && u.col && u.where && u.packed);
     const float *w = n.m->params + n.m->layers[2].params;
-    cn_conv2d_forward_bf16(y, n.w.out[1], w, w + 6 * 36, BATCH, &s, packed);
-    cn_maxpool2d_forward(want, where, y, BATCH, &ps);
-    assert_memory_equal(n.w.out[3], want, pooled * sizeof *want);
-    assert_memory_equal(n.w.aux[3], where, pooled * sizeof *where);
-    free(y), free(want), free(where), free(packed);
+    cn_conv2d_forward_bf16(u.y, n.w.out[1], w, w + weights, BATCH, &s, u.packed);
+    cn_maxpool2d_forward(u.want, u.where, u.y, BATCH, &ps);
+    assert_memory_equal(n.w.out[3], u.want, pooled * sizeof(float));
+    assert_memory_equal(n.w.aux[3], u.where, pooled * sizeof(int32_t));
+    cn_maxpool2d_backward(u.dense, n.w.grad[3], u.where, BATCH, &ps);
+    cn_conv2d_backward_bf16(u.din, u.dw, u.db, u.dense, n.w.out[1], w, BATCH, &s, u.col,
+                            u.packed);
+    const float *dw = n.w.dparams + n.m->layers[2].params;
+    assert_memory_equal(dw, u.dw, weights * sizeof(float));
+    assert_memory_equal(n.w.grad[1], u.din, conv_in * sizeof(float));
+    for (int o = 0; o < 5; o++)
+        if (!(fabsf(dw[weights + o] - u.db[o]) <= 1e-6f * (1.0f + fabsf(u.db[o]))))
+            fail_msg("bias %d: %g fused, %g unfused", o, dw[weights + o], u.db[o]);
+    free_unfused(&u);
     free_net(&n);
 }
 

@@ -581,39 +581,98 @@ static void gradient_pairs(cn_bf16_pair *dyp, const float *d, const cn_conv_shap
         cn_bf16_pack_rows(dyp, d, s->OC, s->OH * s->OW, s->OH * s->OW);
 }
 
+/* The backward pass's parts of packed (fp32 words first): the weights in pairs of output
+ * channels wtp [OCp, CKK] (or turned round, wtr [CKK, OCp]), the paired plane, the patches
+ * rowsp in pairs of positions, a sample's output gradient in those pairs (dyp) and in pairs of
+ * channels (dyq); with positions as rows, rows_t [P, CKK] in wtr's place. */
+typedef struct {
+    float *fp32, *rows_t;
+    cn_bf16_pair *wtp, *plane, *rowsp, *dyp, *dyq, *wtr;
+    int by_rows; /* the input gradient's product with positions as rows */
+} backward_parts;
+
+static backward_parts backward_parts_of(cn_bf16_pair *packed, const cn_conv_shape *s, int din)
+{
+    int P = s->OH * s->OW, CKK = s->C * s->K * s->K;
+    backward_parts w = {.fp32 = (float *)packed, .wtp = packed + fp32_words(s)};
+    w.plane = w.wtp + (size_t)CKK * cn_bf16_pairs(s->OC);
+    w.rowsp = w.plane + (size_t)s->C * padded_h(s) * padded_w(s);
+    w.dyp = w.rowsp + (size_t)position_pair_count(s) * CKK + CN_IM2ROW_SLACK;
+    w.dyq = w.dyp + (size_t)s->OC * position_pair_count(s);
+    w.wtr = w.dyq + (size_t)cn_bf16_pairs(s->OC) * P;
+    w.rows_t = (float *)w.wtr;
+    w.by_rows = din && positions_as_rows(s, CKK);
+    return w;
+}
+
+/* W [OCp, CKK] in pairs of output channels, and its transpose where it is read so. */
+static void backward_weights(const backward_parts *w, const float *weight,
+                             const cn_conv_shape *s)
+{
+    int CKK = s->C * s->K * s->K;
+    cn_bf16_pack_row_pairs(w->wtp, weight, s->OC, CKK, CKK);
+    if (!w->by_rows) cn_bf16_transpose(w->wtr, w->wtp, cn_bf16_pairs(s->OC), CKK);
+}
+
+/* One sample's products, its output gradient in w->dyp (and in w->dyq when din_b is wanted):
+ * dweight += the weight gradient of input x; din_b = the input gradient (skipped if NULL). */
+static void backward_sample(float *din_b, float *dweight, const float *x,
+                            const backward_parts *w, const cn_conv_shape *s, float *col)
+{
+    int P = s->OH * s->OW, CKK = s->C * s->K * s->K, Pp = position_pair_count(s);
+    int OCp = cn_bf16_pairs(s->OC);
+    position_pairs(w->rowsp, w->plane, w->fp32, x, s, col);
+    cn_gemm_bf16(s->OC, CKK, Pp, w->dyp, Pp, 1, w->rowsp, CKK, 1, dweight, CKK);
+    if (!din_b) return;
+    if (w->by_rows) { /* the same sums, transposed into col */
+        cn_gemm_bf16(P, CKK, OCp, w->dyq, 1, P, w->wtp, CKK, 0, w->rows_t, CKK);
+        cn_transpose(col, P, w->rows_t, CKK, P, CKK);
+    } else {
+        cn_gemm_bf16(CKK, P, OCp, w->wtr, OCp, 1, w->dyq, P, 0, col, P);
+    }
+    patches_to_input(din_b, col, s, w->fp32);
+}
+
 void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
                              const float *in, const float *weight, int B,
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed)
 {
     UNPACK(s);
-    int P = s->OH * s->OW, CKK = C * K * K, Pp = position_pair_count(s), OCp = cn_bf16_pairs(OC);
-    float *fp32 = (float *)packed;
-    cn_bf16_pair *wtp = packed + fp32_words(s), *plane = wtp + (size_t)CKK * OCp;
-    cn_bf16_pair *rowsp = plane + (size_t)C * padded_h(s) * padded_w(s);
-    cn_bf16_pair *dyp = rowsp + (size_t)Pp * CKK + CN_IM2ROW_SLACK, *dyq = dyp + (size_t)OC * Pp;
-    cn_bf16_pair *wtr = dyq + (size_t)OCp * P;
-    float *rows_t = (float *)wtr; /* with positions as rows, in wtr's place */
-    int by_rows = din && positions_as_rows(s, CKK);
-    if (din) { /* W [OCp, CKK] in pairs of output channels; its transpose where it is read so */
-        cn_bf16_pack_row_pairs(wtp, weight, OC, CKK, CKK);
-        if (!by_rows) cn_bf16_transpose(wtr, wtp, OCp, CKK);
-    }
+    int P = s->OH * s->OW;
+    backward_parts w = backward_parts_of(packed, s, din != NULL);
+    if (din) backward_weights(&w, weight, s);
     for (int b = 0; b < B; b++) {
         const float *d = dout + (size_t)b * OC * P;
         bias_gradient(dbias, d, OC, P);
-        position_pairs(rowsp, plane, fp32, in + (size_t)b * C * H * W, s, col);
-        gradient_pairs(dyp, d, s);
-        cn_gemm_bf16(OC, CKK, Pp, dyp, Pp, 1, rowsp, CKK, 1, dweight, CKK);
-        if (din) {
-            cn_bf16_pack_row_pairs(dyq, d, OC, P, P);
-            if (by_rows) { /* the same sums, transposed into col */
-                cn_gemm_bf16(P, CKK, OCp, dyq, 1, P, wtp, CKK, 0, rows_t, CKK);
-                cn_transpose(col, P, rows_t, CKK, P, CKK);
-            } else {
-                cn_gemm_bf16(CKK, P, OCp, wtr, OCp, 1, dyq, P, 0, col, P);
-            }
-            patches_to_input(din + (size_t)b * C * H * W, col, s, fp32);
-        }
+        gradient_pairs(w.dyp, d, s);
+        if (din) cn_bf16_pack_row_pairs(w.dyq, d, OC, P, P);
+        backward_sample(din ? din + (size_t)b * C * H * W : NULL, dweight,
+                        in + (size_t)b * C * H * W, &w, s, col);
+    }
+}
+
+int cn_conv2d_pool_pairs_fit(const cn_conv_shape *s, int K, int S)
+{
+    return s->stride == 1 && K >= 1 && S >= K && s->OH >= K && s->OW >= K;
+}
+
+void cn_conv2d_pool_backward_bf16(float *din, float *dweight, float *dbias, const float *dpool,
+                                  const int32_t *argmax, const float *in, const float *weight,
+                                  int B, const cn_conv_shape *s, const cn_pool_picks *picks,
+                                  float *col, cn_bf16_pair *packed)
+{
+    UNPACK(s);
+    assert(s->stride == 1 && picks->C == OC && picks->H == s->OH && picks->W == s->OW);
+    int Q = picks->PH * picks->PW;
+    backward_parts w = backward_parts_of(packed, s, din != NULL);
+    if (din) backward_weights(&w, weight, s);
+    for (int b = 0; b < B; b++) {
+        const float *d = dpool + (size_t)b * OC * Q;
+        bias_gradient(dbias, d, OC, Q);
+        cn_bf16_pool_gradient_pairs(w.dyp, din ? w.dyq : NULL, d, argmax + (size_t)b * OC * Q,
+                                    picks);
+        backward_sample(din ? din + (size_t)b * C * H * W : NULL, dweight,
+                        in + (size_t)b * C * H * W, &w, s, col);
     }
 }
 

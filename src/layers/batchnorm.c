@@ -386,11 +386,11 @@ static void backward_rectified(const cn_layer_pass *p)
 static int is_relu(const cn_layer *l) { return l->type == &cn_relu_type; }
 static int is_pool(const cn_layer *l) { return l->type == &cn_maxpool2d_type; }
 
-static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail)
+static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail, int bf16)
 {
     const unsigned both = CN_FUSE_FORWARD | CN_FUSE_BACKWARD;
     int relu = is_relu(&next[0]);
-    (void)l;
+    (void)l, (void)bf16;
     int pool = relu + 1 <= avail && is_pool(&next[relu]);
     return (cn_fusion){relu || pool ? both : 0, relu + pool};
 }

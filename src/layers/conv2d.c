@@ -3,7 +3,9 @@
  * products are the kernels of src/kernels/conv.c, fp32 or bf16 (bf16 where it pays: not with one
  * input channel). When the planner fuses it with a max-pool right after it, or after a relu right
  * after it (window = stride, see fuses), backward takes the gradients from the pool's picks and
- * neither the pool's backward nor the relu's is run. No dilation or groups. */
+ * neither the pool's backward nor the relu's is run. Otherwise a max-pool right after it runs
+ * inside its forward pass a sample at a time, and in bf16 inside its backward pass too, the
+ * pool's gradient put straight into the products' pairs. No dilation or groups. */
 #include <stdio.h>
 
 #include "kernels/conv.h"
@@ -91,14 +93,35 @@ static int picking_layers(const cn_layer *l, const cn_layer *next, int avail)
     return relu < avail && fused_window(l, &next[relu]) > 0 ? relu + 1 : 0;
 }
 
+/* bf16 products where they pay: a convolution of one input channel pairs kernel columns, and
+ * the pairs cost more to copy than the products save (the seed's conv1: 164.6 against 135.8
+ * thread-ms an epoch forward; models/fashion_mnist_best.model's: 40 against 47-53 forward and
+ * 39 against 70-78 backward, AMD EPYC; 228 against 163 forward on the Xeon's AMX tiles), so it
+ * keeps fp32's. */
+static int bf16_pays(int bf16, const cn_conv_shape *cs)
+{
+    return bf16 && cs->C > 1;
+}
+
+/* A max-pool right after l whose picks the bf16 backward pass can take straight into its pairs
+ * (cn_conv2d_pool_backward_bf16): windows that do not overlap, over a stride-1 output. */
+static int pool_pairs_fit(const cn_layer *l, const cn_layer *pool, int bf16)
+{
+    cn_conv_shape cs = shape_of(l);
+    return bf16_pays(bf16, &cs) && is_pool(pool) &&
+           cn_conv2d_pool_pairs_fit(&cs, pool->args.kernel, pool->args.stride);
+}
+
 /* Backward through the picks of a max-pool that fits; else forward with a max-pool right after
- * l, a sample at a time (forward_fused). */
-static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail)
+ * l, a sample at a time (forward_fused), and in bf16 backward too where the pool's gradient can
+ * go straight into the pairs (pool_pairs_fit). */
+static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail, int bf16)
 {
     int layers = picking_layers(l, next, avail);
     if (layers) return (cn_fusion){CN_FUSE_BACKWARD, layers};
-    if (is_pool(&next[0])) return (cn_fusion){CN_FUSE_FORWARD, 1};
-    return (cn_fusion){0, 0};
+    if (!is_pool(&next[0])) return (cn_fusion){0, 0};
+    unsigned backward = pool_pairs_fit(l, &next[0], bf16) ? CN_FUSE_BACKWARD : 0;
+    return (cn_fusion){CN_FUSE_FORWARD | backward, 1};
 }
 
 /* The pool of a fusion whose first layer is fused (a relu, or the pool itself). */
@@ -128,21 +151,12 @@ static void macs(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m)
     *m = (cn_layer_macs){dense, dense * share, dense * share};
 }
 
-/* bf16 products where they pay: a convolution of one input channel pairs kernel columns, and
- * the pairs cost more to copy than the products save (the seed's conv1: 164.6 against 135.8
- * thread-ms an epoch forward; models/fashion_mnist_best.model's: 40 against 47-53 forward and
- * 39 against 70-78 backward, AMD EPYC; 228 against 163 forward on the Xeon's AMX tiles), so it
- * keeps fp32's. */
-static int bf16_pays(const cn_layer_pass *p, const cn_conv_shape *cs)
-{
-    return p->bf16 && cs->C > 1;
-}
 
 static void forward(const cn_layer_pass *p)
 {
     cn_conv_shape cs = shape_of(p->l);
     const float *bias = bias_of(p->l, p->params);
-    if (bf16_pays(p, &cs))
+    if (bf16_pays(p->bf16, &cs))
         cn_conv2d_forward_bf16(p->y, p->x, p->params, bias, p->n, &cs, p->packed);
     else
         cn_conv2d_forward(p->y, p->x, p->params, bias, p->n, &cs, p->col);
@@ -152,7 +166,7 @@ static void backward(const cn_layer_pass *p)
 {
     cn_conv_shape cs = shape_of(p->l);
     float *db = dbias_of(p->l, p->dparams);
-    if (bf16_pays(p, &cs))
+    if (bf16_pays(p->bf16, &cs))
         cn_conv2d_backward_bf16(p->dx, p->dparams, db, p->dy, p->x, p->params, p->n, &cs, p->col,
                                 p->packed);
     else
@@ -168,7 +182,7 @@ static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int
     (void)count;
     const cn_layer_pass *pool = &next[0];
     cn_conv_shape cs = shape_of(p->l);
-    if (!bf16_pays(p, &cs)) {
+    if (!bf16_pays(p->bf16, &cs)) {
         forward(p);
         pool->l->type->forward(pool);
         return;
@@ -187,14 +201,25 @@ static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int
 }
 
 /* next[count - 1] is the max-pool's pass: its output gradient and its picks (aux); with a relu
- * before it, next[0] is the relu's, whose output gates the picks. */
+ * before it, next[0] is the relu's, whose output gates the picks. In bf16 without a window that
+ * fits the picks' path (fused_window), the dense products from the picks put into pairs. */
 static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int count)
 {
     cn_conv_shape cs = shape_of(p->l);
     const cn_layer_pass *pool = &next[count - 1];
+    float *db = dbias_of(p->l, p->dparams);
+    int S = fused_window(p->l, pool->l);
+    if (!S) {
+        const cn_layer *q = pool->l;
+        cn_pool_picks picks = {cs.OC, cs.OH, cs.OW, q->out.h, q->out.w, q->args.kernel,
+                               q->args.stride};
+        cn_conv2d_pool_backward_bf16(p->dx, p->dparams, db, pool->dy, pool->aux, p->x,
+                                     p->params, p->n, &cs, &picks, p->col, p->packed);
+        return;
+    }
     const float *gate = count > 1 ? next[0].y : NULL;
-    cn_conv2d_pool_backward(p->dx, p->dparams, dbias_of(p->l, p->dparams), pool->dy, pool->aux,
-                            gate, p->x, p->params, p->n, &cs, fused_window(p->l, pool->l), p->col);
+    cn_conv2d_pool_backward(p->dx, p->dparams, db, pool->dy, pool->aux, gate, p->x, p->params,
+                            p->n, &cs, S, p->col);
 }
 
 static void describe(const cn_layer *l, char *line, size_t cap)

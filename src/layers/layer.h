@@ -152,8 +152,10 @@ struct cn_layer_type {
     /* Which of this layer's passes can stand for their own and those of the layers after it,
      * next[0 .. avail) (avail >= 1), and of how many of them: forward_fused and backward_fused
      * then run next[0 .. count) too (count: the fusion's layers), whose passes are not run.
+     * bf16: the products are bf16 (cn_precision); the passes may depend on it, the count of
+     * layers may not (the executor plans which layers run on the whole batch without it).
      * NULL: none. */
-    cn_fusion (*fuses)(const cn_layer *l, const cn_layer *next, int avail);
+    cn_fusion (*fuses)(const cn_layer *l, const cn_layer *next, int avail, int bf16);
     void (*forward_fused)(const cn_layer_pass *p, const cn_layer_pass *next, int count);
     void (*backward_fused)(const cn_layer_pass *p, const cn_layer_pass *next, int count);
     /* The passes with a relu before the layer inside them: x is read as max(x, 0), and dx is

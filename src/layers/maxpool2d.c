@@ -2,10 +2,10 @@
  * remembering where each maximum came from (the pass's aux) so backward routes the gradient
  * there (overlapping windows add up). Ties go to the first maximum in scan order, as in
  * PyTorch. The common 2x2 window with stride 2 is a vector kernel of the instruction set in use
- * (cn_maxpool2_planes, gemm.h). A convolution right before a pool whose stride is its window may
- * take over its backward (conv2d.c, fuses); a BatchNorm right before it, or before a relu right
- * before it, runs both its passes a plane at a time (batchnorm.c). No padding, dilation or ceil
- * mode. */
+ * (cn_maxpool2_planes, gemm.h). A convolution right before a pool may run its forward pass,
+ * and its backward where the windows do not overlap (conv2d.c, fuses); a BatchNorm right before
+ * it, or before a relu right before it, runs both its passes a plane at a time (batchnorm.c).
+ * No padding, dilation or ceil mode. */
 #include <string.h>
 
 #include "kernels/gemm.h"

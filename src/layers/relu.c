@@ -36,9 +36,9 @@ static void backward(const cn_layer_pass *p)
     if (p->dx) cn_relu_backward(p->dx, p->dy, p->y, (size_t)p->n * cn_shape_size(p->l->out));
 }
 
-static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail)
+static cn_fusion fuses(const cn_layer *l, const cn_layer *next, int avail, int bf16)
 {
-    (void)l, (void)avail;
+    (void)l, (void)avail, (void)bf16;
     return next->type->forward_rectified ? (cn_fusion){CN_FUSE_FORWARD | CN_FUSE_BACKWARD, 1}
                                          : (cn_fusion){0, 0};
 }

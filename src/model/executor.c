@@ -20,7 +20,7 @@ static unsigned flags_of(const cn_model *m, int i)
     if (i < 0 || i >= m->num_layers) return 0;
     const cn_layer *l = &m->layers[i];
     unsigned whole = l->num_params > CN_CHUNK_FLOATS ? CN_WHOLE_BATCH : 0;
-    int fused = cn_model_fusion(m, i).layers;
+    int fused = cn_model_fusion(m, i, 0).layers; /* the same count in bf16 (layer.h, fuses) */
     for (int k = 1; k <= fused; k++) whole |= flags_of(m, i + k) & CN_WHOLE_BATCH;
     return l->type->flags | (l->type->shape_flags ? l->type->shape_flags(l) : 0) | whole;
 }
@@ -76,7 +76,7 @@ static int run_by_whole_batch(const cn_plan *p, int i)
 static void plan_keeping(cn_plan *p)
 {
     const cn_model *m = p->m;
-    for (int i = 0; i < m->num_layers; i++) p->fusion[i] = cn_model_fusion(m, i);
+    for (int i = 0; i < m->num_layers; i++) p->fusion[i] = cn_model_fusion(m, i, p->bf16);
     for (int i = 0; i < m->num_layers; i++) {
         int view = flags_of(m, i) & CN_VIEW, whole = run_by_whole_batch(p, i);
         p->keep_out[i] = view ? (i == 0 || p->keep_out[i - 1]) : whole || output_kept(m, i);
@@ -150,7 +150,7 @@ static void plan_scratch(cn_plan *p)
         const cn_layer *l = &m->layers[i];
         size_t col = 0, packed = 0;
         if (!l->type->scratch) continue;
-        l->type->scratch(l, cn_model_fused_next(m, i), p->bf16, &col, &packed);
+        l->type->scratch(l, cn_model_fused_next(m, i, p->bf16), p->bf16, &col, &packed);
         p->col_floats = col > p->col_floats ? col : p->col_floats;
         p->packed_words = packed > p->packed_words ? packed : p->packed_words;
     }

@@ -322,21 +322,21 @@ int cn_model_set_classes_text(cn_model *m, const char *text, const char *source,
 }
 
 /* What layer i's type says its passes can stand for, if it ran no one else's. */
-static cn_fusion own_fusion(const cn_model *m, int i)
+static cn_fusion own_fusion(const cn_model *m, int i, int bf16)
 {
     const cn_layer *l = &m->layers[i];
     int avail = m->num_layers - 1 - i;
     if (!l->type->fuses || avail < 1) return (cn_fusion){0, 0};
-    cn_fusion f = l->type->fuses(l, &m->layers[i + 1], avail);
+    cn_fusion f = l->type->fuses(l, &m->layers[i + 1], avail, bf16);
     return f.passes && f.layers > 0 && f.layers <= avail && f.layers <= CN_MAX_FUSED
                ? f
                : (cn_fusion){0, 0};
 }
 
-cn_fusion cn_model_fusion(const cn_model *m, int i)
+cn_fusion cn_model_fusion(const cn_model *m, int i, int bf16)
 {
     for (int head = 0; head < m->num_layers && head <= i;) { /* the fusions from the first layer */
-        cn_fusion f = own_fusion(m, head);
+        cn_fusion f = own_fusion(m, head, bf16);
         if (head == i) return f;
         head += 1 + f.layers; /* layers inside head's passes head nothing */
     }
@@ -350,12 +350,12 @@ const char *cn_model_layer_name(const cn_model *m, int i)
 
 /* Flops (2 per multiply-add) of one sample through layer i: forward, and backward (parameter
  * gradients, plus input gradients unless i is the first layer). fused: count the fused
- * backward as it computes. */
+ * backward as it computes (the fusions that change the count are those of either precision). */
 static void layer_flops(const cn_model *m, int i, int fused, double *forward, double *backward)
 {
     const cn_layer *l = &m->layers[i];
     cn_layer_macs macs = {0, 0, 0};
-    if (l->type->macs) l->type->macs(l, fused ? cn_model_fused_next(m, i) : NULL, &macs);
+    if (l->type->macs) l->type->macs(l, fused ? cn_model_fused_next(m, i, 0) : NULL, &macs);
     *forward = 2 * macs.forward;
     *backward = 2 * (macs.params_grad + (i > 0 ? macs.input_grad : 0));
 }

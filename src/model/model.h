@@ -69,12 +69,12 @@ static inline size_t cn_layer_out_size(const cn_layer *l) { return cn_shape_size
 
 /* What layer i's passes stand for besides its own, as its type says (cn_fusion): nothing when
  * it runs inside the passes of a layer before it (no chains of fusions). */
-cn_fusion cn_model_fusion(const cn_model *m, int i);
+cn_fusion cn_model_fusion(const cn_model *m, int i, int bf16);
 
 /* Layer i + 1 when layer i runs passes fused with it (and maybe with more after it), else NULL. */
-static inline const cn_layer *cn_model_fused_next(const cn_model *m, int i)
+static inline const cn_layer *cn_model_fused_next(const cn_model *m, int i, int bf16)
 {
-    return cn_model_fusion(m, i).layers > 0 ? &m->layers[i + 1] : NULL;
+    return cn_model_fusion(m, i, bf16).layers > 0 ? &m->layers[i + 1] : NULL;
 }
 
 #endif /* CN_MODEL_H */

@@ -52,6 +52,13 @@ void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C,
     absent(__func__);
 }
 
+void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, const float *d,
+                                 const int32_t *at, const cn_pool_picks *s)
+{
+    (void)dyp, (void)dyq, (void)d, (void)at, (void)s;
+    absent(__func__);
+}
+
 void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
                   const cn_bf16_pair *B, int ldb, int accumulate, float *C, int ldc)
 {

@@ -57,6 +57,66 @@ void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int c
     }
 }
 
+/* Where the picks at[0..n) of channel c go, as 16-bit places (halves, the lower k of a pair
+ * first): hp[i] in dyp (rows of W values in pairs of columns, pairs words a row), hq[i] in dyq
+ * (pairs of channels at each of the P positions). The picks' windows begin at row r0[i], whose
+ * place in the plane is r0[i] W; a pick lies at most K - 1 rows lower, found by comparisons in
+ * vectors instead of a division (or a branch: which row of a window wins is a coin toss). */
+static inline void pick_halves(int32_t hp[16], int32_t hq[16], const int32_t *at,
+                               const int32_t *r0, int n, int c, const cn_pool_picks *s)
+{
+    __m512i W = _mm512_set1_epi32(s->W), one = _mm512_set1_epi32(1);
+    __m512i pick = _mm512_maskz_loadu_epi32(first(n), at);
+    __m512i row = _mm512_maskz_loadu_epi32(first(n), r0);
+    __m512i col = _mm512_sub_epi32(pick, _mm512_mullo_epi32(row, W));
+    for (int k = 1; k < s->K; k++) {
+        __mmask16 past = _mm512_cmpge_epi32_mask(col, W);
+        col = _mm512_mask_sub_epi32(col, past, col, W);
+        row = _mm512_mask_add_epi32(row, past, row, one);
+    }
+    __m512i line = _mm512_add_epi32(row, _mm512_set1_epi32(c * s->H)); /* (c H + r) */
+    __m512i words = _mm512_mullo_epi32(line, _mm512_set1_epi32(cn_bf16_pairs(s->W)));
+    _mm512_storeu_si512(hp, _mm512_add_epi32(_mm512_add_epi32(words, words), col));
+    __m512i at_q = _mm512_add_epi32(pick, _mm512_set1_epi32(c / 2 * s->H * s->W));
+    _mm512_storeu_si512(hq, _mm512_add_epi32(_mm512_add_epi32(at_q, at_q),
+                                             _mm512_set1_epi32(c % 2)));
+}
+
+/* The windows' first rows, r0[i] for the windows q0 + i (i < n) of a pool output PW wide. */
+static void window_rows(int32_t r0[16], int q0, int n, const cn_pool_picks *s)
+{
+    int py = q0 / s->PW, px = q0 % s->PW;
+    for (int i = 0; i < n; i++) {
+        r0[i] = py * s->S;
+        if (++px == s->PW) px = 0, py++;
+    }
+}
+
+void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, const float *d,
+                                 const int32_t *at, const cn_pool_picks *s)
+{
+    int Q = s->PH * s->PW;
+    memset(dyp, 0, (size_t)s->C * s->H * cn_bf16_pairs(s->W) * sizeof *dyp);
+    if (dyq) memset(dyq, 0, (size_t)cn_bf16_pairs(s->C) * s->H * s->W * sizeof *dyq);
+    uint16_t *halves_p = (uint16_t *)dyp, *halves_q = (uint16_t *)dyq;
+    for (int q0 = 0; q0 < Q; q0 += 16) { /* 16 windows, then every channel's picks in them */
+        int n = Q - q0 < 16 ? Q - q0 : 16;
+        int32_t r0[16], hp[16], hq[16];
+        window_rows(r0, q0, n, s);
+        for (int c = 0; c < s->C; c++) {
+            size_t at_c = (size_t)c * Q + q0;
+            uint16_t h[16]; /* + 0 turns a -0 into the +0 that 0 + -0 gives */
+            __m512 x = _mm512_maskz_loadu_ps(first(n), d + at_c);
+            x = _mm512_add_ps(x, _mm512_setzero_ps());
+            _mm256_storeu_si256((__m256i *)h, (__m256i)_mm512_cvtneps_pbh(x));
+            pick_halves(hp, hq, at + at_c, r0, n, c, s);
+            for (int i = 0; i < n; i++) halves_p[hp[i]] = h[i];
+            if (dyq)
+                for (int i = 0; i < n; i++) halves_q[hq[i]] = h[i];
+        }
+    }
+}
+
 /* A plane [H + 2 pad, W + 2 pad] of pairs: its top and bottom pad rows zeroed. */
 static void zero_border_rows(cn_bf16_pair *plane, int H, int W, int pad)
 {
