@@ -212,6 +212,7 @@ typedef struct {
     float *dwt;   /* [CKK, OC]: the batch's weight gradient, transposed */
     float *dt;    /* [P, OC]: a band's output gradient, transposed */
     int32_t *brow; /* [CKK]: where each row of the patch matrix lies in the shifted planes */
+    float *zero;   /* [OC]: where the sums start without a bias (no zeroed output to add to) */
 } band_scratch;
 
 _Static_assert(sizeof(int32_t) == sizeof(float), "the row offsets are counted in floats");
@@ -222,12 +223,13 @@ static size_t band_scratch_floats(const cn_conv_shape *s, band_scratch *parts, f
     size_t plane = cn_whole_lines((size_t)s->C * padded_h(s) * padded_w(s));
     size_t dwt = cn_whole_lines((size_t)s->C * s->K * s->K * s->OC);
     size_t dt = cn_whole_lines((size_t)s->OH * s->OW * s->OC);
+    size_t brow = cn_whole_lines((size_t)s->C * s->K * s->K);
     if (parts) {
         float *at = col + cn_whole_lines(patch_floats(s));
         *parts = (band_scratch){at, at + plane, at + plane + dwt,
-                                (int32_t *)(at + plane + dwt + dt)};
+                                (int32_t *)(at + plane + dwt + dt), at + plane + dwt + dt + brow};
     }
-    return plane + dwt + dt + (size_t)s->C * s->K * s->K;
+    return plane + dwt + dt + brow + (size_t)s->OC;
 }
 
 int cn_conv2d_batched(const cn_conv_shape *s) { return cn_winograd_fits(s); }
@@ -272,7 +274,11 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
     band_scratch sc = {0};
     band_scratch_floats(s, &sc, col);
     ptrdiff_t ps = shifted_stride(s);
-    if (s->stride == 1) shifted_rows(sc.brow, s);
+    const float *start = bias; /* without a bias the sums start from zeros, not a zeroed out */
+    if (s->stride == 1) {
+        shifted_rows(sc.brow, s);
+        if (!bias) memset(sc.zero, 0, (size_t)OC * sizeof *sc.zero), start = sc.zero;
+    }
     for (int b = 0; b < B; b++)
         for (int y0 = 0; y0 < s->OH; y0 += rows) {
             int h = s->OH - y0 < rows ? s->OH - y0 : rows, n = h * s->OW;
@@ -281,7 +287,7 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
             if (s->stride == 1) {
                 const float *v = band_input(sc.plane, x, s, y0, h + K - 1);
                 cn_shifted_planes(col, ps, v, C, h + K - 1, padded_w(s), K);
-                cn_sgemm_rows_at(OC, n, CKK, weight, CKK, col, sc.brow, bias, o, P);
+                cn_sgemm_rows_at(OC, n, CKK, weight, CKK, col, sc.brow, start, o, P);
                 continue;
             }
             patch_columns(col, x, h, s);
