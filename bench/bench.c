@@ -1,5 +1,5 @@
-/* bench.c — measures cnnc on the seed's job: training throughput (8 replicas x 128, a few
- * epochs after a warm-up one), evaluation throughput on the 10,000 test images, where the time
+/* bench.c — measures cnnc on the seed's job: training throughput (8 replicas x 128, or
+ * --replicas R --batch-size B, a few epochs after a warm-up one), evaluation throughput on the 10,000 test images, where the time
  * goes (each layer's forward and backward, the data, reduction and optimiser phases), and the
  * achieved GFLOP/s against the machine's measured arithmetic peak. Prints a report and writes the
  * figures as one JSON object. It compares nothing itself: bench/run.sh puts PyTorch beside it.
@@ -23,10 +23,8 @@ typedef struct {
     cn_precision precision;
     const char *model_path; /* NULL: the seed's network */
     int random_samples;     /* > 0: train on this many generated samples, no evaluation */
+    int replicas, batch;    /* a step: replicas x batch samples (the seed's 8 x 128) */
 } bench_settings;
-
-#define REPLICAS 8
-#define BATCH 128
 
 typedef struct {
     double train_seconds, train_rate, eval_seconds, eval_rate, gflops, peak, flops_per_sample;
@@ -58,9 +56,12 @@ static int parse(int argc, char **argv, bench_settings *s)
                                              {"precision", required_argument, NULL, 'p'},
                                              {"model", required_argument, NULL, 'm'},
                                              {"random-data", required_argument, NULL, 'r'},
+                                             {"replicas", required_argument, NULL, 'R'},
+                                             {"batch-size", required_argument, NULL, 'b'},
                                              {NULL, 0, NULL, 0}};
     *s = (bench_settings){"/usr/share/datasets/fashion-mnist", NULL,
-                          (int)sysconf(_SC_NPROCESSORS_ONLN), 2, CN_PRECISION_FP32, NULL, 0};
+                          (int)sysconf(_SC_NPROCESSORS_ONLN), 2, CN_PRECISION_FP32, NULL, 0,
+                          8, 128};
     for (int c; (c = getopt_long(argc, argv, "", options, NULL)) != -1;) {
         if (c == 't') s->threads = atoi(optarg);
         else if (c == 'e') s->epochs = atoi(optarg);
@@ -68,10 +69,14 @@ static int parse(int argc, char **argv, bench_settings *s)
         else if (c == 'j') s->json_path = optarg;
         else if (c == 'm') s->model_path = optarg;
         else if (c == 'r') s->random_samples = atoi(optarg);
+        else if (c == 'R') s->replicas = atoi(optarg);
+        else if (c == 'b') s->batch = atoi(optarg);
         else if (c != 'p' || cn_precision_from_name(optarg, &s->precision)) return -1;
     }
     if (s->threads < 1 || s->epochs < 1 || optind != argc) return -1;
-    if (s->random_samples < 0 || (s->random_samples && s->random_samples < REPLICAS * BATCH))
+    if (s->replicas < 1 || s->replicas > 64 || s->batch < 1 || s->batch > 4096) return -1;
+    if (s->random_samples < 0 ||
+        (s->random_samples && s->random_samples < s->replicas * s->batch))
         return -1;
     return 0;
 }
@@ -98,10 +103,11 @@ static int make_random_data(random_data *d, const cn_model *m, int count)
 }
 
 /* One epoch of the generated samples, R x B a step, in order. */
-static int random_epoch(cn_trainer *t, const random_data *d, cn_phase_times *times, cn_error *err)
+static int random_epoch(cn_trainer *t, const random_data *d, const bench_settings *s,
+                        cn_phase_times *times, cn_error *err)
 {
     float loss;
-    size_t step_samples = (size_t)REPLICAS * BATCH;
+    size_t step_samples = (size_t)s->replicas * s->batch;
     for (size_t at = 0; at + step_samples <= (size_t)d->count; at += step_samples)
         if (cn_trainer_step(t, d->pixels + at * d->size, d->labels + at, &loss, times, err))
             return -1;
@@ -118,13 +124,14 @@ static int measure_training(cn_trainer *t, const cn_dataset *train, const random
         double start = now_seconds();
         cn_phase_times *times = e > 1 ? &r->phases : NULL;
         if (e == 2) cn_trainer_reset_layer_times(t);
-        if (rd ? random_epoch(t, rd, times, err)
+        if (rd ? random_epoch(t, rd, s, times, err)
                : cn_trainer_epoch(t, train, e, NULL, NULL, &loss, times, err))
             return -1;
         if (e > 1) r->train_seconds += now_seconds() - start;
     }
-    int steps = rd ? rd->count / (REPLICAS * BATCH) : cn_trainer_steps_per_epoch(t, train);
-    r->train_rate = (double)s->epochs * steps * REPLICAS * BATCH / r->train_seconds;
+    int step_samples = s->replicas * s->batch;
+    int steps = rd ? rd->count / step_samples : cn_trainer_steps_per_epoch(t, train);
+    r->train_rate = (double)s->epochs * steps * step_samples / r->train_seconds;
     return 0;
 }
 
@@ -158,9 +165,10 @@ static int measure(cn_model *m, cn_trainer *t, const cn_dataset *train, const cn
 
 static void print_report(const cn_model *m, const bench_settings *s, const bench_result *r)
 {
-    printf("cnnc: %s, %d threads, %s kernels, %s products, 8 replicas x 128, %d timed epochs\n",
+    printf("cnnc: %s, %d threads, %s kernels, %s products, %d replicas x %d, %d timed epochs\n",
            s->model_path ? s->model_path : "the seed's network", s->threads,
-           cn_isa_name(cn_isa_active()), cn_precision_name(s->precision), s->epochs);
+           cn_isa_name(cn_isa_active()), cn_precision_name(s->precision), s->replicas, s->batch,
+           s->epochs);
     printf("  training   %9.0f samples/s  (%.2f s per epoch)\n", r->train_rate,
            r->train_seconds / s->epochs);
     if (s->random_samples)
@@ -192,6 +200,7 @@ static int write_json(const cn_model *m, const bench_settings *s, const bench_re
         return 1;
     }
     fprintf(f, "{\"model\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"precision\":\"%s\",\"epochs\":%d,"
+               "\"replicas\":%d,\"batch_size\":%d,"
                "\"train_samples_per_second\":%.1f,\"eval_images_per_second\":%.1f,"
                "\"eval_seconds\":%.4f,\"gflops\":%.2f,"
                "\"peak_gflops\":%.2f,\"flops_per_sample\":%.0f,\"computed_flops_per_sample\":%.0f,"
@@ -199,7 +208,8 @@ static int write_json(const cn_model *m, const bench_settings *s, const bench_re
                "\"forward\":%.4f,\"backward\":%.4f,\"reduce\":%.4f,\"optimizer\":%.4f},"
                "\"layers\":[",
             s->model_path ? s->model_path : "seed", s->threads, cn_isa_name(cn_isa_active()),
-            cn_precision_name(s->precision), s->epochs, r->train_rate, r->eval_rate,
+            cn_precision_name(s->precision), s->epochs, s->replicas, s->batch, r->train_rate,
+            r->eval_rate,
             r->eval_seconds, r->gflops, r->peak, r->flops_per_sample, r->computed_per_sample,
             r->computed_gflops, r->phases.data / s->epochs,
             r->phases.forward / s->epochs, r->phases.backward / s->epochs,
@@ -227,7 +237,8 @@ int main(int argc, char **argv)
     bench_settings s;
     if (parse(argc, argv, &s)) {
         fprintf(stderr, "usage: bench [--threads N] [--epochs N] [--data-dir DIR] [--json FILE] "
-                        "[--precision fp32|bf16] [--model FILE --random-data N]\n");
+                        "[--precision fp32|bf16] [--model FILE --random-data N] "
+                        "[--replicas R --batch-size B]\n");
         return 2;
     }
     cn_error err;
@@ -237,7 +248,7 @@ int main(int argc, char **argv)
                                : cn_model_fashion_mnist(&err);
     if (!m || load_data(&s, m, &train, &test, &rd, &err)) return fail(&err);
     cn_model_init(m, 1);
-    cn_train_config cfg = {.batch_size = BATCH, .num_replicas = REPLICAS, .threads = s.threads,
+    cn_train_config cfg = {.batch_size = s.batch, .num_replicas = s.replicas, .threads = s.threads,
                            .learning_rate = 0.01f, .momentum = 0.5f, .seed = 1,
                            .precision = s.precision};
     cn_trainer *t = cn_trainer_create(m, &cfg, &err);
