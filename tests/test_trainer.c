@@ -420,6 +420,52 @@ static void test_divergence_stops_before_the_weights_break(void **state)
     cn_dataset_free(&ds);
 }
 
+/* The tensor of the model called name. */
+static float *tensor_of(cn_model *m, const char *name)
+{
+    cn_tensor_ref refs[32];
+    int n = cn_model_tensors(m, refs, 32);
+    for (int i = 0; i < n && i < 32; i++)
+        if (strcmp(refs[i].name, name) == 0) return refs[i].data;
+    fail_msg("no tensor %s", name);
+    return NULL;
+}
+
+/* The step's test for non-finite candidate weights runs in slices, one a thread: a step that
+ * would break weights in the last slice only must fail too, and leave every weight as it was.
+ * fc1's first unit never fires (relu of -1000), so fc2's weights from it change neither the
+ * loss nor their own gradient (0), and weight decay (lr x wd = 5) turns their 1e38 into -4e38,
+ * past the largest float; every other weight stays finite. */
+static void test_divergence_in_the_last_slice(void **state)
+{
+    (void)state;
+    cn_dataset ds = tu_synthetic_set(64, 5);
+    cn_error err;
+    cn_model *m = cn_model_fashion_mnist(&err);
+    cn_model_init(m, 1);
+    float *fc1_w = tensor_of(m, "fc1.weight"), *fc1_b = tensor_of(m, "fc1.bias");
+    float *fc2_w = tensor_of(m, "fc2.weight");
+    memset(fc1_w, 0, 320 * sizeof *fc1_w);
+    fc1_b[0] = -1000.0f;
+    for (int o = 0; o < 10; o++) fc2_w[o * 50] = 1e38f;
+    size_t n = cn_model_num_params(m);
+    assert_true((size_t)(fc2_w - cn_model_params(m)) >= n / 2); /* in the second of 2 slices */
+    cn_train_config cfg = {.batch_size = 32, .num_replicas = 2, .threads = 2,
+                           .learning_rate = 1.0f, .weight_decay = 5.0f, .seed = 1};
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    assert_non_null(t);
+    float *before = malloc(n * sizeof *before), loss;
+    assert_non_null(before);
+    memcpy(before, cn_model_params(m), n * sizeof *before);
+    assert_int_equal(cn_trainer_step(t, ds.pixels, ds.labels, &loss, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "would make weights non-finite"));
+    assert_memory_equal(before, cn_model_params(m), n * sizeof *before);
+    free(before);
+    cn_trainer_free(t);
+    cn_model_free(m);
+    cn_dataset_free(&ds);
+}
+
 static void test_another_model_trains_through_the_library(void **state)
 {
     (void)state;
@@ -568,6 +614,7 @@ int main(void)
         cmocka_unit_test(test_bf16_weights_bit_identical_across_threads_and_near_fp32),
         cmocka_unit_test(test_running_stats_are_mean_of_replica_updates),
         cmocka_unit_test(test_divergence_stops_before_the_weights_break),
+        cmocka_unit_test(test_divergence_in_the_last_slice),
         cmocka_unit_test(test_another_model_trains_through_the_library),
         cmocka_unit_test(test_step_reports_right_answers),
         cmocka_unit_test(test_short_run_on_fashion_mnist_learns),

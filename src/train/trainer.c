@@ -50,6 +50,8 @@ struct cn_trainer {
     int64_t optimizer_steps; /* steps taken (adamw's bias correction) */
     cn_optim_rule rule;  /* the step being taken */
     float *next_params;  /* [num_params] candidate weights, kept only when all are finite */
+    uint8_t *slice_bad;  /* [cfg.threads] 1 where a task's slice of the step's gradient (reduce)
+                            or of its candidate weights (optimiser) holds a non-finite value */
     uint32_t *batch_index; /* [R*B] dataset indices of the current step, replica-major */
     int epoch, step;     /* the step being run: what its random draws (dropout, augmentation)
                             depend on */
@@ -177,9 +179,10 @@ static int allocate(cn_trainer *t)
     t->momentum = calloc(adamw ? 2 * n : n, sizeof *t->momentum);
     if (adamw && !(t->next_state2 = calloc(n, sizeof *t->next_state2))) return -1;
     t->next_params = calloc(n, sizeof *t->next_params);
+    t->slice_bad = calloc((size_t)t->cfg.threads, sizeof *t->slice_bad);
     t->batch_index = calloc((size_t)R * B, sizeof *t->batch_index);
     if (!t->ws || !t->part_seconds || !t->grad || !t->momentum || !t->next_params ||
-        !t->batch_index)
+        !t->slice_bad || !t->batch_index)
         return -1;
     const cn_augment *a = &t->cfg.augment;
     if ((a->crop_padding > 0 || a->hflip) &&
@@ -280,6 +283,7 @@ void cn_trainer_free(cn_trainer *t)
     free(t->momentum);
     free(t->next_state2);
     free(t->next_params);
+    free(t->slice_bad);
     free(t->batch_index);
     free(t->augmented);
     free(t->result);
@@ -459,23 +463,47 @@ static void add_block(float *restrict sum, const float *restrict x, size_t m)
 /* The step's loops over the parameters go a block of this many floats at a time. */
 #define STEP_BLOCK 512
 
+/* 1 when every x[i] is finite: x - x is 0 for those and NaN for infinities and NaNs, tested
+ * without a branch an element so that the test runs in whole vectors, a block at a time. */
+static int all_finite(const float *x, size_t n)
+{
+    for (size_t j = 0; j < n; j += STEP_BLOCK) {
+        size_t m = n - j < STEP_BLOCK ? n - j : STEP_BLOCK;
+        int bad = 0;
+        for (size_t i = 0; i < m; i++) bad |= x[j + i] - x[j + i] != 0.0f;
+        if (bad) return 0;
+    }
+    return 1;
+}
+
+/* 1 when a task of the last job found a non-finite value in its slice (slice_bad). */
+static int any_slice_bad(const cn_trainer *t, int tasks)
+{
+    int bad = 0;
+    for (int i = 0; i < tasks; i++) bad |= t->slice_bad[i];
+    return bad;
+}
+
 /* The mean of the replicas' gradients over one slice, a block at a time: each replica's block is
  * added as whole vectors, every element still summed from 0 in replica order and divided by
- * their count (the bits of an element's own loop). */
+ * their count (the bits of an element's own loop). Each block is tested for non-finite values
+ * while it is in cache (slice_bad). */
 static void reduce_slice(void *ctx, int task, int thread)
 {
     (void)thread;
     cn_trainer *t = ((const step_job *)ctx)->t;
     size_t begin, end;
     slice_of(t, task, &begin, &end);
-    int R = t->cfg.num_replicas;
+    int R = t->cfg.num_replicas, finite = 1;
     for (size_t j = begin; j < end; j += STEP_BLOCK) {
         size_t m = end - j < STEP_BLOCK ? end - j : STEP_BLOCK;
         float sum[STEP_BLOCK] = {0};
         for (int r = 0; r < R; r++) add_block(sum, t->result[r].dparams + j, m);
         float *restrict grad = t->grad + j;
         for (size_t i = 0; i < m; i++) grad[i] = sum[i] / (float)R;
+        finite &= all_finite(grad, m);
     }
+    t->slice_bad[task] = !finite;
 }
 
 /* The optimiser's step into candidate buffers: the new momentum or exp_avg in t->grad, adamw's
@@ -491,6 +519,7 @@ static void optimizer_slice(void *ctx, int task, int thread)
                           adamw ? t->momentum + n + begin : NULL,
                           adamw ? t->next_state2 + begin : NULL, t->next_params + begin};
     cn_optimizer_step(&t->rule, &b, end - begin);
+    t->slice_bad[task] = !all_finite(t->next_params + begin, end - begin);
 }
 
 static void commit_slice(void *ctx, int task, int thread)
@@ -525,19 +554,6 @@ static void update_running_stats(cn_trainer *t)
         l->type->update_running(l, m->running + l->running, &m->counters[l->counter],
                                 t->reports, R);
     }
-}
-
-/* 1 when every x[i] is finite: x - x is 0 for those and NaN for infinities and NaNs, tested
- * without a branch an element so that the test runs in whole vectors, a block at a time. */
-static int all_finite(const float *x, size_t n)
-{
-    for (size_t j = 0; j < n; j += STEP_BLOCK) {
-        size_t m = n - j < STEP_BLOCK ? n - j : STEP_BLOCK;
-        int bad = 0;
-        for (size_t i = 0; i < m; i++) bad |= x[j + i] - x[j + i] != 0.0f;
-        if (bad) return 0;
-    }
-    return 1;
 }
 
 /* 1 when the batch statistics that the running ones are about to take in are all finite:
@@ -617,7 +633,7 @@ static int train_step(cn_trainer *t, step_job *job, float lr, float *loss, int *
 
     if (!distributed) /* with other processes the exchange has summed it */
         timed_run(t, T, reduce_slice, job, &tm->reduce);
-    if (!all_finite(t->grad, t->m->num_params))
+    if (distributed ? !all_finite(t->grad, t->m->num_params) : any_slice_bad(t, T))
         return cn_fail(err, "training diverged: the gradient holds non-finite values (try a "
                        "smaller --learning-rate)");
     if (!reports_finite(t))
@@ -626,7 +642,7 @@ static int train_step(cn_trainer *t, step_job *job, float lr, float *loss, int *
     double start = cn_seconds();
     cn_optim_rule_init(&t->rule, &t->cfg, lr, t->optimizer_steps + 1);
     cn_pool_run(t->pool, T, optimizer_slice, job);
-    if (!all_finite(t->next_params, t->m->num_params))
+    if (any_slice_bad(t, T))
         return cn_fail(err, "training diverged: the step would make weights non-finite (try a "
                        "smaller --learning-rate)");
     cn_pool_run(t->pool, T, commit_slice, job);
