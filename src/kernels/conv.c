@@ -639,22 +639,44 @@ static void backward_sample(float *din_b, float *dweight, const float *x,
     patches_to_input(din_b, col, s, w->fp32);
 }
 
-void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
+/* Where each sample's output gradient comes from: d [B, OC, P] itself, or with picks, a max-pool's
+ * gradient d and its picks argmax [B, OC, PH, PW] (cn_bf16_pool_gradient_pairs). */
+typedef struct {
+    const float *d;
+    const int32_t *argmax;
+    const cn_pool_picks *picks;
+} gradient_source;
+
+/* The bf16 backward pass of B samples, each output gradient put into pairs from g. */
+static void backward_samples(float *din, float *dweight, float *dbias, gradient_source g,
                              const float *in, const float *weight, int B,
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed)
 {
     UNPACK(s);
-    int P = s->OH * s->OW;
+    int P = s->OH * s->OW, per = g.picks ? g.picks->PH * g.picks->PW : P;
     backward_parts w = backward_parts_of(packed, s, din != NULL);
     if (din) backward_weights(&w, weight, s);
     for (int b = 0; b < B; b++) {
-        const float *d = dout + (size_t)b * OC * P;
-        bias_gradient(dbias, d, OC, P);
-        gradient_pairs(w.dyp, d, s);
-        if (din) cn_bf16_pack_row_pairs(w.dyq, d, OC, P, P);
+        const float *d = g.d + (size_t)b * OC * per;
+        bias_gradient(dbias, d, OC, per);
+        if (g.picks) {
+            cn_bf16_pool_gradient_pairs(w.dyp, din ? w.dyq : NULL, d,
+                                        g.argmax + (size_t)b * OC * per, g.picks);
+        } else {
+            gradient_pairs(w.dyp, d, s);
+            if (din) cn_bf16_pack_row_pairs(w.dyq, d, OC, P, P);
+        }
         backward_sample(din ? din + (size_t)b * C * H * W : NULL, dweight,
                         in + (size_t)b * C * H * W, &w, s, col);
     }
+}
+
+void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
+                             const float *in, const float *weight, int B,
+                             const cn_conv_shape *s, float *col, cn_bf16_pair *packed)
+{
+    gradient_source g = {dout, NULL, NULL};
+    backward_samples(din, dweight, dbias, g, in, weight, B, s, col, packed);
 }
 
 int cn_conv2d_pool_pairs_fit(const cn_conv_shape *s, int K, int S)
@@ -667,19 +689,9 @@ void cn_conv2d_pool_backward_bf16(float *din, float *dweight, float *dbias, cons
                                   int B, const cn_conv_shape *s, const cn_pool_picks *picks,
                                   float *col, cn_bf16_pair *packed)
 {
-    UNPACK(s);
-    assert(s->stride == 1 && picks->C == OC && picks->H == s->OH && picks->W == s->OW);
-    int Q = picks->PH * picks->PW;
-    backward_parts w = backward_parts_of(packed, s, din != NULL);
-    if (din) backward_weights(&w, weight, s);
-    for (int b = 0; b < B; b++) {
-        const float *d = dpool + (size_t)b * OC * Q;
-        bias_gradient(dbias, d, OC, Q);
-        cn_bf16_pool_gradient_pairs(w.dyp, din ? w.dyq : NULL, d, argmax + (size_t)b * OC * Q,
-                                    picks);
-        backward_sample(din ? din + (size_t)b * C * H * W : NULL, dweight,
-                        in + (size_t)b * C * H * W, &w, s, col);
-    }
+    assert(s->stride == 1 && picks->C == s->OC && picks->H == s->OH && picks->W == s->OW);
+    gradient_source g = {dpool, argmax, picks};
+    backward_samples(din, dweight, dbias, g, in, weight, B, s, col, packed);
 }
 
 /* The gradients of a convolution whose output feeds only a max-pool (window = stride = S), from
