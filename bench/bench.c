@@ -1,12 +1,12 @@
 /* bench.c — measures cnnc on the seed's job: training throughput (8 replicas x 128, or
  * --replicas R --batch-size B, a few epochs after a warm-up one), evaluation throughput on the
  * 10,000 test images, where the time goes (each layer's forward and backward, the data,
- * reduction and optimiser phases), and the
- * achieved GFLOP/s against the machine's measured arithmetic peak. Prints a report and writes the
- * figures as one JSON object. It compares nothing itself: bench/run.sh puts PyTorch beside it.
- * With --model FILE --random-data N it trains another network (a model file) the same way on N
- * generated samples of the model's input shape with random labels (no evaluation then): the
- * speed on shapes that are not the seed's, before cnnc reads such datasets. */
+ * reduction and optimiser phases), and the achieved GFLOP/s against the machine's measured
+ * arithmetic peak. Prints a report and writes the figures as one JSON object. It compares
+ * nothing itself: bench/run.sh puts PyTorch beside it. With --model FILE --random-data N it
+ * trains another network (a model file) the same way on N generated samples of the model's
+ * input shape with random labels (no evaluation then): the speed on shapes that are not the
+ * seed's, before cnnc reads such datasets. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
