@@ -401,8 +401,8 @@ static void test_bf16_position_pairs(void **state)
  * +0), without g; picks drawn anywhere in their K x K windows, S >= K apart. */
 static void check_pool_pairs(int C, int H, int W, int K, int S, cn_rng *rng)
 {
-    cn_pool_picks ps = {C, H, W, (H - K) / S + 1, (W - K) / S + 1, K, S};
-    int Q = ps.PH * ps.PW, P = H * W, pairs = cn_bf16_pairs(W);
+    cn_pool_shape ps = cn_pool_shape_of(C, H, W, K, S);
+    int Q = ps.OH * ps.OW, P = H * W, pairs = cn_bf16_pairs(W);
     size_t np = (size_t)C * H * pairs, nq = (size_t)cn_bf16_pairs(C) * P;
     float *d = malloc((size_t)C * Q * sizeof *d), *g = calloc((size_t)C * P, sizeof *g);
     int32_t *at = malloc((size_t)C * Q * sizeof *at);
@@ -413,8 +413,8 @@ static void check_pool_pairs(int C, int H, int W, int K, int S, cn_rng *rng)
     d[0] = -0.0f;
     for (int c = 0; c < C; c++)
         for (int q = 0; q < Q; q++) {
-            int y = q / ps.PW * S + (int)cn_rng_below(rng, (uint32_t)K);
-            int x = q % ps.PW * S + (int)cn_rng_below(rng, (uint32_t)K);
+            int y = q / ps.OW * S + (int)cn_rng_below(rng, (uint32_t)K);
+            int x = q % ps.OW * S + (int)cn_rng_below(rng, (uint32_t)K);
             at[c * Q + q] = y * W + x;
             g[(size_t)c * P + y * W + x] += d[c * Q + q];
         }

@@ -639,12 +639,12 @@ static void backward_sample(float *din_b, float *dweight, const float *x,
     patches_to_input(din_b, col, s, w->fp32);
 }
 
-/* Where each sample's output gradient comes from: d [B, OC, P] itself, or with picks, a max-pool's
- * gradient d and its picks argmax [B, OC, PH, PW] (cn_bf16_pool_gradient_pairs). */
+/* Where each sample's output gradient comes from: d [B, OC, P] itself, or with a pool, a
+ * max-pool's gradient d and its picks argmax [B, OC, pool OH, OW] (cn_bf16_pool_gradient_pairs). */
 typedef struct {
     const float *d;
     const int32_t *argmax;
-    const cn_pool_picks *picks;
+    const cn_pool_shape *pool;
 } gradient_source;
 
 /* The bf16 backward pass of B samples, each output gradient put into pairs from g. */
@@ -653,15 +653,15 @@ static void backward_samples(float *din, float *dweight, float *dbias, gradient_
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed)
 {
     UNPACK(s);
-    int P = s->OH * s->OW, per = g.picks ? g.picks->PH * g.picks->PW : P;
+    int P = s->OH * s->OW, per = g.pool ? g.pool->OH * g.pool->OW : P;
     backward_parts w = backward_parts_of(packed, s, din != NULL);
     if (din) backward_weights(&w, weight, s);
     for (int b = 0; b < B; b++) {
         const float *d = g.d + (size_t)b * OC * per;
         bias_gradient(dbias, d, OC, per);
-        if (g.picks) {
+        if (g.pool) {
             cn_bf16_pool_gradient_pairs(w.dyp, din ? w.dyq : NULL, d,
-                                        g.argmax + (size_t)b * OC * per, g.picks);
+                                        g.argmax + (size_t)b * OC * per, g.pool);
         } else {
             gradient_pairs(w.dyp, d, s);
             if (din) cn_bf16_pack_row_pairs(w.dyq, d, OC, P, P);
@@ -686,11 +686,11 @@ int cn_conv2d_pool_pairs_fit(const cn_conv_shape *s, int K, int S)
 
 void cn_conv2d_pool_backward_bf16(float *din, float *dweight, float *dbias, const float *dpool,
                                   const int32_t *argmax, const float *in, const float *weight,
-                                  int B, const cn_conv_shape *s, const cn_pool_picks *picks,
+                                  int B, const cn_conv_shape *s, const cn_pool_shape *pool,
                                   float *col, cn_bf16_pair *packed)
 {
-    assert(s->stride == 1 && picks->C == s->OC && picks->H == s->OH && picks->W == s->OW);
-    gradient_source g = {dpool, argmax, picks};
+    assert(s->stride == 1 && pool->C == s->OC && pool->H == s->OH && pool->W == s->OW);
+    gradient_source g = {dpool, argmax, pool};
     backward_samples(din, dweight, dbias, g, in, weight, B, s, col, packed);
 }
 

@@ -63,15 +63,15 @@ void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const flo
                              const float *in, const float *weight, int B,
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed);
 /* The same backward pass from a max-pool right after the convolution, without its backward
- * pass: its output gradient dpool and its picks argmax [B, OC, PH, PW] go into the pairs the
+ * pass: its output gradient dpool and its picks argmax [B, OC, pool OH, OW] go into the pairs the
  * products read as that pass's zeros and picks would (cn_bf16_pool_gradient_pairs), so dweight
  * and din are those of the two passes one after the other, bit for bit, and dbias their sums
  * in another order. For a stride of 1 and windows that do not overlap
- * (cn_conv2d_pool_pairs_fit: a window of K, S apart); picks: the pool's shape on this output. */
+ * (cn_conv2d_pool_pairs_fit: a window of K, S apart); pool: the pool's shape on this output. */
 int cn_conv2d_pool_pairs_fit(const cn_conv_shape *s, int K, int S);
 void cn_conv2d_pool_backward_bf16(float *din, float *dweight, float *dbias, const float *dpool,
                                   const int32_t *argmax, const float *in, const float *weight,
-                                  int B, const cn_conv_shape *s, const cn_pool_picks *picks,
+                                  int B, const cn_conv_shape *s, const cn_pool_shape *pool,
                                   float *col, cn_bf16_pair *packed);
 
 /* 1 when cn_conv2d_pool_backward can take this convolution's gradients from a max-pool with

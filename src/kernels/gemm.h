@@ -187,6 +187,18 @@ void cn_bn_gradient_sums(double *sums, const float *dy, const float *x, const cn
 void cn_bn_input_gradient(float *dx, const float *dy, const float *x, const cn_bn_planes *p,
                           const cn_bn_channel *c);
 
+/* A pooling window K with stride S on [C,H,W] per sample, floor, no padding: out [C,OH,OW]
+ * with OH = (H - K) / S + 1 (likewise OW). */
+typedef struct {
+    int C, H, W, K, S, OH, OW;
+} cn_pool_shape;
+
+static inline cn_pool_shape cn_pool_shape_of(int C, int H, int W, int K, int S)
+{
+    cn_pool_shape s = {C, H, W, K, S, (H - K) / S + 1, (W - K) / S + 1};
+    return s;
+}
+
 /* ---- bfloat16 products (x86/gemm_bf16.c, AVX512_BF16 only) ----
  * A cn_bf16_pair holds two bf16 values of consecutive k in one 32-bit word, the lower k in the
  * low half; an odd count of k is padded with a zero. Products are exact and sums are fp32. */
@@ -236,18 +248,13 @@ void cn_bf16_im2col_pairs(cn_bf16_pair *colp, const cn_bf16_pair *plane, int C, 
  * the end. */
 void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C, int H, int W,
                           int K);
-/* A max-pool over planes [H, W] whose K x K windows do not overlap (their stride S >= K), its
- * output [PH, PW]: what cn_bf16_pool_gradient_pairs needs of it. */
-typedef struct {
-    int C, H, W;
-    int PH, PW, K, S;
-} cn_pool_picks;
 /* The pairs that cn_bf16_pack_rows(dyp, g, C * H, W, W) and, unless dyq is NULL,
- * cn_bf16_pack_row_pairs(dyq, g, C, H * W, H * W) make of g [C, H, W], the max-pool's input
- * gradient: zeros but d[c][q] + 0 at the pick at[c][q] of each window (d, at [C, PH, PW]), as
- * the pool's backward pass would make it, without making it. */
+ * cn_bf16_pack_row_pairs(dyq, g, C, H * W, H * W) make of g [C, H, W], the input gradient of
+ * the max-pool s whose windows do not overlap (S >= K): zeros but d[c][q] + 0 at the pick
+ * at[c][q] of each window (d, at [C, OH, OW]), as the pool's backward pass would make it,
+ * without making it. */
 void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, const float *d,
-                                 const int32_t *at, const cn_pool_picks *s);
+                                 const int32_t *at, const cn_pool_shape *s);
 /* C[M,N] = (accumulate ? C : 0) + A[M, Kp pairs] * B[Kp pairs, N], with A(i,k) at
  * A[i*ai + k*ak] (a row-packed A has ai = Kp, ak = 1; the row pairs of a matrix packed with
  * cn_bf16_pack_row_pairs, read as its transpose, ai = 1, ak = its columns); ldb counts pairs,

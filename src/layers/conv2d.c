@@ -210,11 +210,10 @@ static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next, in
     float *db = dbias_of(p->l, p->dparams);
     int S = fused_window(p->l, pool->l);
     if (!S) {
-        const cn_layer *q = pool->l;
-        cn_pool_picks picks = {cs.OC, cs.OH, cs.OW, q->out.h, q->out.w, q->args.kernel,
-                               q->args.stride};
+        const cn_layer_args *a = &pool->l->args;
+        cn_pool_shape ps = cn_pool_shape_of(cs.OC, cs.OH, cs.OW, a->kernel, a->stride);
         cn_conv2d_pool_backward_bf16(p->dx, p->dparams, db, pool->dy, pool->aux, p->x,
-                                     p->params, p->n, &cs, &picks, p->col, p->packed);
+                                     p->params, p->n, &cs, &ps, p->col, p->packed);
         return;
     }
     const float *gate = count > 1 ? next[0].y : NULL;

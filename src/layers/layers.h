@@ -22,18 +22,6 @@ static inline size_t cn_whole_lines(size_t floats)
     return (floats + CN_LINE_FLOATS - 1) / CN_LINE_FLOATS * CN_LINE_FLOATS;
 }
 
-/* A pooling window K with stride S on [C,H,W] per sample, floor, no padding: out [C,OH,OW]
- * with OH = (H - K) / S + 1 (likewise OW). */
-typedef struct {
-    int C, H, W, K, S, OH, OW;
-} cn_pool_shape;
-
-static inline cn_pool_shape cn_pool_shape_of(int C, int H, int W, int K, int S)
-{
-    cn_pool_shape s = {C, H, W, K, S, (H - K) / S + 1, (W - K) / S + 1};
-    return s;
-}
-
 /* Max-pool (maxpool2d.c), window K, stride S, floor: in [B,C,H,W] -> out [B,C,OH,OW]; argmax
  * records the index inside the input plane (y*W + x) of the first maximum in scan order, as
  * PyTorch does. */

@@ -63,7 +63,7 @@ void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int c
  * place in the plane is r0[i] W; a pick lies at most K - 1 rows lower, found by comparisons in
  * vectors instead of a division (or a branch: which row of a window wins is a coin toss). */
 static inline void pick_halves(int32_t hp[16], int32_t hq[16], const int32_t *at,
-                               const int32_t *r0, int n, int c, const cn_pool_picks *s)
+                               const int32_t *r0, int n, int c, const cn_pool_shape *s)
 {
     __m512i W = _mm512_set1_epi32(s->W), one = _mm512_set1_epi32(1);
     __m512i pick = _mm512_maskz_loadu_epi32(first(n), at);
@@ -82,20 +82,20 @@ static inline void pick_halves(int32_t hp[16], int32_t hq[16], const int32_t *at
                                              _mm512_set1_epi32(c % 2)));
 }
 
-/* The windows' first rows, r0[i] for the windows q0 + i (i < n) of a pool output PW wide. */
-static void window_rows(int32_t r0[16], int q0, int n, const cn_pool_picks *s)
+/* The windows' first rows, r0[i] for the windows q0 + i (i < n) of a pool output OW wide. */
+static void window_rows(int32_t r0[16], int q0, int n, const cn_pool_shape *s)
 {
-    int py = q0 / s->PW, px = q0 % s->PW;
+    int py = q0 / s->OW, px = q0 % s->OW;
     for (int i = 0; i < n; i++) {
         r0[i] = py * s->S;
-        if (++px == s->PW) px = 0, py++;
+        if (++px == s->OW) px = 0, py++;
     }
 }
 
 void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, const float *d,
-                                 const int32_t *at, const cn_pool_picks *s)
+                                 const int32_t *at, const cn_pool_shape *s)
 {
-    int Q = s->PH * s->PW;
+    int Q = s->OH * s->OW;
     memset(dyp, 0, (size_t)s->C * s->H * cn_bf16_pairs(s->W) * sizeof *dyp);
     if (dyq) memset(dyq, 0, (size_t)cn_bf16_pairs(s->C) * s->H * s->W * sizeof *dyq);
     uint16_t *halves_p = (uint16_t *)dyp, *halves_q = (uint16_t *)dyq;
