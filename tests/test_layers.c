@@ -409,6 +409,36 @@ static void test_pool_ties_match_scan_order(void **state)
     }
 }
 
+/* The 2x2 pool over positions as rows, a channel a lane (cn_maxpool2_rows), picks what the
+ * planes' kernel picks, itself checked against the plain rule above: ties of every shape, NaNs,
+ * odd planes and channel counts of part vectors, one vector, and more on every instruction set. */
+static void test_pool_rows_match_planes(void **state)
+{
+    (void)state;
+    static const int sizes[][3] = {{7, 7, 45}, {14, 14, 64}, {6, 5, 3}, {3, 9, 16}, {2, 2, 17}};
+    enum { MOST = 14 * 14 * 64 };
+    static float x[MOST], rows[MOST], y[MOST], ry[MOST], ry_t[MOST];
+    static int32_t where[MOST], rwhere[MOST], rwhere_t[MOST];
+    cn_rng rng;
+    cn_rng_seed(&rng, 12);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int H = sizes[s][0], W = sizes[s][1], C = sizes[s][2], P = H * W, Q = (H / 2) * (W / 2);
+        for (int i = 0; i < C * P; i++)
+            x[i] = cn_rng_below(&rng, 50) ? (float)cn_rng_below(&rng, 3) : NAN;
+        for (int c = 0; c < C; c++)
+            for (int p = 0; p < P; p++) rows[p * C + c] = x[c * P + p];
+        cn_maxpool2_planes(y, where, x, C, H, W);
+        cn_maxpool2_rows(ry, rwhere, rows, H, W, C);
+        for (int c = 0; c < C; c++)
+            for (int q = 0; q < Q; q++)
+                ry_t[c * Q + q] = ry[q * C + c], rwhere_t[c * Q + q] = rwhere[q * C + c];
+        if (memcmp(ry_t, y, (size_t)C * Q * sizeof *y) ||
+            memcmp(rwhere_t, where, (size_t)C * Q * sizeof *where))
+            fail_msg("%d x %d, %d channels: the pool over rows differs from the planes'", H, W,
+                     C);
+    }
+}
+
 /* The bf16 convolution against the fp32 one fed the same values rounded to bf16: only the order
  * of the sums may differ, so every packing layout must put each value where the product wants
  * it. Even and odd output widths, channel counts and output channel counts. */
@@ -1315,7 +1345,8 @@ int main(void)
         T(test_conv_pytorch),       T(test_conv1_pytorch),   T(test_conv_fd),
         T(test_conv1_fd),           T(test_pool_pytorch),    T(test_pool7_pytorch),
         T(test_pool_fd),            T(test_relu_pytorch),    T(test_relu_fd),
-        T(test_pool_ties_match_scan_order), T(test_conv_from_pool_matches_dense),
+        T(test_pool_ties_match_scan_order), T(test_pool_rows_match_planes),
+        T(test_conv_from_pool_matches_dense),
         T(test_padded_first_conv_from_pool),
         T(test_conv_bands_match_direct_loops), T(test_conv_winograd_matches_direct_loops),
         T(test_conv_bf16_matches_fp32_on_rounded_values),

@@ -454,12 +454,14 @@ static void test_bf16_linear_where_it_pays(void **state)
  * one after the other, bit for bit; backward with the pool's gradient put straight into the
  * products' pairs, the weight and input gradients those of the two passes bit for bit, the
  * bias's summed in another order. The convolution's own output and gradient are never made.
- * conv2's 7 x 7 plane leaves its last row and column out of every 2 x 2 window, and its 5
- * output channels leave the last pair of channels a zero partner. */
+ * conv2's 7 x 7 plane leaves its last row and column out of every 2 x 2 window; with 5 output
+ * channels the last pair of channels has a zero partner; with 45 the products take the
+ * positions as rows (with the vector kernel), and the pool runs on them in that layout, 45
+ * channels two whole vectors and a part. */
 static const char conv_into_pool[] = "input channels=3 height=9 width=9 mean=0 std=1\n"
                                      "conv2d out=4 kernel=3\n"
                                      "relu\n"
-                                     "conv2d out=5 kernel=3 padding=1\n"
+                                     "conv2d out=%d kernel=3 padding=1\n"
                                      "maxpool2d kernel=2\n"
                                      "flatten\n"
                                      "linear out=3\n"
@@ -479,24 +481,26 @@ static void free_unfused(unfused *u)
     free(u->col), free(u->where), free(u->packed);
 }
 
-static void test_bf16_conv_runs_its_pool(void **state)
+static void check_conv_runs_its_pool(int OC, int by_rows)
 {
-    (void)state;
-    if (!cn_precision_supported(CN_PRECISION_BF16)) skip(); /* this CPU trains in fp32 only */
-    net n = make_net_in(conv_into_pool, 31, CN_PRECISION_BF16);
+    char text[sizeof conv_into_pool + 8];
+    snprintf(text, sizeof text, conv_into_pool, OC);
+    net n = make_net_in(text, 31, CN_PRECISION_BF16);
     const unsigned both = CN_FUSE_FORWARD | CN_FUSE_BACKWARD;
     assert_int_equal(cn_model_fusion(n.m, 2, 1).passes, both);
     assert_int_equal(cn_model_fusion(n.m, 2, 0).passes, CN_FUSE_FORWARD); /* fp32: pool's own */
     assert_true(n.plan.keep_out[1] && n.plan.keep_out[3] && !n.w.out[2] && !n.w.grad[2]);
     cn_forward(&n.plan, &n.w, BATCH, 1);
     cn_backward(&n.plan, &n.w);
-    cn_conv_shape s = cn_conv_shape_of(4, 7, 7, 5, 3, 1, 1);
-    cn_pool_shape ps = cn_pool_shape_of(5, 7, 7, 2, 2);
-    size_t conv_out = (size_t)BATCH * 5 * 49, pooled = (size_t)BATCH * 5 * 9;
-    size_t conv_in = (size_t)BATCH * 4 * 49, weights = 5 * 36;
+    cn_conv_shape s = cn_conv_shape_of(4, 7, 7, OC, 3, 1, 1);
+    cn_pool_shape ps = cn_pool_shape_of(OC, 7, 7, 2, 2);
+    if (cn_bf16_kernel_active() == CN_BF16_AVX512)
+        assert_int_equal(cn_conv2d_pool_rows_fit(&s, 2, 2), by_rows);
+    size_t conv_out = (size_t)BATCH * OC * 49, pooled = (size_t)BATCH * OC * 9;
+    size_t conv_in = (size_t)BATCH * 4 * 49, weights = (size_t)OC * 36;
     unfused u = {malloc(conv_out * sizeof(float)), malloc(pooled * sizeof(float)),
                  malloc(conv_out * sizeof(float)), calloc(weights, sizeof(float)),
-                 calloc(5, sizeof(float)), malloc(conv_in * sizeof(float)),
+                 calloc((size_t)OC, sizeof(float)), malloc(conv_in * sizeof(float)),
                  malloc(cn_conv2d_col_floats(&s) * sizeof(float)),
                  malloc(pooled * sizeof(int32_t)),
                  malloc(cn_conv2d_packed_words(&s) * sizeof(cn_bf16_pair))};
@@ -512,11 +516,19 @@ static void test_bf16_conv_runs_its_pool(void **state)
     const float *dw = n.w.dparams + n.m->layers[2].params;
     assert_memory_equal(dw, u.dw, weights * sizeof(float));
     assert_memory_equal(n.w.grad[1], u.din, conv_in * sizeof(float));
-    for (int o = 0; o < 5; o++)
+    for (int o = 0; o < OC; o++)
         if (!(fabsf(dw[weights + o] - u.db[o]) <= 1e-6f * (1.0f + fabsf(u.db[o]))))
             fail_msg("bias %d: %g fused, %g unfused", o, dw[weights + o], u.db[o]);
     free_unfused(&u);
     free_net(&n);
+}
+
+static void test_bf16_conv_runs_its_pool(void **state)
+{
+    (void)state;
+    if (!cn_precision_supported(CN_PRECISION_BF16)) skip(); /* this CPU trains in fp32 only */
+    check_conv_runs_its_pool(5, 0);
+    check_conv_runs_its_pool(45, 1);
 }
 
 int main(void)

@@ -532,6 +532,15 @@ void cn_conv2d_forward_bf16_weights(const float *weight, const cn_conv_shape *s,
 
 /* With the positions as rows each row of out^T starts from the bias (or 0), and out^T is then
  * transposed into out. */
+/* out^T [P, OC] in f->out_t: the products of the patches in f->colp, each row from the bias. */
+static void forward_rows(const forward_parts *f, const float *bias, const cn_conv_shape *s)
+{
+    int P = s->OH * s->OW, OC = s->OC;
+    for (int p = 0; p < P; p++)
+        for (int oc = 0; oc < OC; oc++) f->out_t[(size_t)p * OC + oc] = bias ? bias[oc] : 0.0f;
+    cn_gemm_bf16(P, OC, forward_pairs(s), f->colp, 1, P, f->wt, OC, 1, f->out_t, OC);
+}
+
 void cn_conv2d_forward_bf16_samples(float *out, const float *in, const float *bias, int B,
                                     const cn_conv_shape *s, cn_bf16_pair *packed)
 {
@@ -542,10 +551,7 @@ void cn_conv2d_forward_bf16_samples(float *out, const float *in, const float *bi
         float *o = out + (size_t)b * OC * P;
         forward_patch_pairs(f.colp, f.plane, f.fp32, in + (size_t)b * C * H * W, s);
         if (by_rows) {
-            for (int p = 0; p < P; p++)
-                for (int oc = 0; oc < OC; oc++)
-                    f.out_t[(size_t)p * OC + oc] = bias ? bias[oc] : 0.0f;
-            cn_gemm_bf16(P, OC, Kp, f.colp, 1, P, f.wt, OC, 1, f.out_t, OC);
+            forward_rows(&f, bias, s);
             cn_transpose(o, P, f.out_t, OC, P, OC);
         } else if (bias) {
             cn_gemm_bf16_rows_from(OC, P, Kp, f.wp, Kp, 1, f.colp, P, bias, o, P);
@@ -560,6 +566,31 @@ void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, co
 {
     cn_conv2d_forward_bf16_weights(weight, s, packed);
     cn_conv2d_forward_bf16_samples(out, in, bias, B, s, packed);
+}
+
+int cn_conv2d_pool_rows_fit(const cn_conv_shape *s, int K, int S)
+{
+    return K == 2 && S == 2 && s->OH >= 2 && s->OW >= 2 && positions_as_rows(s, s->OC);
+}
+
+/* Each sample's out^T [P, OC] is pooled as it is, a channel a lane, into col: the maxima
+ * [Q, OC] then their indices [Q, OC], each transposed into its sample's place. */
+void cn_conv2d_pool_forward_bf16(float *y, int32_t *argmax, const float *in, const float *bias,
+                                 int B, const cn_conv_shape *s, float *col,
+                                 cn_bf16_pair *packed)
+{
+    UNPACK(s);
+    assert(cn_conv2d_pool_rows_fit(s, 2, 2));
+    int Q = (s->OH / 2) * (s->OW / 2);
+    forward_parts f = forward_parts_of(packed, s);
+    float *best = col, *picks = col + cn_whole_lines((size_t)Q * OC);
+    for (int b = 0; b < B; b++) {
+        forward_patch_pairs(f.colp, f.plane, f.fp32, in + (size_t)b * C * H * W, s);
+        forward_rows(&f, bias, s);
+        cn_maxpool2_rows(best, (int32_t *)picks, f.out_t, s->OH, s->OW, OC);
+        cn_transpose(y + (size_t)b * OC * Q, Q, best, OC, Q, OC);
+        cn_transpose((float *)(argmax + (size_t)b * OC * Q), Q, picks, OC, Q, OC);
+    }
 }
 
 /* rowsp [position_pair_count, CKK]: the patches of those pairs of positions, for one sample x;

@@ -59,6 +59,16 @@ void cn_conv2d_forward_bf16_weights(const float *weight, const cn_conv_shape *s,
                                     cn_bf16_pair *packed);
 void cn_conv2d_forward_bf16_samples(float *out, const float *in, const float *bias, int B,
                                     const cn_conv_shape *s, cn_bf16_pair *packed);
+/* The forward pass with a 2x2 max-pool of stride 2 right after it, B samples: the pool's output
+ * y and its picks argmax [B, OC, OH/2, OW/2], the same bits as the two passes one after the
+ * other, for the shapes whose products take the positions as rows (cn_conv2d_pool_rows_fit of
+ * the pool's window K and stride S), each sample's output pooled before it is transposed; the
+ * weights already packed (cn_conv2d_forward_bf16_weights); col: 2 OC OH OW / 4 floats and a
+ * line. */
+int cn_conv2d_pool_rows_fit(const cn_conv_shape *s, int K, int S);
+void cn_conv2d_pool_forward_bf16(float *y, int32_t *argmax, const float *in, const float *bias,
+                                 int B, const cn_conv_shape *s, float *col,
+                                 cn_bf16_pair *packed);
 void cn_conv2d_backward_bf16(float *din, float *dweight, float *dbias, const float *dout,
                              const float *in, const float *weight, int B,
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed);

@@ -102,6 +102,9 @@ void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K
  * last odd row or column is left out), where [planes, H/2, W/2] = the index in its plane of
  * each: the first maximum in scan order, as PyTorch picks it. */
 void cn_maxpool2_planes(float *y, int32_t *where, const float *x, int planes, int H, int W);
+/* The same windows over x [H*W, C] with the positions as rows (a channel a column): y and
+ * where [H/2 * W/2, C]; the same maxima and indices as cn_maxpool2_planes of the transpose. */
+void cn_maxpool2_rows(float *y, int32_t *where, const float *x, int H, int W, int C);
 
 /* ---- the transforms of Winograd's algorithm, one plane at a time (winograd.c) ----
  * A plane of IH x IW inputs zero-padded by pad, with OH x OW outputs in TH x TW tiles. The
@@ -294,6 +297,8 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
                                               int H, int W, int K, float *dweight);  \
     void cn_maxpool2_planes_##isa(float *y, int32_t *where, const float *x, int planes, int H, \
                                   int W);                                                      \
+    void cn_maxpool2_rows_##isa(float *y, int32_t *where, const float *x, int H, int W,       \
+                                int C);                                                        \
     void cn_picked_rows_weight_gradient_##isa(int OC, int Q, const float *a,                 \
                                               const int32_t *at, const float *rows, int L,   \
                                               int ld, float *dweight, int ldw);              \

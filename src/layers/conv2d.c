@@ -136,7 +136,8 @@ static void scratch(const cn_layer *l, const cn_layer *fused, int bf16, size_t *
     if (S) {
         size_t picks = cn_conv2d_pool_col_floats(&cs, S);
         *col = picks > *col ? picks : *col;
-    } else if (fused) { /* forward_fused's output of one sample */
+    } else if (fused) { /* forward_fused's output of one sample (or its pooled maxima and picks:
+                           * fewer) */
         size_t one = cn_shape_size(l->out);
         *col = one > *col ? one : *col;
     }
@@ -174,8 +175,10 @@ static void backward(const cn_layer_pass *p)
 }
 
 /* next[0] is the max-pool's pass. With bf16 products the weights are packed once and each
- * sample's output goes from col, still in cache, through the pool's forward pass; the same
- * products and maxima as the two passes one after the other. In fp32 (whose 3x3 products take
+ * sample's output goes from col, still in cache, through the pool's forward pass, or, for a 2x2
+ * pool over products that take the positions as rows, is pooled in that layout
+ * (cn_conv2d_pool_forward_bf16); the same products and maxima as the two passes one after the
+ * other. In fp32 (whose 3x3 products take
  * whole batches) the two passes run as they would unfused. */
 static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int count)
 {
@@ -189,7 +192,13 @@ static void forward_fused(const cn_layer_pass *p, const cn_layer_pass *next, int
     }
     size_t in = cn_shape_size(p->l->in), out = cn_shape_size(pool->l->out);
     size_t aux = pool->l->type->aux_bytes(pool->l); /* its picks */
+    const cn_layer_args *a = &pool->l->args;
     cn_conv2d_forward_bf16_weights(p->params, &cs, p->packed);
+    if (cn_conv2d_pool_rows_fit(&cs, a->kernel, a->stride)) {
+        cn_conv2d_pool_forward_bf16(pool->y, pool->aux, p->x, bias_of(p->l, p->params), p->n,
+                                    &cs, p->col, p->packed);
+        return;
+    }
     for (int b = 0; b < p->n; b++) {
         cn_conv2d_forward_bf16_samples(p->col, p->x + b * in, bias_of(p->l, p->params), 1, &cs,
                                        p->packed);
