@@ -31,7 +31,7 @@ static cn_safetensors *fixture;
 
 /* ---------------------------------------------------------------- allocations and fixture */
 
-#define MAX_ALLOCS 256
+#define MAX_ALLOCS 512
 static void *allocs[MAX_ALLOCS];
 static int num_allocs;
 
@@ -560,10 +560,14 @@ static void test_conv_bf16_stride_padding_matches_fp32(void **state)
     check_conv_bf16(1, shape(6, 7, 8, 3, 1, 2, 0), 1, &rng);    /* K 1, stride 2 */
     check_conv_bf16(1, shape(4, 10, 10, 5, 3, 3, 0), 1, &rng);  /* stride 3, no padding */
     check_conv_bf16(2, shape(3, 5, 6, 4, 2, 1, 2), 1, &rng);    /* padding as wide as the kernel */
-    /* 7 x 7 outputs: with the vector kernel, forward and input gradient with positions as rows */
+    /* 7 x 7 outputs: with the vector kernel, forward and input gradient with positions as rows,
+     * the forward reading the channel pairs in place */
     check_conv_bf16(2, shape(16, 7, 7, 32, 3, 1, 1), 1, &rng);  /* padded: crop after row2im */
     check_conv_bf16(2, shape(16, 9, 9, 32, 3, 1, 0), 0, &rng);  /* valid, no bias */
     check_conv_bf16(1, shape(17, 7, 7, 33, 3, 1, 1), 1, &rng);  /* odd channels: a zero pair */
+    /* kernel column pairs read in place with positions as rows (the vector kernel) */
+    check_conv_bf16(1, shape(1, 6, 7, 48, 3, 1, 1), 1, &rng);   /* one channel, padded */
+    check_conv_bf16(1, shape(3, 5, 6, 40, 2, 1, 0), 0, &rng);   /* an even kernel */
 }
 
 /* A convolution in direct loops, summed in double: y = conv(x) + b, and for the output

@@ -413,12 +413,25 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
 static int vectors_of(int n) { return n / 32 * 2 + (n % 32 == 0 ? 0 : n % 32 > 16 ? 2 : 1); }
 
 /* 1 when the product of rows x P positions (positions as columns) is better taken with the
- * positions as rows. */
-static int positions_as_rows(const cn_conv_shape *s, int rows)
+ * positions as rows: the forward pass (rows = OC) when that spends no more vectors, as it then
+ * reads the patches in place instead of copying them and the pool after it runs on the rows;
+ * the input gradient (rows = C K K) when it spends a tenth fewer, as its rows are then
+ * transposed. */
+static int vector_kernel_rows(const cn_conv_shape *s)
+{
+    return s->stride == 1 && cn_bf16_kernel_active() == CN_BF16_AVX512;
+}
+
+static int positions_as_rows(const cn_conv_shape *s)
 {
     int P = s->OH * s->OW;
-    return s->stride == 1 && cn_bf16_kernel_active() == CN_BF16_AVX512 &&
-           10 * P * vectors_of(rows) < 9 * rows * vectors_of(P);
+    return vector_kernel_rows(s) && P * vectors_of(s->OC) <= s->OC * vectors_of(P);
+}
+
+static int gradient_rows(const cn_conv_shape *s)
+{
+    int P = s->OH * s->OW, CKK = s->C * s->K * s->K;
+    return vector_kernel_rows(s) && 10 * P * vectors_of(CKK) < 9 * CKK * vectors_of(P);
 }
 
 /* The weight gradient's pairs of positions: with stride 1, horizontal neighbours in each row
@@ -455,10 +468,10 @@ size_t cn_conv2d_packed_words(const cn_conv_shape *s)
     size_t Pp = (size_t)position_pair_count(s), OCp = (size_t)cn_bf16_pairs(OC);
     size_t Kp = (size_t)forward_pairs(s);
     size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK +
-                     (positions_as_rows(s, OC) ? (size_t)OC * Kp + (size_t)P * OC : 0);
+                     (positions_as_rows(s) ? (size_t)OC * Kp + (size_t)P * OC + P + Kp : 0);
     size_t backward = 2 * CKK * OCp + (size_t)C * HW + Pp * CKK + CN_IM2ROW_SLACK +
                       (size_t)OC * Pp + OCp * P;
-    if (positions_as_rows(s, (int)CKK) && P > OCp) backward += (P - OCp) * CKK; /* in wtr's */
+    if (gradient_rows(s) && P > OCp) backward += (P - OCp) * CKK; /* in wtr's */
     return fp32_words(s) + (forward > backward ? forward : backward);
 }
 
@@ -482,6 +495,15 @@ static void pack_forward_weights(cn_bf16_pair *wp, const float *weight, const cn
     }
 }
 
+/* plane: one sample x (stride 1) padded, in pairs of kernel columns or of channels. */
+static void forward_plane(cn_bf16_pair *plane, const float *x, const cn_conv_shape *s)
+{
+    if (pairs_columns(s->C, s->K))
+        cn_bf16_pair_columns(plane, x, s->C, s->H, s->W, s->pad);
+    else /* the channel pairs padded as they are made */
+        cn_bf16_pair_channels(plane, x, s->C, s->H, s->W, s->pad);
+}
+
 /* colp [Kp, P]: the forward product's patches of one sample x; plane: the paired plane's
  * scratch; fp32: the front words of packed. */
 static void forward_patch_pairs(cn_bf16_pair *colp, cn_bf16_pair *plane, float *fp32,
@@ -493,22 +515,41 @@ static void forward_patch_pairs(cn_bf16_pair *colp, cn_bf16_pair *plane, float *
         cn_bf16_pack_row_pairs(colp, fp32, C * K * K, P, P);
         return;
     }
-    if (pairs_columns(C, K)) {
-        cn_bf16_pair_columns(plane, x, C, s->H, s->W, s->pad);
+    forward_plane(plane, x, s);
+    if (pairs_columns(C, K))
         cn_bf16_im2col_pairs(colp, plane, C, Hv, Wv, K);
-    } else { /* the channel pairs padded as they are made */
-        cn_bf16_pair_channels(plane, x, C, s->H, s->W, s->pad);
+    else
         cn_im2col((float *)colp, (const float *)plane, cn_bf16_pairs(C), Hv, Wv, K); /* copies */
+}
+
+/* Where the patches' pairs lie in the paired plane (stride 1): the patch of position p = (oy,
+ * ox) starts at arow[p], and its k-th pair is acol[k] further, k running over (c, ky, pair of
+ * kernel columns) or (pair of channels, ky, kx) as colp's rows do. */
+static void patch_offsets(int32_t *arow, int32_t *acol, const cn_conv_shape *s)
+{
+    int K = s->K, Hv = padded_h(s), Wv = padded_w(s), k = 0;
+    for (int oy = 0; oy < s->OH; oy++)
+        for (int ox = 0; ox < s->OW; ox++) arow[oy * s->OW + ox] = oy * Wv + ox;
+    if (pairs_columns(s->C, K)) {
+        for (int c = 0; c < s->C; c++)
+            for (int ky = 0; ky < K; ky++)
+                for (int h = 0; h < cn_bf16_pairs(K); h++) acol[k++] = (c * Hv + ky) * Wv + 2 * h;
+        return;
     }
+    for (int c = 0; c < cn_bf16_pairs(s->C); c++)
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++) acol[k++] = (c * Hv + ky) * Wv + kx;
 }
 
 /* The forward pass's parts of packed (fp32 words first): the weights' pairs wp [OC, Kp], the
- * paired plane, the patches colp [Kp, P] and slack; with positions as rows then Wt [Kp, OC] and
- * out^T [P, OC]. */
+ * paired plane, the patches colp [Kp, P] and slack; with positions as rows then Wt [Kp, OC],
+ * out^T [P, OC] and the patches' offsets in the plane (patch_offsets: arow [P], acol [Kp]),
+ * which that product reads in place of colp. */
 typedef struct {
     float *fp32;
     cn_bf16_pair *wp, *plane, *colp, *wt;
     float *out_t;
+    int32_t *arow, *acol;
 } forward_parts;
 
 static forward_parts forward_parts_of(cn_bf16_pair *packed, const cn_conv_shape *s)
@@ -519,6 +560,8 @@ static forward_parts forward_parts_of(cn_bf16_pair *packed, const cn_conv_shape 
     f.colp = f.plane + (size_t)s->C * padded_h(s) * padded_w(s);
     f.wt = f.colp + (size_t)Kp * P + CN_IM2ROW_SLACK;
     f.out_t = (float *)(f.wt + (size_t)Kp * s->OC);
+    f.arow = (int32_t *)(f.out_t + (size_t)P * s->OC);
+    f.acol = f.arow + P;
     return f;
 }
 
@@ -527,33 +570,42 @@ void cn_conv2d_forward_bf16_weights(const float *weight, const cn_conv_shape *s,
 {
     forward_parts f = forward_parts_of(packed, s);
     pack_forward_weights(f.wp, weight, s);
-    if (positions_as_rows(s, s->OC)) cn_bf16_transpose(f.wt, f.wp, s->OC, forward_pairs(s));
+    if (!positions_as_rows(s)) return;
+    cn_bf16_transpose(f.wt, f.wp, s->OC, forward_pairs(s));
+    patch_offsets(f.arow, f.acol, s);
 }
 
 /* With the positions as rows each row of out^T starts from the bias (or 0), and out^T is then
  * transposed into out. */
-/* out^T [P, OC] in f->out_t: the products of the patches in f->colp, each row from the bias. */
-static void forward_rows(const forward_parts *f, const float *bias, const cn_conv_shape *s)
+/* out^T [P, OC] in f->out_t: the products of sample x's patches, read where they lie in its
+ * paired plane, each row from the bias. */
+static void forward_rows(const forward_parts *f, const float *x, const float *bias,
+                         const cn_conv_shape *s)
 {
     int P = s->OH * s->OW, OC = s->OC;
+    forward_plane(f->plane, x, s);
     for (int p = 0; p < P; p++)
         for (int oc = 0; oc < OC; oc++) f->out_t[(size_t)p * OC + oc] = bias ? bias[oc] : 0.0f;
-    cn_gemm_bf16(P, OC, forward_pairs(s), f->colp, 1, P, f->wt, OC, 1, f->out_t, OC);
+    cn_gemm_bf16_gathered(P, OC, forward_pairs(s), f->plane, f->arow, f->acol, f->wt, OC, 1,
+                          f->out_t, OC);
 }
 
 void cn_conv2d_forward_bf16_samples(float *out, const float *in, const float *bias, int B,
                                     const cn_conv_shape *s, cn_bf16_pair *packed)
 {
     UNPACK(s);
-    int P = s->OH * s->OW, Kp = forward_pairs(s), by_rows = positions_as_rows(s, OC);
+    int P = s->OH * s->OW, Kp = forward_pairs(s), by_rows = positions_as_rows(s);
     forward_parts f = forward_parts_of(packed, s);
     for (int b = 0; b < B; b++) {
         float *o = out + (size_t)b * OC * P;
-        forward_patch_pairs(f.colp, f.plane, f.fp32, in + (size_t)b * C * H * W, s);
+        const float *x = in + (size_t)b * C * H * W;
         if (by_rows) {
-            forward_rows(&f, bias, s);
+            forward_rows(&f, x, bias, s);
             cn_transpose(o, P, f.out_t, OC, P, OC);
-        } else if (bias) {
+            continue;
+        }
+        forward_patch_pairs(f.colp, f.plane, f.fp32, x, s);
+        if (bias) {
             cn_gemm_bf16_rows_from(OC, P, Kp, f.wp, Kp, 1, f.colp, P, bias, o, P);
         } else {
             cn_gemm_bf16(OC, P, Kp, f.wp, Kp, 1, f.colp, P, 0, o, P);
@@ -570,7 +622,7 @@ void cn_conv2d_forward_bf16(float *out, const float *in, const float *weight, co
 
 int cn_conv2d_pool_rows_fit(const cn_conv_shape *s, int K, int S)
 {
-    return K == 2 && S == 2 && s->OH >= 2 && s->OW >= 2 && positions_as_rows(s, s->OC);
+    return K == 2 && S == 2 && s->OH >= 2 && s->OW >= 2 && positions_as_rows(s);
 }
 
 /* Each sample's out^T [P, OC] is pooled as it is, a channel a lane, into col: the maxima
@@ -585,8 +637,7 @@ void cn_conv2d_pool_forward_bf16(float *y, int32_t *argmax, const float *in, con
     forward_parts f = forward_parts_of(packed, s);
     float *best = col, *picks = col + cn_whole_lines((size_t)Q * OC);
     for (int b = 0; b < B; b++) {
-        forward_patch_pairs(f.colp, f.plane, f.fp32, in + (size_t)b * C * H * W, s);
-        forward_rows(&f, bias, s);
+        forward_rows(&f, in + (size_t)b * C * H * W, bias, s);
         cn_maxpool2_rows(best, (int32_t *)picks, f.out_t, s->OH, s->OW, OC);
         cn_transpose(y + (size_t)b * OC * Q, Q, best, OC, Q, OC);
         cn_transpose((float *)(argmax + (size_t)b * OC * Q), Q, picks, OC, Q, OC);
@@ -638,7 +689,7 @@ static backward_parts backward_parts_of(cn_bf16_pair *packed, const cn_conv_shap
     w.dyq = w.dyp + (size_t)s->OC * position_pair_count(s);
     w.wtr = w.dyq + (size_t)cn_bf16_pairs(s->OC) * P;
     w.rows_t = (float *)w.wtr;
-    w.by_rows = din && positions_as_rows(s, CKK);
+    w.by_rows = din && gradient_rows(s);
     return w;
 }
 

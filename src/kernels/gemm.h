@@ -264,6 +264,11 @@ void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, const flo
  * ldc floats. Each element of C is summed over the pairs in order. */
 void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
                   const cn_bf16_pair *B, int ldb, int accumulate, float *C, int ldc);
+/* The same with A(i, k) at A[arow[i] + acol[k]]: patches read where they lie in a plane of
+ * pairs, without copying them into a matrix (the vector kernel; not AMX's). */
+void cn_gemm_bf16_gathered(int M, int N, int Kp, const cn_bf16_pair *A, const int32_t *arow,
+                           const int32_t *acol, const cn_bf16_pair *B, int ldb, int accumulate,
+                           float *C, int ldc);
 /* The same with the sums of row i starting from start[i] (a bias), as cn_sgemm_rows_from. */
 void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai,
                             ptrdiff_t ak, const cn_bf16_pair *B, int ldb, const float *start,

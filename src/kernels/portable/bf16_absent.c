@@ -75,3 +75,12 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     (void)start, (void)C, (void)ldc;
     absent(__func__);
 }
+
+void cn_gemm_bf16_gathered(int M, int N, int Kp, const cn_bf16_pair *A, const int32_t *arow,
+                           const int32_t *acol, const cn_bf16_pair *B, int ldb, int accumulate,
+                           float *C, int ldc)
+{
+    (void)M, (void)N, (void)Kp, (void)A, (void)arow, (void)acol, (void)B, (void)ldb;
+    (void)accumulate, (void)C, (void)ldc;
+    absent(__func__);
+}

@@ -224,18 +224,29 @@ void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C,
                             ox + 1 < OW ? 0xFFFFFFFFu : 0xFFFFu);
 }
 
+/* Where A's elements lie: A(i, k) at A[i*ai + k*ak], or, gathered (arow given), at
+ * A[arow[i] + acol[k]]. */
+typedef struct {
+    const cn_bf16_pair *A;
+    ptrdiff_t ai, ak;
+    const int32_t *arow, *acol;
+} a_operand;
+
 /* C[R, w] (+)= A[R, Kp] * B[Kp, w] for the columns of m0 (the first vector) and m1 (the
  * second; none when the tile is one vector wide): R = 1..6 rows of two vectors of
  * accumulators, which start from start[r] when start is given, else from C or, with masks m0
- * and m1 turned off for loading, from 0. */
+ * and m1 turned off for loading, from 0. gather: A is read through a's tables. */
 static inline __attribute__((always_inline)) void
-tile(int R, int wide, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
-     const cn_bf16_pair *B, int ldb, const float *start, float *C, int ldc, __mmask16 m0,
-     __mmask16 m1, int add)
+tile(int R, int wide, int gather, int Kp, const a_operand *a, const cn_bf16_pair *B, int ldb,
+     const float *start, float *C, int ldc, __mmask16 m0, __mmask16 m1, int add)
 {
     __m512 c[6][2];
+    const cn_bf16_pair *A = a->A, *ar[6];
+    const int32_t *acol = a->acol;
+    ptrdiff_t ai = a->ai, ak = a->ak;
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
+        if (gather) ar[r] = A + a->arow[r];
         if (start) {
             c[r][0] = c[r][1] = _mm512_set1_ps(start[r]);
             continue;
@@ -249,9 +260,10 @@ tile(int R, int wide, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
         __m512bh b1 = wide ? (__m512bh)_mm512_maskz_loadu_epi32(m1, b + 16) : b0;
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
-            __m512bh a = (__m512bh)_mm512_set1_epi32((int)A[r * ai + k * ak]);
-            c[r][0] = _mm512_dpbf16_ps(c[r][0], a, b0);
-            if (wide) c[r][1] = _mm512_dpbf16_ps(c[r][1], a, b1);
+            cn_bf16_pair w = gather ? ar[r][acol[k]] : A[r * ai + k * ak];
+            __m512bh av = (__m512bh)_mm512_set1_epi32((int)w);
+            c[r][0] = _mm512_dpbf16_ps(c[r][0], av, b0);
+            if (wide) c[r][1] = _mm512_dpbf16_ps(c[r][1], av, b1);
         }
     }
 #pragma GCC unroll 6
@@ -262,45 +274,60 @@ tile(int R, int wide, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
 }
 
 #define TILE_ROWS 6
-typedef void (*tile_fn)(int, const cn_bf16_pair *, ptrdiff_t, ptrdiff_t, const cn_bf16_pair *,
-                        int, const float *, float *, int, __mmask16, __mmask16, int);
-#define DEFINE_TILE(R, WIDE)                                                                   \
-    static void tile_##R##_##WIDE(int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,  \
-                                  const cn_bf16_pair *B, int ldb, const float *start,        \
-                                  float *C, int ldc, __mmask16 m0, __mmask16 m1, int add)    \
+typedef void (*tile_fn)(int, const a_operand *, const cn_bf16_pair *, int, const float *,
+                        float *, int, __mmask16, __mmask16, int);
+#define DEFINE_TILE(R, WIDE, GATHER)                                                          \
+    static void tile_##R##_##WIDE##_##GATHER(int Kp, const a_operand *a,                      \
+                                             const cn_bf16_pair *B, int ldb,                  \
+                                             const float *start, float *C, int ldc,           \
+                                             __mmask16 m0, __mmask16 m1, int add)             \
     {                                                                                         \
-        tile(R, WIDE, Kp, A, ai, ak, B, ldb, start, C, ldc, m0, m1, add);                     \
+        tile(R, WIDE, GATHER, Kp, a, B, ldb, start, C, ldc, m0, m1, add);                     \
     }
-#define DEFINE_TILES(R) DEFINE_TILE(R, 0) DEFINE_TILE(R, 1)
+#define DEFINE_TILES(R)                                                                       \
+    DEFINE_TILE(R, 0, 0) DEFINE_TILE(R, 1, 0) DEFINE_TILE(R, 0, 1) DEFINE_TILE(R, 1, 1)
 DEFINE_TILES(1)
 DEFINE_TILES(2)
 DEFINE_TILES(3)
 DEFINE_TILES(4)
 DEFINE_TILES(5)
 DEFINE_TILES(6)
-static const tile_fn tiles[2][TILE_ROWS + 1] = {
-    {NULL, tile_1_0, tile_2_0, tile_3_0, tile_4_0, tile_5_0, tile_6_0},
-    {NULL, tile_1_1, tile_2_1, tile_3_1, tile_4_1, tile_5_1, tile_6_1},
+#define TILES_OF(WIDE, GATHER)                                                                \
+    {NULL,                        tile_1_##WIDE##_##GATHER, tile_2_##WIDE##_##GATHER,          \
+     tile_3_##WIDE##_##GATHER,    tile_4_##WIDE##_##GATHER, tile_5_##WIDE##_##GATHER,          \
+     tile_6_##WIDE##_##GATHER}
+static const tile_fn tiles[2][2][TILE_ROWS + 1] = {
+    {TILES_OF(0, 0), TILES_OF(1, 0)},
+    {TILES_OF(0, 1), TILES_OF(1, 1)},
 };
 
-static void gemm(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
-                 const cn_bf16_pair *B, int ldb, const float *start, int accumulate, float *C,
-                 int ldc)
+/* a's rows from i on. */
+static a_operand rows_from(const a_operand *a, int i)
 {
-    if (ak == 1 && cn_bf16_kernel_active() == CN_BF16_AMX) {
-        cn_gemm_bf16_amx(M, N, Kp, A, ai, B, ldb, start, accumulate, C, ldc);
+    a_operand b = *a;
+    if (a->arow) b.arow += i;
+    else b.A += i * a->ai;
+    return b;
+}
+
+static void gemm(int M, int N, int Kp, const a_operand *a, const cn_bf16_pair *B, int ldb,
+                 const float *start, int accumulate, float *C, int ldc)
+{
+    if (!a->arow && a->ak == 1 && cn_bf16_kernel_active() == CN_BF16_AMX) {
+        cn_gemm_bf16_amx(M, N, Kp, a->A, a->ai, B, ldb, start, accumulate, C, ldc);
         return;
     }
     /* the fewest bands of at most TILE_ROWS rows, as even as can be: the first M % bands of
      * them one row more (49 rows: 6, 6, 6, 6, 5, 5, 5, 5, 5, not eight of 6 and one of 1) */
-    int bands = (M + TILE_ROWS - 1) / TILE_ROWS;
+    int bands = (M + TILE_ROWS - 1) / TILE_ROWS, gather = a->arow != NULL;
     for (int band = 0, i = 0, R = 0; band < bands; band++, i += R) {
         R = M / bands + (band < M % bands);
+        a_operand ai = rows_from(a, i);
         for (int j = 0; j < N; j += 32) {
             int w = N - j < 32 ? N - j : 32;
             __mmask16 m0 = first(w < 16 ? w : 16), m1 = first(w > 16 ? w - 16 : 0);
-            tiles[w > 16][R](Kp, A + i * ai, ai, ak, B + j, ldb, start ? start + i : NULL,
-                             C + (size_t)i * ldc + j, ldc, m0, m1, accumulate);
+            tiles[gather][w > 16][R](Kp, &ai, B + j, ldb, start ? start + i : NULL,
+                                     C + (size_t)i * ldc + j, ldc, m0, m1, accumulate);
         }
     }
 }
@@ -308,12 +335,22 @@ static void gemm(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrd
 void cn_gemm_bf16(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai, ptrdiff_t ak,
                   const cn_bf16_pair *B, int ldb, int accumulate, float *C, int ldc)
 {
-    gemm(M, N, Kp, A, ai, ak, B, ldb, NULL, accumulate, C, ldc);
+    a_operand a = {A, ai, ak, NULL, NULL};
+    gemm(M, N, Kp, &a, B, ldb, NULL, accumulate, C, ldc);
 }
 
 void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff_t ai,
                             ptrdiff_t ak, const cn_bf16_pair *B, int ldb, const float *start,
                             float *C, int ldc)
 {
-    gemm(M, N, Kp, A, ai, ak, B, ldb, start, 0, C, ldc);
+    a_operand a = {A, ai, ak, NULL, NULL};
+    gemm(M, N, Kp, &a, B, ldb, start, 0, C, ldc);
+}
+
+void cn_gemm_bf16_gathered(int M, int N, int Kp, const cn_bf16_pair *A, const int32_t *arow,
+                           const int32_t *acol, const cn_bf16_pair *B, int ldb, int accumulate,
+                           float *C, int ldc)
+{
+    a_operand a = {A, 0, 0, arow, acol};
+    gemm(M, N, Kp, &a, B, ldb, NULL, accumulate, C, ldc);
 }
