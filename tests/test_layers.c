@@ -449,7 +449,8 @@ static float *rounded_copy(const float *x, size_t n)
     return r;
 }
 
-/* A convolution of shape s with a bias (bias 1) or none; the scratch starts as NaNs. */
+/* A convolution of shape s with a bias (bias 1) or none; the scratch starts as NaNs and both
+ * weight gradients from the same values. */
 static void check_conv_bf16(int B, cn_conv_shape s, int bias, cn_rng *rng)
 {
     int C = s.C, H = s.H, W = s.W, OC = s.OC, K = s.K, P = s.OH * s.OW, CKK = C * K * K;
@@ -463,6 +464,7 @@ static void check_conv_bf16(int B, cn_conv_shape s, int bias, cn_rng *rng)
     float *dw = zeros(nw), *want_dw = zeros(nw), *db = zeros((size_t)OC);
     float *want_db = zeros((size_t)OC), *ignored = zeros(nw);
     if (!bias) b = db = NULL;
+    for (size_t i = 0; i < nw; i++) dw[i] = want_dw[i] = 0.25f; /* backward adds (+=) to them */
     cn_conv2d_forward(want_y, xr, wr, b, B, &s, col);
     cn_conv2d_backward(want_dx, want_dw, ignored, dyr, xr, wr, B, &s, col);
     cn_conv2d_backward(NULL, ignored, want_db, dy, x, w, B, &s, col); /* fp32 bias */
@@ -568,6 +570,9 @@ static void test_conv_bf16_stride_padding_matches_fp32(void **state)
     /* kernel column pairs read in place with positions as rows (the vector kernel) */
     check_conv_bf16(1, shape(1, 6, 7, 48, 3, 1, 1), 1, &rng);   /* one channel, padded */
     check_conv_bf16(1, shape(3, 5, 6, 40, 2, 1, 0), 0, &rng);   /* an even kernel */
+    /* the weight gradient over groups of samples (45 pairs of positions: two samples a group),
+     * the last group short */
+    check_conv_bf16(5, shape(4, 9, 9, 8, 3, 1, 1), 1, &rng);
 }
 
 /* A convolution in direct loops, summed in double: y = conv(x) + b, and for the output

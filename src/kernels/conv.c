@@ -460,18 +460,17 @@ static size_t fp32_words(const cn_conv_shape *s)
     return cn_whole_lines(s->stride > 1 ? patch_floats(s) : padded_floats(s));
 }
 
+typedef struct backward_parts backward_parts;
+static size_t backward_words(const cn_conv_shape *s, backward_parts *w, cn_bf16_pair *packed);
+
 size_t cn_conv2d_packed_words(const cn_conv_shape *s)
 {
     UNPACK(s);
     size_t P = (size_t)s->OH * s->OW, CKK = (size_t)C * K * K;
-    size_t HW = (size_t)padded_h(s) * padded_w(s);
-    size_t Pp = (size_t)position_pair_count(s), OCp = (size_t)cn_bf16_pairs(OC);
-    size_t Kp = (size_t)forward_pairs(s);
+    size_t HW = (size_t)padded_h(s) * padded_w(s), Kp = (size_t)forward_pairs(s);
     size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK +
                      (positions_as_rows(s) ? (size_t)OC * Kp + (size_t)P * OC + P + Kp : 0);
-    size_t backward = 2 * CKK * OCp + (size_t)C * HW + Pp * CKK + CN_IM2ROW_SLACK +
-                      (size_t)OC * Pp + OCp * P;
-    if (gradient_rows(s) && P > OCp) backward += (P - OCp) * CKK; /* in wtr's */
+    size_t backward = backward_words(s, NULL, NULL);
     return fp32_words(s) + (forward > backward ? forward : backward);
 }
 
@@ -669,26 +668,90 @@ static void gradient_pairs(cn_bf16_pair *dyp, const float *d, const cn_conv_shap
         cn_bf16_pack_rows(dyp, d, s->OC, s->OH * s->OW, s->OH * s->OW);
 }
 
+/* With stride 1 and the vector kernel the weight gradient is taken turned round, dW^T [CKK, OC]
+ * = the patches [CKK, pairs of positions] * the output gradient's pairs turned round, dyt
+ * [pairs, OC], the patches read where they lie in the planes of kernel column pairs
+ * (cn_gemm_bf16_gathered) instead of copied into rows: the same sums in the same order, the
+ * same bits (an odd row's last pair reads a real neighbour where the copy had a zero, against
+ * a zero of the gradient: a product of 0 unless the input is infinite). A group of samples
+ * goes into one product, their pairs one after the other, so that a short sum (conv3's 28
+ * pairs) does not load and store all of dW^T for each sample. */
+static int gathered_weight_gradient(const cn_conv_shape *s) { return vector_kernel_rows(s); }
+
+/* Samples a product of the gathered weight gradient sums over: about 128 pairs. */
+static int wgrad_group(const cn_conv_shape *s)
+{
+    int per = position_pair_count(s);
+    return gathered_weight_gradient(s) && per < 128 ? 128 / per : 1;
+}
+
 /* The backward pass's parts of packed (fp32 words first): the weights in pairs of output
- * channels wtp [OCp, CKK] (or turned round, wtr [CKK, OCp]), the paired plane, the patches
- * rowsp in pairs of positions, a sample's output gradient in those pairs (dyp) and in pairs of
- * channels (dyq); with positions as rows, rows_t [P, CKK] in wtr's place. */
-typedef struct {
-    float *fp32, *rows_t;
-    cn_bf16_pair *wtp, *plane, *rowsp, *dyp, *dyq, *wtr;
+ * channels wtp [OCp, CKK] (or turned round, wtr [CKK, OCp]), the paired plane (a group's
+ * planes, one after the other, for the gathered weight gradient), the patches rowsp in pairs of
+ * positions (not with the gathered one), a sample's output gradient in those pairs (dyp) and in
+ * pairs of channels (dyq); with positions as rows, rows_t [P, CKK] in wtr's place. The gathered
+ * weight gradient's own: the group's dyp turned round, dyt [group, pairs, OC]; dW^T [CKK, OC];
+ * the offsets of the patches (wrow [CKK]) and of the pairs (wcol [group * pairs]). */
+struct backward_parts {
+    float *fp32, *rows_t, *dwt;
+    cn_bf16_pair *wtp, *plane, *rowsp, *dyp, *dyq, *wtr, *dyt;
+    int32_t *wrow, *wcol;
     int by_rows; /* the input gradient's product with positions as rows */
-} backward_parts;
+};
+
+/* n words at *at, on a line of their own; NULL while only counting (base NULL). */
+static cn_bf16_pair *take_words(cn_bf16_pair *base, size_t *at, size_t n)
+{
+    size_t start = cn_whole_lines(*at);
+    *at = start + n;
+    return base ? base + start : NULL;
+}
+
+/* Lays the parts out in packed after its fp32 words (w and packed given) or counts the words
+ * they take (w NULL), with the input gradient's parts. */
+static size_t backward_words(const cn_conv_shape *s, backward_parts *w, cn_bf16_pair *packed)
+{
+    backward_parts unused;
+    if (!w) w = &unused, packed = NULL;
+    size_t P = (size_t)s->OH * s->OW, CKK = (size_t)s->C * s->K * s->K, at = 0;
+    size_t Pp = (size_t)position_pair_count(s), OCp = (size_t)cn_bf16_pairs(s->OC);
+    size_t G = (size_t)wgrad_group(s), gathered = (size_t)gathered_weight_gradient(s);
+    cn_bf16_pair *base = packed ? packed + fp32_words(s) : NULL;
+    size_t wtr = CKK * OCp, rows_t = gradient_rows(s) ? P * CKK : 0;
+    w->fp32 = (float *)packed;
+    w->wtp = take_words(base, &at, CKK * OCp);
+    w->plane = take_words(base, &at, G * s->C * padded_h(s) * padded_w(s));
+    w->rowsp = take_words(base, &at, gathered ? 0 : Pp * CKK + CN_IM2ROW_SLACK);
+    w->dyp = take_words(base, &at, (size_t)s->OC * Pp);
+    w->dyq = take_words(base, &at, OCp * P);
+    w->wtr = take_words(base, &at, wtr > rows_t ? wtr : rows_t);
+    w->rows_t = (float *)w->wtr;
+    w->dyt = take_words(base, &at, gathered ? G * Pp * s->OC : 0);
+    w->dwt = (float *)take_words(base, &at, gathered ? CKK * s->OC : 0);
+    w->wrow = (int32_t *)take_words(base, &at, gathered ? CKK : 0);
+    w->wcol = (int32_t *)take_words(base, &at, gathered ? G * Pp : 0);
+    return at;
+}
+
+/* The offsets of the gathered weight gradient (stride 1): patch row (c, ky, kx) starts at
+ * wrow in a plane of kernel column pairs, and the pair of positions (oy, 2j), (oy, 2j + 1) of
+ * the group's sample i is wcol further. */
+static void wgrad_offsets(const backward_parts *w, const cn_conv_shape *s)
+{
+    int K = s->K, Hv = padded_h(s), Wv = padded_w(s), k = 0, r = 0, G = wgrad_group(s);
+    for (int c = 0; c < s->C; c++)
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++) w->wrow[r++] = (c * Hv + ky) * Wv + kx;
+    for (int i = 0; i < G; i++)
+        for (int oy = 0; oy < s->OH; oy++)
+            for (int j = 0; j < cn_bf16_pairs(s->OW); j++)
+                w->wcol[k++] = (i * s->C * Hv + oy) * Wv + 2 * j;
+}
 
 static backward_parts backward_parts_of(cn_bf16_pair *packed, const cn_conv_shape *s, int din)
 {
-    int P = s->OH * s->OW, CKK = s->C * s->K * s->K;
-    backward_parts w = {.fp32 = (float *)packed, .wtp = packed + fp32_words(s)};
-    w.plane = w.wtp + (size_t)CKK * cn_bf16_pairs(s->OC);
-    w.rowsp = w.plane + (size_t)s->C * padded_h(s) * padded_w(s);
-    w.dyp = w.rowsp + (size_t)position_pair_count(s) * CKK + CN_IM2ROW_SLACK;
-    w.dyq = w.dyp + (size_t)s->OC * position_pair_count(s);
-    w.wtr = w.dyq + (size_t)cn_bf16_pairs(s->OC) * P;
-    w.rows_t = (float *)w.wtr;
+    backward_parts w;
+    backward_words(s, &w, packed);
     w.by_rows = din && gradient_rows(s);
     return w;
 }
@@ -702,16 +765,11 @@ static void backward_weights(const backward_parts *w, const float *weight,
     if (!w->by_rows) cn_bf16_transpose(w->wtr, w->wtp, cn_bf16_pairs(s->OC), CKK);
 }
 
-/* One sample's products, its output gradient in w->dyp (and in w->dyq when din_b is wanted):
- * dweight += the weight gradient of input x; din_b = the input gradient (skipped if NULL). */
-static void backward_sample(float *din_b, float *dweight, const float *x,
-                            const backward_parts *w, const cn_conv_shape *s, float *col)
+/* One sample's input gradient din_b from its output gradient in w->dyq. */
+static void input_gradient(float *din_b, const backward_parts *w, const cn_conv_shape *s,
+                           float *col)
 {
-    int P = s->OH * s->OW, CKK = s->C * s->K * s->K, Pp = position_pair_count(s);
-    int OCp = cn_bf16_pairs(s->OC);
-    position_pairs(w->rowsp, w->plane, w->fp32, x, s, col);
-    cn_gemm_bf16(s->OC, CKK, Pp, w->dyp, Pp, 1, w->rowsp, CKK, 1, dweight, CKK);
-    if (!din_b) return;
+    int P = s->OH * s->OW, CKK = s->C * s->K * s->K, OCp = cn_bf16_pairs(s->OC);
     if (w->by_rows) { /* the same sums, transposed into col */
         cn_gemm_bf16(P, CKK, OCp, w->dyq, 1, P, w->wtp, CKK, 0, w->rows_t, CKK);
         cn_transpose(col, P, w->rows_t, CKK, P, CKK);
@@ -729,27 +787,66 @@ typedef struct {
     const cn_pool_shape *pool;
 } gradient_source;
 
+/* Sample b's output gradient into w->dyp (and w->dyq when din is wanted) from g, its bias's
+ * gradient added to dbias. */
+static void output_gradient(float *dbias, gradient_source g, int b, int din,
+                            const backward_parts *w, const cn_conv_shape *s)
+{
+    int OC = s->OC, P = s->OH * s->OW, per = g.pool ? g.pool->OH * g.pool->OW : P;
+    const float *d = g.d + (size_t)b * OC * per;
+    bias_gradient(dbias, d, OC, per);
+    if (g.pool) {
+        cn_bf16_pool_gradient_pairs(w->dyp, din ? w->dyq : NULL, d,
+                                    g.argmax + (size_t)b * OC * per, g.pool);
+    } else {
+        gradient_pairs(w->dyp, d, s);
+        if (din) cn_bf16_pack_row_pairs(w->dyq, d, OC, P, P);
+    }
+}
+
+/* The weight gradient of the gathered path: the group's samples b0 .. b0 + n - 1 one after the
+ * other, each one's planes and dyp turned round (dyt) made before its input gradient; then one
+ * product for the group, into dW^T. */
+static void gathered_group(float *din, float *dbias, gradient_source g, const float *in, int b0,
+                           int n, const backward_parts *w, const cn_conv_shape *s, float *col)
+{
+    UNPACK(s);
+    int Pp = position_pair_count(s), CKK = C * K * K;
+    size_t plane = (size_t)C * padded_h(s) * padded_w(s);
+    for (int i = 0; i < n; i++) {
+        int b = b0 + i;
+        output_gradient(dbias, g, b, din != NULL, w, s);
+        cn_bf16_transpose(w->dyt + (size_t)i * Pp * OC, w->dyp, OC, Pp);
+        cn_bf16_pair_columns(w->plane + i * plane, in + (size_t)b * C * H * W, C, H, W, s->pad);
+        if (din) input_gradient(din + (size_t)b * C * H * W, w, s, col);
+    }
+    cn_gemm_bf16_gathered(CKK, OC, n * Pp, w->plane, w->wrow, w->wcol, w->dyt, OC, 1, w->dwt, OC);
+}
+
 /* The bf16 backward pass of B samples, each output gradient put into pairs from g. */
 static void backward_samples(float *din, float *dweight, float *dbias, gradient_source g,
                              const float *in, const float *weight, int B,
                              const cn_conv_shape *s, float *col, cn_bf16_pair *packed)
 {
     UNPACK(s);
-    int P = s->OH * s->OW, per = g.pool ? g.pool->OH * g.pool->OW : P;
+    int CKK = C * K * K, Pp = position_pair_count(s);
     backward_parts w = backward_parts_of(packed, s, din != NULL);
     if (din) backward_weights(&w, weight, s);
+    if (gathered_weight_gradient(s)) {
+        int G = wgrad_group(s);
+        wgrad_offsets(&w, s);
+        cn_transpose(w.dwt, OC, dweight, CKK, OC, CKK);
+        for (int b = 0; b < B; b += G)
+            gathered_group(din, dbias, g, in, b, B - b < G ? B - b : G, &w, s, col);
+        cn_transpose(dweight, CKK, w.dwt, OC, CKK, OC);
+        return;
+    }
     for (int b = 0; b < B; b++) {
-        const float *d = g.d + (size_t)b * OC * per;
-        bias_gradient(dbias, d, OC, per);
-        if (g.pool) {
-            cn_bf16_pool_gradient_pairs(w.dyp, din ? w.dyq : NULL, d,
-                                        g.argmax + (size_t)b * OC * per, g.pool);
-        } else {
-            gradient_pairs(w.dyp, d, s);
-            if (din) cn_bf16_pack_row_pairs(w.dyq, d, OC, P, P);
-        }
-        backward_sample(din ? din + (size_t)b * C * H * W : NULL, dweight,
-                        in + (size_t)b * C * H * W, &w, s, col);
+        const float *x = in + (size_t)b * C * H * W;
+        output_gradient(dbias, g, b, din != NULL, &w, s);
+        position_pairs(w.rowsp, w.plane, w.fp32, x, s, col);
+        cn_gemm_bf16(OC, CKK, Pp, w.dyp, Pp, 1, w.rowsp, CKK, 1, dweight, CKK);
+        if (din) input_gradient(din + (size_t)b * C * H * W, &w, s, col);
     }
 }
 
