@@ -396,14 +396,15 @@ static void test_bf16_position_pairs(void **state)
     check_position_pairs(1, 5, 13, 9, 2, &rng); /* K over 8: two pieces a kernel row */
 }
 
-/* cn_bf16_pool_gradient_pairs: the words cn_bf16_pack_rows and cn_bf16_pack_row_pairs make of
- * the max-pool's input gradient g [C, H, W] (zeros, and 0 + d at each window's pick: a -0 turns
- * +0), without g; picks drawn anywhere in their K x K windows, S >= K apart. */
-static void check_pool_pairs(int C, int H, int W, int K, int S, cn_rng *rng)
+/* cn_bf16_pool_gradient_pairs: the words cn_bf16_pack_rows and cn_bf16_pair_channels (padded
+ * by qpad) make of the max-pool's input gradient g [C, H, W] (zeros, and 0 + d at each window's
+ * pick: a -0 turns +0), without g; picks drawn anywhere in their K x K windows, S >= K apart. */
+static void check_pool_pairs(int C, int H, int W, int K, int S, int qpad, cn_rng *rng)
 {
     cn_pool_shape ps = cn_pool_shape_of(C, H, W, K, S);
     int Q = ps.OH * ps.OW, P = H * W, pairs = cn_bf16_pairs(W);
-    size_t np = (size_t)C * H * pairs, nq = (size_t)cn_bf16_pairs(C) * P;
+    size_t np = (size_t)C * H * pairs;
+    size_t nq = (size_t)cn_bf16_pairs(C) * (H + 2 * qpad) * (W + 2 * qpad);
     float *d = malloc((size_t)C * Q * sizeof *d), *g = calloc((size_t)C * P, sizeof *g);
     int32_t *at = malloc((size_t)C * Q * sizeof *at);
     cn_bf16_pair *dyp = malloc(np * 4), *dyq = malloc(nq * 4), *wp = malloc(np * 4);
@@ -420,12 +421,12 @@ static void check_pool_pairs(int C, int H, int W, int K, int S, cn_rng *rng)
         }
     memset(dyp, 0xa5, np * 4), memset(dyq, 0xa5, nq * 4); /* every word must be written */
     cn_bf16_pack_rows(wp, g, C * H, W, W);
-    cn_bf16_pack_row_pairs(wq, g, C, P, P);
-    cn_bf16_pool_gradient_pairs(dyp, dyq, d, at, &ps);
+    cn_bf16_pair_channels(wq, g, C, H, W, qpad);
+    cn_bf16_pool_gradient_pairs(dyp, dyq, qpad, d, at, &ps);
     if (memcmp(dyp, wp, np * 4) != 0 || memcmp(dyq, wq, nq * 4) != 0)
-        fail_msg("pool pairs C=%d %dx%d K=%d S=%d: not the packed gradient's words", C, H, W, K,
-                 S);
-    cn_bf16_pool_gradient_pairs(dyp, NULL, d, at, &ps); /* without dyq */
+        fail_msg("pool pairs C=%d %dx%d K=%d S=%d pad %d: not the packed gradient's words", C, H,
+                 W, K, S, qpad);
+    cn_bf16_pool_gradient_pairs(dyp, NULL, qpad, d, at, &ps); /* without dyq */
     assert_memory_equal(dyp, wp, np * 4);
     free(d), free(g), free(at), free(dyp), free(dyq), free(wp), free(wq);
 }
@@ -436,11 +437,13 @@ static void test_bf16_pool_pairs(void **state)
     if (!cn_bf16_supported()) skip();
     cn_rng rng;
     cn_rng_seed(&rng, 17);
-    check_pool_pairs(6, 14, 14, 2, 2, &rng);
-    check_pool_pairs(5, 7, 7, 2, 2, &rng);   /* a row and column left out; odd channels */
-    check_pool_pairs(3, 9, 11, 3, 3, &rng);  /* picks up to two rows down */
-    check_pool_pairs(4, 10, 9, 2, 3, &rng);  /* windows further apart than wide */
-    check_pool_pairs(17, 5, 40, 2, 2, &rng); /* more than 16 windows a row */
+    check_pool_pairs(6, 14, 14, 2, 2, 0, &rng);
+    check_pool_pairs(5, 7, 7, 2, 2, 0, &rng);   /* a row and column left out; odd channels */
+    check_pool_pairs(3, 9, 11, 3, 3, 0, &rng);  /* picks up to two rows down */
+    check_pool_pairs(4, 10, 9, 2, 3, 0, &rng);  /* windows further apart than wide */
+    check_pool_pairs(17, 5, 40, 2, 2, 0, &rng); /* more than 16 windows a row */
+    check_pool_pairs(5, 7, 7, 2, 2, 1, &rng);   /* channel pairs padded by 1 and 2 */
+    check_pool_pairs(3, 9, 11, 3, 3, 2, &rng);
 }
 
 /* cn_sgemm_chained: C + (the product of k's first chain of CN_CHAIN, from zero) + (the next

@@ -466,7 +466,7 @@ static size_t backward_words(const cn_conv_shape *s, backward_parts *w, cn_bf16_
 size_t cn_conv2d_packed_words(const cn_conv_shape *s)
 {
     UNPACK(s);
-    size_t P = (size_t)s->OH * s->OW, CKK = (size_t)C * K * K;
+    size_t P = (size_t)s->OH * s->OW;
     size_t HW = (size_t)padded_h(s) * padded_w(s), Kp = (size_t)forward_pairs(s);
     size_t forward = (size_t)OC * Kp + (size_t)C * HW + Kp * P + CN_IM2ROW_SLACK +
                      (positions_as_rows(s) ? (size_t)OC * Kp + (size_t)P * OC + P + Kp : 0);
@@ -678,6 +678,24 @@ static void gradient_pairs(cn_bf16_pair *dyp, const float *d, const cn_conv_shap
  * pairs) does not load and store all of dW^T for each sample. */
 static int gathered_weight_gradient(const cn_conv_shape *s) { return vector_kernel_rows(s); }
 
+/* With stride 1, the vector kernel and padding narrower than the kernel, the input gradient is
+ * a convolution of the output gradient padded by q = K - 1 - pad with the weights turned round:
+ * din^T [H W, C] = the output gradient's patches in pairs of channels, read where they lie in
+ * its padded plane dyq [OCp, OH + 2q, OW + 2q] (cn_gemm_bf16_gathered), times the weights in
+ * pairs of output channels at the turned-round taps, wflip [OCp K K, C]; then transposed into
+ * din. No patch matrix, no col2im: each element is one sum over (pair of output channels, ky,
+ * kx) where col2im added K K sums over the channels (so other bits in the last place). */
+static int direct_input_gradient(const cn_conv_shape *s)
+{
+    return vector_kernel_rows(s) && s->pad < s->K;
+}
+
+/* The padding of dyq: q for the direct input gradient, else none. */
+static int gradient_pad(const cn_conv_shape *s)
+{
+    return direct_input_gradient(s) ? s->K - 1 - s->pad : 0;
+}
+
 /* Samples a product of the gathered weight gradient sums over: about 128 pairs. */
 static int wgrad_group(const cn_conv_shape *s)
 {
@@ -686,16 +704,19 @@ static int wgrad_group(const cn_conv_shape *s)
 }
 
 /* The backward pass's parts of packed (fp32 words first): the weights in pairs of output
- * channels wtp [OCp, CKK] (or turned round, wtr [CKK, OCp]), the paired plane (a group's
- * planes, one after the other, for the gathered weight gradient), the patches rowsp in pairs of
- * positions (not with the gathered one), a sample's output gradient in those pairs (dyp) and in
- * pairs of channels (dyq); with positions as rows, rows_t [P, CKK] in wtr's place. The gathered
- * weight gradient's own: the group's dyp turned round, dyt [group, pairs, OC]; dW^T [CKK, OC];
- * the offsets of the patches (wrow [CKK]) and of the pairs (wcol [group * pairs]). */
+ * channels wtp [OCp, CKK] (or turned round, wtr [CKK, OCp]; for the direct input gradient,
+ * wflip in wtp's place), the paired plane (a group's planes, one after the other, for the
+ * gathered weight gradient), the patches rowsp in pairs of positions (not with the gathered
+ * one), a sample's output gradient in those pairs (dyp) and in pairs of channels (dyq, padded
+ * for the direct input gradient); with positions as rows, rows_t [P, CKK] in wtr's place (the
+ * direct input gradient's din^T [H W, C] there too). The gathered weight gradient's own: the
+ * group's dyp turned round, dyt [group, pairs, OC]; dW^T [CKK, OC]; the offsets of the patches
+ * (wrow [CKK]) and of the pairs (wcol [group * pairs]); the direct input gradient's: the
+ * offsets of its positions (drow [H W]) and of its patches' pairs (dcol [OCp K K]). */
 struct backward_parts {
     float *fp32, *rows_t, *dwt;
     cn_bf16_pair *wtp, *plane, *rowsp, *dyp, *dyq, *wtr, *dyt;
-    int32_t *wrow, *wcol;
+    int32_t *wrow, *wcol, *drow, *dcol;
     int by_rows; /* the input gradient's product with positions as rows */
 };
 
@@ -717,20 +738,57 @@ static size_t backward_words(const cn_conv_shape *s, backward_parts *w, cn_bf16_
     size_t Pp = (size_t)position_pair_count(s), OCp = (size_t)cn_bf16_pairs(s->OC);
     size_t G = (size_t)wgrad_group(s), gathered = (size_t)gathered_weight_gradient(s);
     cn_bf16_pair *base = packed ? packed + fp32_words(s) : NULL;
-    size_t wtr = CKK * OCp, rows_t = gradient_rows(s) ? P * CKK : 0;
+    size_t direct = (size_t)direct_input_gradient(s), q = (size_t)gradient_pad(s);
+    size_t HW = (size_t)s->H * s->W, KK = (size_t)s->K * s->K;
+    size_t most = HW > 2 * KK ? HW : 2 * KK; /* din^T, or two output channels turned round */
+    size_t wtr = direct ? most * s->C : CKK * OCp, rows_t = gradient_rows(s) ? P * CKK : 0;
     w->fp32 = (float *)packed;
     w->wtp = take_words(base, &at, CKK * OCp);
     w->plane = take_words(base, &at, G * s->C * padded_h(s) * padded_w(s));
     w->rowsp = take_words(base, &at, gathered ? 0 : Pp * CKK + CN_IM2ROW_SLACK);
     w->dyp = take_words(base, &at, (size_t)s->OC * Pp);
-    w->dyq = take_words(base, &at, OCp * P);
+    w->dyq = take_words(base, &at, OCp * (s->OH + 2 * q) * (s->OW + 2 * q));
     w->wtr = take_words(base, &at, wtr > rows_t ? wtr : rows_t);
     w->rows_t = (float *)w->wtr;
     w->dyt = take_words(base, &at, gathered ? G * Pp * s->OC : 0);
     w->dwt = (float *)take_words(base, &at, gathered ? CKK * s->OC : 0);
     w->wrow = (int32_t *)take_words(base, &at, gathered ? CKK : 0);
     w->wcol = (int32_t *)take_words(base, &at, gathered ? G * Pp : 0);
+    w->drow = (int32_t *)take_words(base, &at, direct ? HW : 0);
+    w->dcol = (int32_t *)take_words(base, &at, direct ? OCp * KK : 0);
     return at;
+}
+
+/* The offsets of the direct input gradient: input position (y, x) reads from (y, x) of the
+ * padded dyq, the pair (pair of output channels o, ky, kx) of its patch (o Hq + ky) Wq + kx
+ * further. */
+static void din_offsets(const backward_parts *w, const cn_conv_shape *s)
+{
+    int q = gradient_pad(s), Hq = s->OH + 2 * q, Wq = s->OW + 2 * q, K = s->K, k = 0;
+    for (int y = 0; y < s->H; y++)
+        for (int x = 0; x < s->W; x++) w->drow[y * s->W + x] = y * Wq + x;
+    for (int o = 0; o < cn_bf16_pairs(s->OC); o++)
+        for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++) w->dcol[k++] = (o * Hq + ky) * Wq + kx;
+}
+
+/* wflip [OCp K K, C] in wtp's place: at (o, ky, kx) the weights of output channels 2o and 2o+1
+ * at tap (K-1-ky, K-1-kx), a channel a column; each pair of output channels turned round in
+ * rows_t first. */
+static void flipped_weights(const backward_parts *w, const float *weight,
+                            const cn_conv_shape *s)
+{
+    int C = s->C, K = s->K, KK = K * K, OC = s->OC;
+    float *col = w->rows_t;
+    for (int o = 0; o < OC; o += 2) {
+        int rows = OC - o < 2 ? 1 : 2;
+        for (int r = 0; r < rows; r++)
+            for (int t = 0; t < KK; t++)
+                for (int c = 0; c < C; c++)
+                    col[((size_t)r * KK + t) * C + c] =
+                        weight[(((size_t)(o + r) * C + c) * KK) + KK - 1 - t];
+        cn_bf16_pack_row_pairs(w->wtp + (size_t)o / 2 * KK * C, col, rows, KK * C, KK * C);
+    }
 }
 
 /* The offsets of the gathered weight gradient (stride 1): patch row (c, ky, kx) starts at
@@ -752,15 +810,21 @@ static backward_parts backward_parts_of(cn_bf16_pair *packed, const cn_conv_shap
 {
     backward_parts w;
     backward_words(s, &w, packed);
-    w.by_rows = din && gradient_rows(s);
+    w.by_rows = din && !direct_input_gradient(s) && gradient_rows(s);
     return w;
 }
 
-/* W [OCp, CKK] in pairs of output channels, and its transpose where it is read so. */
+/* W [OCp, CKK] in pairs of output channels, and its transpose where it is read so; or for the
+ * direct input gradient, wflip and the offsets. */
 static void backward_weights(const backward_parts *w, const float *weight,
                              const cn_conv_shape *s)
 {
     int CKK = s->C * s->K * s->K;
+    if (direct_input_gradient(s)) {
+        flipped_weights(w, weight, s);
+        din_offsets(w, s);
+        return;
+    }
     cn_bf16_pack_row_pairs(w->wtp, weight, s->OC, CKK, CKK);
     if (!w->by_rows) cn_bf16_transpose(w->wtr, w->wtp, cn_bf16_pairs(s->OC), CKK);
 }
@@ -770,6 +834,13 @@ static void input_gradient(float *din_b, const backward_parts *w, const cn_conv_
                            float *col)
 {
     int P = s->OH * s->OW, CKK = s->C * s->K * s->K, OCp = cn_bf16_pairs(s->OC);
+    if (direct_input_gradient(s)) {
+        int HW = s->H * s->W;
+        cn_gemm_bf16_gathered(HW, s->C, OCp * s->K * s->K, w->dyq, w->drow, w->dcol, w->wtp,
+                              s->C, 0, w->rows_t, s->C);
+        cn_transpose(din_b, HW, w->rows_t, s->C, HW, s->C);
+        return;
+    }
     if (w->by_rows) { /* the same sums, transposed into col */
         cn_gemm_bf16(P, CKK, OCp, w->dyq, 1, P, w->wtp, CKK, 0, w->rows_t, CKK);
         cn_transpose(col, P, w->rows_t, CKK, P, CKK);
@@ -796,12 +867,12 @@ static void output_gradient(float *dbias, gradient_source g, int b, int din,
     const float *d = g.d + (size_t)b * OC * per;
     bias_gradient(dbias, d, OC, per);
     if (g.pool) {
-        cn_bf16_pool_gradient_pairs(w->dyp, din ? w->dyq : NULL, d,
+        cn_bf16_pool_gradient_pairs(w->dyp, din ? w->dyq : NULL, gradient_pad(s), d,
                                     g.argmax + (size_t)b * OC * per, g.pool);
-    } else {
-        gradient_pairs(w->dyp, d, s);
-        if (din) cn_bf16_pack_row_pairs(w->dyq, d, OC, P, P);
+        return;
     }
+    gradient_pairs(w->dyp, d, s);
+    if (din) cn_bf16_pair_channels(w->dyq, d, OC, s->OH, s->OW, gradient_pad(s));
 }
 
 /* The weight gradient of the gathered path: the group's samples b0 .. b0 + n - 1 one after the

@@ -63,7 +63,7 @@ void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int c
  * place in the plane is r0[i] W; a pick lies at most K - 1 rows lower, found by comparisons in
  * vectors instead of a division (or a branch: which row of a window wins is a coin toss). */
 static inline void pick_halves(int32_t hp[16], int32_t hq[16], const int32_t *at,
-                               const int32_t *r0, int n, int c, const cn_pool_shape *s)
+                               const int32_t *r0, int n, int c, int qpad, const cn_pool_shape *s)
 {
     __m512i W = _mm512_set1_epi32(s->W), one = _mm512_set1_epi32(1);
     __m512i pick = _mm512_maskz_loadu_epi32(first(n), at);
@@ -77,7 +77,10 @@ static inline void pick_halves(int32_t hp[16], int32_t hq[16], const int32_t *at
     __m512i line = _mm512_add_epi32(row, _mm512_set1_epi32(c * s->H)); /* (c H + r) */
     __m512i words = _mm512_mullo_epi32(line, _mm512_set1_epi32(cn_bf16_pairs(s->W)));
     _mm512_storeu_si512(hp, _mm512_add_epi32(_mm512_add_epi32(words, words), col));
-    __m512i at_q = _mm512_add_epi32(pick, _mm512_set1_epi32(c / 2 * s->H * s->W));
+    int Wq = s->W + 2 * qpad, Hq = s->H + 2 * qpad; /* (c/2 Hq + r + qpad) Wq + col + qpad */
+    __m512i line_q = _mm512_add_epi32(row, _mm512_set1_epi32(c / 2 * Hq + qpad));
+    __m512i at_q = _mm512_add_epi32(_mm512_mullo_epi32(line_q, _mm512_set1_epi32(Wq)),
+                                    _mm512_add_epi32(col, _mm512_set1_epi32(qpad)));
     _mm512_storeu_si512(hq, _mm512_add_epi32(_mm512_add_epi32(at_q, at_q),
                                              _mm512_set1_epi32(c % 2)));
 }
@@ -92,12 +95,13 @@ static void window_rows(int32_t r0[16], int q0, int n, const cn_pool_shape *s)
     }
 }
 
-void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, const float *d,
+void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, int qpad, const float *d,
                                  const int32_t *at, const cn_pool_shape *s)
 {
     int Q = s->OH * s->OW;
+    size_t plane_q = (size_t)(s->H + 2 * qpad) * (s->W + 2 * qpad);
     memset(dyp, 0, (size_t)s->C * s->H * cn_bf16_pairs(s->W) * sizeof *dyp);
-    if (dyq) memset(dyq, 0, (size_t)cn_bf16_pairs(s->C) * s->H * s->W * sizeof *dyq);
+    if (dyq) memset(dyq, 0, (size_t)cn_bf16_pairs(s->C) * plane_q * sizeof *dyq);
     uint16_t *halves_p = (uint16_t *)dyp, *halves_q = (uint16_t *)dyq;
     for (int q0 = 0; q0 < Q; q0 += 16) { /* 16 windows, then every channel's picks in them */
         int n = Q - q0 < 16 ? Q - q0 : 16;
@@ -109,7 +113,7 @@ void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, const flo
             __m512 x = _mm512_maskz_loadu_ps(first(n), d + at_c);
             x = _mm512_add_ps(x, _mm512_setzero_ps());
             _mm256_storeu_si256((__m256i *)h, (__m256i)_mm512_cvtneps_pbh(x));
-            pick_halves(hp, hq, at + at_c, r0, n, c, s);
+            pick_halves(hp, hq, at + at_c, r0, n, c, qpad, s);
             for (int i = 0; i < n; i++) halves_p[hp[i]] = h[i];
             if (dyq)
                 for (int i = 0; i < n; i++) halves_q[hq[i]] = h[i];
