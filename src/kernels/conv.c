@@ -577,16 +577,16 @@ void cn_conv2d_forward_bf16_weights(const float *weight, const cn_conv_shape *s,
 /* With the positions as rows each row of out^T starts from the bias (or 0), and out^T is then
  * transposed into out. */
 /* out^T [P, OC] in f->out_t: the products of sample x's patches, read where they lie in its
- * paired plane, each row from the bias. */
+ * paired plane, each row from the bias (or from zeros). */
 static void forward_rows(const forward_parts *f, const float *x, const float *bias,
                          const cn_conv_shape *s)
 {
     int P = s->OH * s->OW, OC = s->OC;
     forward_plane(f->plane, x, s);
-    for (int p = 0; p < P; p++)
-        for (int oc = 0; oc < OC; oc++) f->out_t[(size_t)p * OC + oc] = bias ? bias[oc] : 0.0f;
-    cn_gemm_bf16_gathered(P, OC, forward_pairs(s), f->plane, f->arow, f->acol, f->wt, OC, 1,
-                          f->out_t, OC);
+    for (int p = 0; bias && p < P; p++)
+        memcpy(f->out_t + (size_t)p * OC, bias, (size_t)OC * sizeof *bias);
+    cn_gemm_bf16_gathered(P, OC, forward_pairs(s), f->plane, f->arow, f->acol, f->wt, OC,
+                          bias != NULL, f->out_t, OC);
 }
 
 void cn_conv2d_forward_bf16_samples(float *out, const float *in, const float *bias, int B,
