@@ -408,8 +408,8 @@ static void check_pool_pairs(int C, int H, int W, int K, int S, int qpad, cn_rng
     float *d = malloc((size_t)C * Q * sizeof *d), *g = calloc((size_t)C * P, sizeof *g);
     int32_t *at = malloc((size_t)C * Q * sizeof *at);
     cn_bf16_pair *dyp = malloc(np * 4), *dyq = malloc(nq * 4), *wp = malloc(np * 4);
-    cn_bf16_pair *wq = malloc(nq * 4);
-    assert_true(d && g && at && dyp && dyq && wp && wq);
+    cn_bf16_pair *wq = malloc(nq * 4), *wt = malloc(np * 4);
+    assert_true(d && g && at && dyp && dyq && wp && wq && wt);
     fill(d, (size_t)C * Q, rng);
     d[0] = -0.0f;
     for (int c = 0; c < C; c++)
@@ -422,13 +422,19 @@ static void check_pool_pairs(int C, int H, int W, int K, int S, int qpad, cn_rng
     memset(dyp, 0xa5, np * 4), memset(dyq, 0xa5, nq * 4); /* every word must be written */
     cn_bf16_pack_rows(wp, g, C * H, W, W);
     cn_bf16_pair_channels(wq, g, C, H, W, qpad);
-    cn_bf16_pool_gradient_pairs(dyp, dyq, qpad, d, at, &ps);
+    cn_bf16_pool_gradient_pairs(dyp, 0, dyq, qpad, d, at, &ps);
     if (memcmp(dyp, wp, np * 4) != 0 || memcmp(dyq, wq, nq * 4) != 0)
         fail_msg("pool pairs C=%d %dx%d K=%d S=%d pad %d: not the packed gradient's words", C, H,
                  W, K, S, qpad);
-    cn_bf16_pool_gradient_pairs(dyp, NULL, qpad, d, at, &ps); /* without dyq */
+    cn_bf16_pool_gradient_pairs(dyp, 0, NULL, qpad, d, at, &ps); /* without dyq */
     assert_memory_equal(dyp, wp, np * 4);
-    free(d), free(g), free(at), free(dyp), free(dyq), free(wp), free(wq);
+    cn_bf16_transpose(wt, wp, C, H * pairs); /* turned round: [H pairs, C] */
+    memset(dyp, 0xa5, np * 4);
+    cn_bf16_pool_gradient_pairs(dyp, 1, NULL, qpad, d, at, &ps);
+    if (memcmp(dyp, wt, np * 4) != 0)
+        fail_msg("pool pairs C=%d %dx%d K=%d S=%d turned round: not the packed gradient's words",
+                 C, H, W, K, S);
+    free(d), free(g), free(at), free(dyp), free(dyq), free(wp), free(wq), free(wt);
 }
 
 static void test_bf16_pool_pairs(void **state)

@@ -858,26 +858,28 @@ typedef struct {
     const cn_pool_shape *pool;
 } gradient_source;
 
-/* Sample b's output gradient into w->dyp (and w->dyq when din is wanted) from g, its bias's
- * gradient added to dbias. */
-static void output_gradient(float *dbias, gradient_source g, int b, int din,
-                            const backward_parts *w, const cn_conv_shape *s)
+/* Sample b's output gradient from g in pairs of positions into dyp (turned: turned round,
+ * [pairs, OC]; else w->dyp [OC, pairs]) and, when din is wanted, in pairs of channels into
+ * w->dyq; its bias's gradient added to dbias. */
+static void output_gradient(float *dbias, gradient_source g, int b, int din, cn_bf16_pair *dyp,
+                            int turned, const backward_parts *w, const cn_conv_shape *s)
 {
     int OC = s->OC, P = s->OH * s->OW, per = g.pool ? g.pool->OH * g.pool->OW : P;
     const float *d = g.d + (size_t)b * OC * per;
     bias_gradient(dbias, d, OC, per);
     if (g.pool) {
-        cn_bf16_pool_gradient_pairs(w->dyp, din ? w->dyq : NULL, gradient_pad(s), d,
+        cn_bf16_pool_gradient_pairs(dyp, turned, din ? w->dyq : NULL, gradient_pad(s), d,
                                     g.argmax + (size_t)b * OC * per, g.pool);
         return;
     }
-    gradient_pairs(w->dyp, d, s);
+    gradient_pairs(turned ? w->dyp : dyp, d, s);
+    if (turned) cn_bf16_transpose(dyp, w->dyp, OC, position_pair_count(s));
     if (din) cn_bf16_pair_channels(w->dyq, d, OC, s->OH, s->OW, gradient_pad(s));
 }
 
 /* The weight gradient of the gathered path: the group's samples b0 .. b0 + n - 1 one after the
- * other, each one's planes and dyp turned round (dyt) made before its input gradient; then one
- * product for the group, into dW^T. */
+ * other, each one's planes and output gradient turned round (dyt) made before its input
+ * gradient; then one product for the group, into dW^T. */
 static void gathered_group(float *din, float *dbias, gradient_source g, const float *in, int b0,
                            int n, const backward_parts *w, const cn_conv_shape *s, float *col)
 {
@@ -886,8 +888,7 @@ static void gathered_group(float *din, float *dbias, gradient_source g, const fl
     size_t plane = (size_t)C * padded_h(s) * padded_w(s);
     for (int i = 0; i < n; i++) {
         int b = b0 + i;
-        output_gradient(dbias, g, b, din != NULL, w, s);
-        cn_bf16_transpose(w->dyt + (size_t)i * Pp * OC, w->dyp, OC, Pp);
+        output_gradient(dbias, g, b, din != NULL, w->dyt + (size_t)i * Pp * OC, 1, w, s);
         cn_bf16_pair_columns(w->plane + i * plane, in + (size_t)b * C * H * W, C, H, W, s->pad);
         if (din) input_gradient(din + (size_t)b * C * H * W, w, s, col);
     }
@@ -914,7 +915,7 @@ static void backward_samples(float *din, float *dweight, float *dbias, gradient_
     }
     for (int b = 0; b < B; b++) {
         const float *x = in + (size_t)b * C * H * W;
-        output_gradient(dbias, g, b, din != NULL, &w, s);
+        output_gradient(dbias, g, b, din != NULL, w.dyp, 0, &w, s);
         position_pairs(w.rowsp, w.plane, w.fp32, x, s, col);
         cn_gemm_bf16(OC, CKK, Pp, w.dyp, Pp, 1, w.rowsp, CKK, 1, dweight, CKK);
         if (din) input_gradient(din + (size_t)b * C * H * W, &w, s, col);

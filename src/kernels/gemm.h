@@ -251,13 +251,13 @@ void cn_bf16_im2col_pairs(cn_bf16_pair *colp, const cn_bf16_pair *plane, int C, 
  * the end. */
 void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C, int H, int W,
                           int K);
-/* The pairs that cn_bf16_pack_rows(dyp, g, C * H, W, W) and, unless dyq is NULL,
- * cn_bf16_pair_channels(dyq, g, C, H, W, qpad) make of g [C, H, W], the input gradient of the
- * max-pool s whose windows do not overlap (S >= K): zeros but d[c][q] + 0 at the pick at[c][q]
- * of each window (d, at [C, OH, OW]), as the pool's backward pass would make it, without
- * making it. */
-void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, int qpad, const float *d,
-                                 const int32_t *at, const cn_pool_shape *s);
+/* The pairs that cn_bf16_pack_rows(dyp, g, C * H, W, W) (turned: and then cn_bf16_transpose
+ * of its C rows) and, unless dyq is NULL, cn_bf16_pair_channels(dyq, g, C, H, W, qpad) make of
+ * g [C, H, W], the input gradient of the max-pool s whose windows do not overlap (S >= K):
+ * zeros but d[c][q] + 0 at the pick at[c][q] of each window (d, at [C, OH, OW]), as the pool's
+ * backward pass would make it, without making it. */
+void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, int turned, cn_bf16_pair *dyq, int qpad,
+                                 const float *d, const int32_t *at, const cn_pool_shape *s);
 /* C[M,N] = (accumulate ? C : 0) + A[M, Kp pairs] * B[Kp pairs, N], with A(i,k) at
  * A[i*ai + k*ak] (a row-packed A has ai = Kp, ak = 1; the row pairs of a matrix packed with
  * cn_bf16_pack_row_pairs, read as its transpose, ai = 1, ak = its columns); ldb counts pairs,

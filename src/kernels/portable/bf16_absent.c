@@ -52,10 +52,10 @@ void cn_bf16_im2row_pairs(cn_bf16_pair *rowsp, const cn_bf16_pair *plane, int C,
     absent(__func__);
 }
 
-void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, int qpad, const float *d,
-                                 const int32_t *at, const cn_pool_shape *s)
+void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, int turned, cn_bf16_pair *dyq, int qpad,
+                                 const float *d, const int32_t *at, const cn_pool_shape *s)
 {
-    (void)dyp, (void)dyq, (void)qpad, (void)d, (void)at, (void)s;
+    (void)dyp, (void)turned, (void)dyq, (void)qpad, (void)d, (void)at, (void)s;
     absent(__func__);
 }
 

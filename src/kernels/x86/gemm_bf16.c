@@ -58,12 +58,14 @@ void cn_bf16_pack_row_pairs(cn_bf16_pair *dst, const float *src, int rows, int c
 }
 
 /* Where the picks at[0..n) of channel c go, as 16-bit places (halves, the lower k of a pair
- * first): hp[i] in dyp (rows of W values in pairs of columns, pairs words a row), hq[i] in dyq
- * (pairs of channels at each of the P positions). The picks' windows begin at row r0[i], whose
- * place in the plane is r0[i] W; a pick lies at most K - 1 rows lower, found by comparisons in
- * vectors instead of a division (or a branch: which row of a window wins is a coin toss). */
+ * first): hp[i] in dyp (rows of W values in pairs of columns, pairs words a row; turned round,
+ * a pair's words of the C channels side by side), hq[i] in dyq (pairs of channels at each
+ * position of the plane padded by qpad). The picks' windows begin at row r0[i], whose place in
+ * the plane is r0[i] W; a pick lies at most K - 1 rows lower, found by comparisons in vectors
+ * instead of a division (or a branch: which row of a window wins is a coin toss). */
 static inline void pick_halves(int32_t hp[16], int32_t hq[16], const int32_t *at,
-                               const int32_t *r0, int n, int c, int qpad, const cn_pool_shape *s)
+                               const int32_t *r0, int n, int c, int turned, int qpad,
+                               const cn_pool_shape *s)
 {
     __m512i W = _mm512_set1_epi32(s->W), one = _mm512_set1_epi32(1);
     __m512i pick = _mm512_maskz_loadu_epi32(first(n), at);
@@ -74,9 +76,18 @@ static inline void pick_halves(int32_t hp[16], int32_t hq[16], const int32_t *at
         col = _mm512_mask_sub_epi32(col, past, col, W);
         row = _mm512_mask_add_epi32(row, past, row, one);
     }
-    __m512i line = _mm512_add_epi32(row, _mm512_set1_epi32(c * s->H)); /* (c H + r) */
-    __m512i words = _mm512_mullo_epi32(line, _mm512_set1_epi32(cn_bf16_pairs(s->W)));
-    _mm512_storeu_si512(hp, _mm512_add_epi32(_mm512_add_epi32(words, words), col));
+    __m512i pairs = _mm512_set1_epi32(cn_bf16_pairs(s->W));
+    if (turned) { /* 2 ((r pairs + col / 2) C + c) + col % 2 */
+        __m512i pair = _mm512_add_epi32(_mm512_mullo_epi32(row, pairs), _mm512_srli_epi32(col, 1));
+        __m512i word = _mm512_add_epi32(_mm512_mullo_epi32(pair, _mm512_set1_epi32(s->C)),
+                                        _mm512_set1_epi32(c));
+        _mm512_storeu_si512(hp, _mm512_add_epi32(_mm512_add_epi32(word, word),
+                                                 _mm512_and_si512(col, one)));
+    } else { /* 2 (c H + r) pairs + col */
+        __m512i line = _mm512_add_epi32(row, _mm512_set1_epi32(c * s->H));
+        __m512i words = _mm512_mullo_epi32(line, pairs);
+        _mm512_storeu_si512(hp, _mm512_add_epi32(_mm512_add_epi32(words, words), col));
+    }
     int Wq = s->W + 2 * qpad, Hq = s->H + 2 * qpad; /* (c/2 Hq + r + qpad) Wq + col + qpad */
     __m512i line_q = _mm512_add_epi32(row, _mm512_set1_epi32(c / 2 * Hq + qpad));
     __m512i at_q = _mm512_add_epi32(_mm512_mullo_epi32(line_q, _mm512_set1_epi32(Wq)),
@@ -95,8 +106,8 @@ static void window_rows(int32_t r0[16], int q0, int n, const cn_pool_shape *s)
     }
 }
 
-void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, int qpad, const float *d,
-                                 const int32_t *at, const cn_pool_shape *s)
+void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, int turned, cn_bf16_pair *dyq, int qpad,
+                                 const float *d, const int32_t *at, const cn_pool_shape *s)
 {
     int Q = s->OH * s->OW;
     size_t plane_q = (size_t)(s->H + 2 * qpad) * (s->W + 2 * qpad);
@@ -113,7 +124,7 @@ void cn_bf16_pool_gradient_pairs(cn_bf16_pair *dyp, cn_bf16_pair *dyq, int qpad,
             __m512 x = _mm512_maskz_loadu_ps(first(n), d + at_c);
             x = _mm512_add_ps(x, _mm512_setzero_ps());
             _mm256_storeu_si256((__m256i *)h, (__m256i)_mm512_cvtneps_pbh(x));
-            pick_halves(hp, hq, at + at_c, r0, n, c, qpad, s);
+            pick_halves(hp, hq, at + at_c, r0, n, c, turned, qpad, s);
             for (int i = 0; i < n; i++) halves_p[hp[i]] = h[i];
             if (dyq)
                 for (int i = 0; i < n; i++) halves_q[hq[i]] = h[i];
