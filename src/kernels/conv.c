@@ -696,11 +696,12 @@ static int gradient_pad(const cn_conv_shape *s)
     return direct_input_gradient(s) ? s->K - 1 - s->pad : 0;
 }
 
-/* Samples a product of the gathered weight gradient sums over: about 128 pairs. */
+/* Samples a product of the gathered weight gradient sums over: about 128 pairs, at most 8
+ * samples (their planes are scratch). */
 static int wgrad_group(const cn_conv_shape *s)
 {
-    int per = position_pair_count(s);
-    return gathered_weight_gradient(s) && per < 128 ? 128 / per : 1;
+    int per = position_pair_count(s), g = per < 128 ? 128 / per : 1;
+    return gathered_weight_gradient(s) ? (g < 8 ? g : 8) : 1;
 }
 
 /* The backward pass's parts of packed (fp32 words first): the weights in pairs of output
