@@ -11,7 +11,7 @@
  * takes its backward pass from the pool's picks instead (cn_conv2d_pool_backward, at the end;
  * stride 1, and no padding unless it is a first layer, without an input gradient).
  * The _bf16 variants (--precision bf16) do the same products on bf16 operands packed in pairs
- * (cn_gemm_bf16), whole planes only. In fp32, 3x3 convolutions of stride 1 with 8 channels or
+ * (cn_gemm_bf16), whole planes only, most of their patches read in place (see below). In fp32, 3x3 convolutions of stride 1 with 8 channels or
  * more on each side go through Winograd's algorithm instead (winograd.c: 4 times fewer
  * multiplications forward and for the input gradient, 2.25 times fewer for the weight
  * gradient; cn_conv2d_batched). No dilation or groups. */
@@ -401,10 +401,16 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
  * that every kernel (AMX's tiles too) reads it row by row.
  * Positions as rows: the vector kernel's tiles are 32 columns wide, so a product whose columns
  * are positions wastes lanes when P is not a multiple of 32 (7 x 7 = 49: a quarter of them).
- * Where taking the product transposed spends a tenth fewer vector products (vectors_of), with
- * stride 1 and the vector kernel (AMX keeps its own tiles), the forward product is out^T [P, OC]
- * = colp^T * Wt [Kp, OC], and the input gradient's rows [P, CKK] = dyq^T * W's row pairs
- * [OCp, CKK], each transposed afterwards: the same sums, the same bits.
+ * With stride 1 and the vector kernel (AMX keeps its own tiles and the layouts above), the
+ * forward product is out^T [P, OC] = the patches * Wt [Kp, OC], transposed afterwards, where
+ * that spends no more vector products (vectors_of), the patches read where they lie in the
+ * paired plane (cn_gemm_bf16_gathered), not copied; the weight gradient is dW^T [CKK, OC] = the
+ * patches of a group of samples, read in place in their planes of kernel column pairs, * the
+ * output gradients' pairs of positions turned round, dyt [pairs, OC] (gathered_weight_gradient);
+ * and with padding narrower than the kernel the input gradient is a convolution of the output
+ * gradient padded by K-1-pad with the weights turned round (direct_input_gradient), else the
+ * col2im route above, its rows [P, CKK] = dyq^T * W's row pairs [OCp, CKK] where that spends a
+ * tenth fewer vector products. Only the direct input gradient changes the order of the sums.
  * packed: the fp32 words (the padded plane, or the strided im2col matrix), rounded to whole
  * lines, then the pairs as laid out in each function. */
 
