@@ -425,7 +425,11 @@ static int vectors_of(int n) { return n / 32 * 2 + (n % 32 == 0 ? 0 : n % 32 > 1
  * transposed. */
 static int vector_kernel_rows(const cn_conv_shape *s)
 {
-    return s->stride == 1 && cn_bf16_kernel_active() == CN_BF16_AVX512;
+    /* the offsets into 8 samples' planes (or the padded output gradient's) fit an int32_t */
+    size_t plane = (size_t)padded_h(s) * padded_w(s), most = 8 * (size_t)s->C * plane;
+    size_t grad = (size_t)cn_bf16_pairs(s->OC) * (s->OH + 2 * s->K) * (s->OW + 2 * s->K);
+    return s->stride == 1 && cn_bf16_kernel_active() == CN_BF16_AVX512 && most < INT32_MAX &&
+           grad < INT32_MAX;
 }
 
 static int positions_as_rows(const cn_conv_shape *s)
