@@ -11,8 +11,9 @@
  * takes its backward pass from the pool's picks instead (cn_conv2d_pool_backward, at the end;
  * stride 1, and no padding unless it is a first layer, without an input gradient).
  * The _bf16 variants (--precision bf16) do the same products on bf16 operands packed in pairs
- * (cn_gemm_bf16), whole planes only, most of their patches read in place (see below). In fp32, 3x3 convolutions of stride 1 with 8 channels or
- * more on each side go through Winograd's algorithm instead (winograd.c: 4 times fewer
+ * (cn_gemm_bf16), whole planes only, most of their patches read in place (see below). In
+ * fp32, 3x3 convolutions of stride 1 with 8 channels or more on each side go through
+ * Winograd's algorithm instead (winograd.c: 4 times fewer
  * multiplications forward and for the input gradient, 2.25 times fewer for the weight
  * gradient; cn_conv2d_batched). No dilation or groups. */
 #include <assert.h>
@@ -531,23 +532,35 @@ static void forward_patch_pairs(cn_bf16_pair *colp, cn_bf16_pair *plane, float *
         cn_im2col((float *)colp, (const float *)plane, cn_bf16_pairs(C), Hv, Wv, K); /* copies */
 }
 
+/* at[(c, ky, j)] = (c H + ky) W + step j for the planes c < C of H x W words, ky < K, j < n:
+ * where the pairs of a patch lie from its first, for the gathered products' tables. */
+static void tap_offsets(int32_t *at, int C, int H, int W, int K, int n, int step)
+{
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < K; ky++)
+            for (int j = 0; j < n; j++) *at++ = (c * H + ky) * W + step * j;
+}
+
+/* at[(y, x)] = base + y W + step x for y < rows, x < cols: where the patches of those
+ * positions start in planes W words wide; returns the count. */
+static int position_offsets(int32_t *at, int base, int rows, int cols, int W, int step)
+{
+    for (int y = 0; y < rows; y++)
+        for (int x = 0; x < cols; x++) *at++ = base + y * W + step * x;
+    return rows * cols;
+}
+
 /* Where the patches' pairs lie in the paired plane (stride 1): the patch of position p = (oy,
  * ox) starts at arow[p], and its k-th pair is acol[k] further, k running over (c, ky, pair of
  * kernel columns) or (pair of channels, ky, kx) as colp's rows do. */
 static void patch_offsets(int32_t *arow, int32_t *acol, const cn_conv_shape *s)
 {
-    int K = s->K, Hv = padded_h(s), Wv = padded_w(s), k = 0;
-    for (int oy = 0; oy < s->OH; oy++)
-        for (int ox = 0; ox < s->OW; ox++) arow[oy * s->OW + ox] = oy * Wv + ox;
-    if (pairs_columns(s->C, K)) {
-        for (int c = 0; c < s->C; c++)
-            for (int ky = 0; ky < K; ky++)
-                for (int h = 0; h < cn_bf16_pairs(K); h++) acol[k++] = (c * Hv + ky) * Wv + 2 * h;
-        return;
-    }
-    for (int c = 0; c < cn_bf16_pairs(s->C); c++)
-        for (int ky = 0; ky < K; ky++)
-            for (int kx = 0; kx < K; kx++) acol[k++] = (c * Hv + ky) * Wv + kx;
+    int K = s->K, Hv = padded_h(s), Wv = padded_w(s);
+    position_offsets(arow, 0, s->OH, s->OW, Wv, 1);
+    if (pairs_columns(s->C, K))
+        tap_offsets(acol, s->C, Hv, Wv, K, cn_bf16_pairs(K), 2);
+    else
+        tap_offsets(acol, cn_bf16_pairs(s->C), Hv, Wv, K, K, 1);
 }
 
 /* The forward pass's parts of packed (fp32 words first): the weights' pairs wp [OC, Kp], the
@@ -584,8 +597,6 @@ void cn_conv2d_forward_bf16_weights(const float *weight, const cn_conv_shape *s,
     patch_offsets(f.arow, f.acol, s);
 }
 
-/* With the positions as rows each row of out^T starts from the bias (or 0), and out^T is then
- * transposed into out. */
 /* out^T [P, OC] in f->out_t: the products of sample x's patches, read where they lie in its
  * paired plane, each row from the bias (or from zeros). */
 static void forward_rows(const forward_parts *f, const float *x, const float *bias,
@@ -599,6 +610,7 @@ static void forward_rows(const forward_parts *f, const float *x, const float *bi
                           bias != NULL, f->out_t, OC);
 }
 
+/* With the positions as rows out^T (forward_rows) is transposed into out. */
 void cn_conv2d_forward_bf16_samples(float *out, const float *in, const float *bias, int B,
                                     const cn_conv_shape *s, cn_bf16_pair *packed)
 {
@@ -775,12 +787,9 @@ static size_t backward_words(const cn_conv_shape *s, backward_parts *w, cn_bf16_
  * further. */
 static void din_offsets(const backward_parts *w, const cn_conv_shape *s)
 {
-    int q = gradient_pad(s), Hq = s->OH + 2 * q, Wq = s->OW + 2 * q, K = s->K, k = 0;
-    for (int y = 0; y < s->H; y++)
-        for (int x = 0; x < s->W; x++) w->drow[y * s->W + x] = y * Wq + x;
-    for (int o = 0; o < cn_bf16_pairs(s->OC); o++)
-        for (int ky = 0; ky < K; ky++)
-            for (int kx = 0; kx < K; kx++) w->dcol[k++] = (o * Hq + ky) * Wq + kx;
+    int q = gradient_pad(s), Hq = s->OH + 2 * q, Wq = s->OW + 2 * q;
+    position_offsets(w->drow, 0, s->H, s->W, Wq, 1);
+    tap_offsets(w->dcol, cn_bf16_pairs(s->OC), Hq, Wq, s->K, s->K, 1);
 }
 
 /* wflip [OCp K K, C] in wtp's place: at (o, ky, kx) the weights of output channels 2o and 2o+1
@@ -807,14 +816,10 @@ static void flipped_weights(const backward_parts *w, const float *weight,
  * the group's sample i is wcol further. */
 static void wgrad_offsets(const backward_parts *w, const cn_conv_shape *s)
 {
-    int K = s->K, Hv = padded_h(s), Wv = padded_w(s), k = 0, r = 0, G = wgrad_group(s);
-    for (int c = 0; c < s->C; c++)
-        for (int ky = 0; ky < K; ky++)
-            for (int kx = 0; kx < K; kx++) w->wrow[r++] = (c * Hv + ky) * Wv + kx;
-    for (int i = 0; i < G; i++)
-        for (int oy = 0; oy < s->OH; oy++)
-            for (int j = 0; j < cn_bf16_pairs(s->OW); j++)
-                w->wcol[k++] = (i * s->C * Hv + oy) * Wv + 2 * j;
+    int Hv = padded_h(s), Wv = padded_w(s), k = 0;
+    tap_offsets(w->wrow, s->C, Hv, Wv, s->K, s->K, 1);
+    for (int i = 0; i < wgrad_group(s); i++)
+        k += position_offsets(w->wcol + k, i * s->C * Hv * Wv, s->OH, cn_bf16_pairs(s->OW), Wv, 2);
 }
 
 static backward_parts backward_parts_of(cn_bf16_pair *packed, const cn_conv_shape *s, int din)
