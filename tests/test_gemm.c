@@ -1,8 +1,8 @@
 /* test_gemm.c — cn_sgemm (cn_sgemm_rows_from, cn_sgemm_rows_at) and the patch kernels (im2col,
  * shifted planes, im2row, col2im, row2im) of the instruction set in use (tests/run.sh runs this
  * once per CNNC_ISA) against plain double-precision loops, over shapes that reach every tile,
- * band, dot-product block and tail the kernels have; the chained product and the transpose of
- * Winograd's weight gradient. */
+ * band, dot-product block and tail the kernels have; the chained product and the transposes
+ * (Winograd's weight gradient, and the one that stores around the caches). */
 #include "testutil.h"
 
 #include "kernels/gemm.h"
@@ -477,22 +477,42 @@ static void check_chained(int M, int N, int K, cn_rng *rng)
     free(A), free(B), free(C), free(want), free(part), free(exact);
 }
 
-/* cn_transpose: every element where it belongs, nothing written between the rows. */
-static void check_transpose(int rows, int cols, cn_rng *rng)
+typedef void transpose_fn(float *, int, const float *, int, int, int);
+
+/* A transpose: every element where it belongs, nothing written between the rows; dst rows of
+ * rows + gap floats from a 64-byte boundary plus shift floats (cn_transpose_streamed stores
+ * whole vectors around the caches only where they are aligned). */
+static void check_transpose_to(transpose_fn *f, int rows, int cols, int gap, int shift,
+                               cn_rng *rng)
 {
-    int lds = cols + 3, ldd = rows + 5;
-    float *src = malloc((size_t)rows * lds * sizeof *src), *dst = malloc((size_t)cols * ldd * 4);
-    assert_true(src && dst);
+    int lds = cols + 3, ldd = rows + gap;
+    size_t nd = (size_t)cols * ldd + (size_t)shift;
+    float *src = malloc((size_t)rows * lds * sizeof *src);
+    float *mem = aligned_alloc(64, (nd + 15) / 16 * 64), *dst = mem + shift;
+    assert_true(src && mem);
     fill(src, (size_t)rows * lds, rng);
-    for (size_t i = 0; i < (size_t)cols * ldd; i++) dst[i] = NAN;
-    cn_transpose(dst, ldd, src, lds, rows, cols);
+    for (size_t i = 0; i < nd; i++) mem[i] = NAN;
+    f(dst, ldd, src, lds, rows, cols);
     for (int j = 0; j < cols; j++)
         for (int i = 0; i < ldd; i++) {
             float got = dst[(size_t)j * ldd + i];
             if (i < rows ? got != src[(size_t)i * lds + j] : !isnan(got))
-                fail_msg("transpose %dx%d: [%d][%d] is %g", rows, cols, j, i, got);
+                fail_msg("transpose %dx%d (gap %d, shift %d): [%d][%d] is %g", rows, cols, gap,
+                         shift, j, i, got);
         }
-    free(src), free(dst);
+    for (int i = 0; i < shift; i++) assert_true(isnan(mem[i]));
+    free(src), free(mem);
+}
+
+static void check_transpose(int rows, int cols, cn_rng *rng)
+{
+    check_transpose_to(cn_transpose, rows, cols, 5, 0, rng);
+    /* streamed: rows of whole, aligned vectors (gap 0 on sizes of 16s, or 16 more), and the
+     * same with every row off the boundary (the ordinary stores) */
+    check_transpose_to(cn_transpose_streamed, rows, cols, rows % 16 ? 16 - rows % 16 : 0, 0, rng);
+    check_transpose_to(cn_transpose_streamed, rows, cols, 16 + (rows % 16 ? 16 - rows % 16 : 0),
+                       0, rng);
+    check_transpose_to(cn_transpose_streamed, rows, cols, 5, 3, rng);
 }
 
 static void test_chained_products_and_transposes(void **state)
@@ -507,7 +527,7 @@ static void test_chained_products_and_transposes(void **state)
             check_chained(M, 1 + (M * 7) % 70, Ks[k], &rng);
     check_chained(32, 32, 256, &rng); /* a weight gradient of F(2x2, 3x3): 32 -> 32 channels */
     check_chained(64, 48, 100, &rng);
-    static const int sizes[] = {1, 3, 4, 8, 15, 16, 17, 31, 32, 33, 40};
+    static const int sizes[] = {1, 3, 4, 8, 15, 16, 17, 31, 32, 33, 40, 64};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++)
             check_transpose(sizes[i], sizes[j], &rng);

@@ -704,6 +704,50 @@ static void test_conv_winograd_matches_direct_loops(void **state)
     assert_false(cn_winograd_fits(&wide)); /* another kernel size */
 }
 
+/* Outputs of at least CN_STREAM_FLOATS for the batch are stored around the caches (Winograd's
+ * output transform, the bf16 transposes of the output and of the direct input gradient): one
+ * call on a batch that large gives the same bits, sample by sample, as two calls on its halves,
+ * whose outputs stay in the caches. A batch of 32 of 32 x 32 planes of 32 channels: the output
+ * and the input gradient 2^20 floats; each half below. With bf16, where the CPU has it. */
+static void check_streamed_halves(int bf16, cn_rng *rng)
+{
+    enum { B = 32, H = B / 2 };
+    cn_conv_shape s = shape(32, 32, 32, 32, 3, 1, 1);
+    size_t nx = (size_t)B * s.C * s.H * s.W, nw = (size_t)s.OC * s.C * 9, ny = nx;
+    assert_true(cn_streamed(ny) && !cn_streamed(ny / 2));
+    float *x = random_values(rng, nx, 1.0f), *w = random_values(rng, nw, 0.3f);
+    float *dy = random_values(rng, ny, 1.0f), *col = nans(cn_conv2d_col_floats(&s));
+    cn_bf16_pair *packed = (cn_bf16_pair *)nans(cn_conv2d_packed_words(&s));
+    float *y[2] = {nans(ny), nans(ny)}, *dx[2] = {nans(nx), nans(nx)}, *dw = zeros(nw);
+    for (int split = 0; split < 2; split++)
+        for (int b = 0; b < B; b += split ? H : B) {
+            int n = split ? H : B;
+            size_t at = (size_t)b * s.C * s.H * s.W;
+            if (bf16) {
+                cn_conv2d_forward_bf16(y[split] + at, x + at, w, NULL, n, &s, packed);
+                cn_conv2d_backward_bf16(dx[split] + at, dw, NULL, dy + at, x + at, w, n, &s, col,
+                                        packed);
+            } else {
+                cn_conv2d_forward(y[split] + at, x + at, w, NULL, n, &s, col);
+                cn_conv2d_backward(dx[split] + at, dw, NULL, dy + at, x + at, w, n, &s, col);
+            }
+        }
+    assert_memory_equal(y[0], y[1], ny * sizeof(float));
+    assert_memory_equal(dx[0], dx[1], nx * sizeof(float));
+    for (size_t i = 0; i < ny; i++) assert_true(isfinite(y[0][i]));
+}
+
+static void test_streamed_outputs_match_cached_ones(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 37);
+    cn_conv_shape s = shape(32, 32, 32, 32, 3, 1, 1);
+    assert_true(cn_winograd_fits(&s));
+    check_streamed_halves(0, &rng);
+    if (cn_bf16_supported()) check_streamed_halves(1, &rng);
+}
+
 /* A convolution's gradients from the max-pool's gradient and argmax, against the pool's
  * backward pass then the convolution's, on random data, with an input gradient and without
  * (a first layer): windows of 2 and 3, sizes the pool floors, kernels up to 8 (masked rows, or
@@ -1358,6 +1402,7 @@ int main(void)
         T(test_conv_from_pool_matches_dense),
         T(test_padded_first_conv_from_pool),
         T(test_conv_bands_match_direct_loops), T(test_conv_winograd_matches_direct_loops),
+        T(test_streamed_outputs_match_cached_ones),
         T(test_conv_bf16_matches_fp32_on_rounded_values),
         T(test_conv_bf16_stride_padding_matches_fp32),
         T(test_linear_bf16_matches_fp32_on_rounded_values),

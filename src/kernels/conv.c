@@ -617,12 +617,13 @@ void cn_conv2d_forward_bf16_samples(float *out, const float *in, const float *bi
     UNPACK(s);
     int P = s->OH * s->OW, Kp = forward_pairs(s), by_rows = positions_as_rows(s);
     forward_parts f = forward_parts_of(packed, s);
+    int stream = cn_streamed((size_t)B * OC * P);
     for (int b = 0; b < B; b++) {
         float *o = out + (size_t)b * OC * P;
         const float *x = in + (size_t)b * C * H * W;
         if (by_rows) {
             forward_rows(&f, x, bias, s);
-            cn_transpose(o, P, f.out_t, OC, P, OC);
+            (stream ? cn_transpose_streamed : cn_transpose)(o, P, f.out_t, OC, P, OC);
             continue;
         }
         forward_patch_pairs(f.colp, f.plane, f.fp32, x, s);
@@ -741,6 +742,7 @@ struct backward_parts {
     cn_bf16_pair *wtp, *plane, *rowsp, *dyp, *dyq, *wtr, *dyt;
     int32_t *wrow, *wcol, *drow, *dcol;
     int by_rows; /* the input gradient's product with positions as rows */
+    int stream;  /* the direct input gradient stored around the caches (cn_streamed) */
 };
 
 /* n words at *at, on a line of their own; NULL while only counting (base NULL). */
@@ -854,7 +856,7 @@ static void input_gradient(float *din_b, const backward_parts *w, const cn_conv_
         int HW = s->H * s->W;
         cn_gemm_bf16_gathered(HW, s->C, OCp * s->K * s->K, w->dyq, w->drow, w->dcol, w->wtp,
                               s->C, 0, w->rows_t, s->C);
-        cn_transpose(din_b, HW, w->rows_t, s->C, HW, s->C);
+        (w->stream ? cn_transpose_streamed : cn_transpose)(din_b, HW, w->rows_t, s->C, HW, s->C);
         return;
     }
     if (w->by_rows) { /* the same sums, transposed into col */
@@ -919,6 +921,7 @@ static void backward_samples(float *din, float *dweight, float *dbias, gradient_
     UNPACK(s);
     int CKK = C * K * K, Pp = position_pair_count(s);
     backward_parts w = backward_parts_of(packed, s, din != NULL);
+    w.stream = din && cn_streamed((size_t)B * C * H * W);
     if (din) backward_weights(&w, weight, s);
     if (gathered_weight_gradient(s)) {
         int G = wgrad_group(s);

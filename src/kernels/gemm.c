@@ -20,6 +20,7 @@ typedef struct {
     void (*chained)(int, int, int, const float *, int, const float *, int, float *, int);
     int (*chained_sums)(void);
     void (*transpose)(float *, int, const float *, int, int, int);
+    void (*transpose_streamed)(float *, int, const float *, int, int, int);
     void (*im2col)(float *, const float *, int, int, int, int);
     void (*shifted)(float *, ptrdiff_t, const float *, int, int, int, int);
     void (*pad_rows)(float *, const float *, int, int, int, int, int, int);
@@ -50,7 +51,7 @@ typedef struct {
 
 #define KERNELS_OF(isa)                                                                        \
     {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_gemm_nn_chained_##isa,          \
-     cn_chained_sums_##isa, cn_transpose_##isa, cn_im2col_##isa,                              \
+     cn_chained_sums_##isa, cn_transpose_##isa, cn_transpose_streamed_##isa, cn_im2col_##isa, \
      cn_shifted_planes_##isa, cn_pad_rows_##isa, cn_crop_rows_##isa, cn_im2row_##isa,          \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_planes_##isa,          \
      cn_maxpool2_rows_##isa,                                                                   \
@@ -165,6 +166,11 @@ int cn_chained_sums(void) { return kernels_by_isa[cn_isa_active()].chained_sums(
 void cn_transpose(float *dst, int ldd, const float *src, int lds, int rows, int cols)
 {
     kernels_by_isa[cn_isa_active()].transpose(dst, ldd, src, lds, rows, cols);
+}
+
+void cn_transpose_streamed(float *dst, int ldd, const float *src, int lds, int rows, int cols)
+{
+    kernels_by_isa[cn_isa_active()].transpose_streamed(dst, ldd, src, lds, rows, cols);
 }
 
 void cn_im2col(float *col, const float *in, int C, int H, int W, int K)

@@ -49,6 +49,18 @@ int cn_chained_sums(void);
 
 /* dst [cols, rows] (row stride ldd) = the transpose of src [rows, cols] (row stride lds). */
 void cn_transpose(float *dst, int ldd, const float *src, int lds, int rows, int cols);
+/* The same for a destination stored around the caches (cn_streamed): its whole, aligned
+ * vectors go by non-temporal stores where the instruction set has them. */
+void cn_transpose_streamed(float *dst, int ldd, const float *src, int lds, int rows, int cols);
+
+/* Outputs of a pass over a batch of at least this many floats (4 MiB) are stored around the
+ * caches (non-temporal stores): the next pass cannot find them there anyway (two threads'
+ * batches of such outputs outgrow a last-level cache), and ordinary stores would first fetch
+ * every line they write and evict what the pass works in (its transformed blocks, its
+ * products). Smaller outputs stay in the caches for the pass after. Measured in
+ * docs/speed.md ("Outputs around the caches"). */
+#define CN_STREAM_FLOATS ((size_t)1 << 20)
+static inline int cn_streamed(size_t floats) { return floats >= CN_STREAM_FLOATS; }
 
 /* The patch matrices of a valid, stride-1 convolution of one sample in [C,H,W] with K x K
  * kernels, OH = H-K+1, OW = W-K+1: im2col writes col [C*K*K, OH*OW] (row (c,ky,kx) holds
@@ -119,6 +131,7 @@ typedef struct {
      * than a vector share vectors (the same channel of a few samples) */
     int planes;
     ptrdiff_t stride;
+    int stream; /* F(4x4, 3x3)'s output: 1 stores whole vectors around the caches (cn_streamed) */
 } cn_winograd_plane;
 /* v = B^T d B of each tile's 4x4 input block d (the zero padding made in registers); row:
  * cn_winograd_row_floats(s) floats of scratch. */
@@ -289,6 +302,8 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     int cn_chained_sums_##isa(void);                                                          \
     void cn_transpose_##isa(float *dst, int ldd, const float *src, int lds, int rows,         \
                             int cols);                                                        \
+    void cn_transpose_streamed_##isa(float *dst, int ldd, const float *src, int lds,         \
+                                     int rows, int cols);                                     \
     void cn_im2col_##isa(float *col, const float *in, int C, int H, int W, int K);           \
     void cn_shifted_planes_##isa(float *planes, ptrdiff_t ps, const float *in, int C, int H,  \
                                  int W, int K);                                               \

@@ -105,7 +105,7 @@ typedef struct {
 static cn_winograd_plane plane_of(const plan *p, int count, size_t stride)
 {
     return (cn_winograd_plane){p->IH, p->IW, p->pad, p->OH, p->OW, p->TH, p->TW, count,
-                               (ptrdiff_t)stride};
+                               (ptrdiff_t)stride, 0};
 }
 
 static size_t carve(const plan *p, float *at, parts *out)
@@ -228,12 +228,13 @@ static void transform_gradient(float *M, const float *d, int tb, const plan *p, 
 }
 
 /* The outputs y [count, OC, OH, OW] of count samples from the products in M's columns tb..
- * (+ bias). */
+ * (+ bias), around the caches with stream. */
 static void transform_output(float *y, const float *M, int count, int tb, const float *bias,
-                             const plan *p, float *row)
+                             int stream, const plan *p, float *row)
 {
     size_t plane = (size_t)p->OH * p->OW;
     cn_winograd_plane s = plane_of(p, count, p->OC * plane);
+    s.stream = stream;
     for (int oc = 0; oc < p->OC; oc++)
         cn_winograd4_output(y + oc * plane, M + (size_t)oc * p->ld + tb, (ptrdiff_t)p->ms, &s,
                             bias ? bias[oc] : 0.0f, row);
@@ -265,6 +266,7 @@ static void convolve(float *out, const float *in, const float *U, const float *b
                      const plan *p, parts w)
 {
     size_t in_floats = (size_t)p->C * p->IH * p->IW, out_floats = (size_t)p->OC * p->OH * p->OW;
+    int stream = cn_streamed((size_t)B * out_floats);
     memset(w.zero, 0, (size_t)p->OC * sizeof *w.zero);
     for (int b0 = 0; b0 < B; b0 += p->nb) {
         int nb = B - b0 < p->nb ? B - b0 : p->nb;
@@ -276,7 +278,7 @@ static void convolve(float *out, const float *in, const float *U, const float *b
                                w.V + xi * p->vs, p->ld, w.zero, w.M + xi * p->ms, p->ld);
         for (int b = 0; b < nb; b += p->group)
             transform_output(out + (size_t)(b0 + b) * out_floats, w.M, group_at(p, nb, b),
-                             b * p->T, bias, p, w.row);
+                             b * p->T, bias, stream, p, w.row);
     }
 }
 
