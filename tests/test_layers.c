@@ -663,7 +663,7 @@ static void test_conv_bands_match_direct_loops(void **state)
  * straight from registers) or only of AVX2 and the baseline (8 wide), one output position, and
  * the fewest channels it takes. Planes
  * of fewer than 16 tiles go through F(4x4, 3x3)'s transforms a few samples at a time (4 of 4
- * tiles, 2 of 6, 16 of 1), the last group of a block part full (3 of 4, 21 samples in groups of
+ * tiles, 2 of 6, 16 of 1), the last group of a block part full (3 of 4, 3 samples in groups of
  * 2). */
 static void test_conv_winograd_matches_direct_loops(void **state)
 {

@@ -26,8 +26,9 @@
 #define XI4 36          /* the entries of a transformed 6x6 block of F(4x4, 3x3) */
 #define BLOCK_TILES 256 /* about this many tiles of F(2x2, 3x3) (whole samples) go through the
                          * products at once */
-#define BLOCK_TILES4 128 /* ... of F(4x4, 3x3): 64 and 256 were no faster in training, 64
-                          * slower on planes of a few tiles (valid 64 -> 64 on 18 x 18) */
+#define BLOCK_TILES4 64 /* ... of F(4x4, 3x3): with the outputs stored around the caches,
+                         * 3-6% faster in training than 128 (docs/speed.md), though slower on
+                         * one thread in hot caches (valid 64 -> 64 on 18 x 18) */
 #define MIN_CHANNELS 8  /* fewer channels make products too thin to gain from the transforms */
 
 /* A convolution as the algorithm sees it: the input gradient's is the forward one of another. */
