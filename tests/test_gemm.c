@@ -477,6 +477,78 @@ static void check_chained(int M, int N, int K, cn_rng *rng)
     free(A), free(B), free(C), free(want), free(part), free(exact);
 }
 
+/* B^T of the six values d, in wino4_bt's order (winograd_kernels.inc). */
+static void bt6(float r[6], const float d[6])
+{
+    float a = d[4] - d[2], b = d[3] - d[1];
+    r[0] = 4.0f * (d[0] - d[2]) + a;
+    r[1] = (d[3] + d[4]) - 4.0f * (d[1] + d[2]);
+    r[2] = (d[4] - d[3]) + 4.0f * (d[1] - d[2]);
+    r[3] = a + 2.0f * b;
+    r[4] = a - 2.0f * b;
+    r[5] = 4.0f * (d[1] - d[3]) + (d[5] - d[3]);
+}
+
+/* cn_winograd4_input against B^T d B of each tile's 6 x 6 block, down the columns then across,
+ * in scalar code: bit for bit (multiplications by 2 and 4 only), for planes IH x IW padded by
+ * pad, `planes` of them a call (the same channel of a few samples). Its kernels: in registers for
+ * rows of 4 and 8 tiles (AVX-512), in two passes through scratch otherwise. */
+static void check_winograd4_input(int IH, int IW, int pad, int planes, cn_rng *rng)
+{
+    int OH = IH + 2 * pad - 2, OW = IW + 2 * pad - 2, TH = (OH + 3) / 4, TW = (OW + 3) / 4;
+    int T = planes * TH * TW;
+    size_t stride = (size_t)IH * IW + 7, xs = (size_t)T + 5;
+    cn_winograd_plane s = {IH, IW, pad, OH, OW, TH, TW, planes, (ptrdiff_t)stride, 0};
+    float *x = malloc((stride * planes + 64) * sizeof *x), *v = malloc(36 * xs * sizeof *v);
+    float *row = malloc(cn_winograd4_row_floats(&s) * sizeof *row);
+    assert_true(x && v && row);
+    fill(x, stride * planes + 64, rng);
+    for (size_t i = 0; i < 36 * xs; i++) v[i] = NAN;
+    cn_winograd4_input(v, (ptrdiff_t)xs, x, &s, row);
+    for (int t = 0; t < T; t++) {
+        int p = t / (TH * TW), ty = t / TW % TH, tx = t % TW;
+        float cols[6][6], want[6][6]; /* B^T down column c, then across row i */
+        for (int c = 0; c < 6; c++) {
+            float d[6];
+            for (int r = 0; r < 6; r++) {
+                int y = 4 * ty - pad + r, xx = 4 * tx - pad + c;
+                d[r] = y >= 0 && y < IH && xx >= 0 && xx < IW
+                           ? x[(size_t)p * stride + (size_t)y * IW + xx] : 0.0f;
+            }
+            float r6[6];
+            bt6(r6, d);
+            for (int i = 0; i < 6; i++) cols[i][c] = r6[i];
+        }
+        for (int i = 0; i < 6; i++) bt6(want[i], cols[i]);
+        for (int xi = 0; xi < 36; xi++)
+            if (memcmp(&v[xi * xs + t], &want[xi / 6][xi % 6], sizeof(float)) != 0)
+                fail_msg("winograd4 input %dx%d pad %d x%d: tile %d entry %d is %g, not %g", IH,
+                         IW, pad, planes, t, xi, v[xi * xs + t], want[xi / 6][xi % 6]);
+    }
+    for (int xi = 0; xi < 36; xi++)
+        for (size_t t = (size_t)T; t < xs; t++) assert_true(isnan(v[xi * xs + t]));
+    free(x), free(v), free(row);
+}
+
+static void test_winograd4_input_transform(void **state)
+{
+    (void)state;
+    cn_rng rng;
+    cn_rng_seed(&rng, 41);
+    check_winograd4_input(32, 32, 1, 1, &rng); /* rows of 8 tiles: in registers on AVX-512 */
+    check_winograd4_input(16, 16, 1, 1, &rng); /* rows of 4 */
+    check_winograd4_input(15, 16, 1, 1, &rng); /* an odd last row of tiles */
+    check_winograd4_input(13, 15, 1, 1, &rng); /* a last column short of the window */
+    check_winograd4_input(8, 16, 1, 3, &rng);  /* two rows of tiles a plane, 3 planes a call */
+    check_winograd4_input(30, 30, 2, 1, &rng); /* padding 2: rows of 8 tiles */
+    check_winograd4_input(16, 16, 0, 2, &rng); /* valid, rows of 4 tiles cut by the edge */
+    check_winograd4_input(14, 32, 0, 1, &rng); /* valid, rows of 8 */
+    check_winograd4_input(18, 18, 0, 1, &rng); /* valid: columns past the window (two passes) */
+    check_winograd4_input(34, 34, 0, 1, &rng);
+    check_winograd4_input(7, 7, 1, 4, &rng);   /* rows of 2 tiles, 4 planes a call */
+    check_winograd4_input(9, 70, 1, 1, &rng);  /* rows of 18 tiles */
+}
+
 typedef void transpose_fn(float *, int, const float *, int, int, int);
 
 /* A transpose: every element where it belongs, nothing written between the rows; dst rows of
@@ -545,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_bf16_position_pairs),
         cmocka_unit_test(test_bf16_pool_pairs),
         cmocka_unit_test(test_chained_products_and_transposes),
+        cmocka_unit_test(test_winograd4_input_transform),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
