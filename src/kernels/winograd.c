@@ -124,11 +124,13 @@ static size_t carve(const plan *p, float *at, parts *out)
     return u + v + m + r + z + t;
 }
 
+/* The forward pass's parts, or the backward's: the weight gradient's and the input gradient's
+ * side by side (they go a block of samples at a time together). */
 size_t cn_winograd_floats(const cn_conv_shape *s)
 {
     plan f = forward_plan(s), g = input_gradient_plan(s), h = weight_gradient_plan(s);
-    size_t a = carve(&f, NULL, NULL), b = carve(&g, NULL, NULL), c = carve(&h, NULL, NULL);
-    return a > b ? (a > c ? a : c) : (b > c ? b : c);
+    size_t a = carve(&f, NULL, NULL), b = carve(&g, NULL, NULL) + carve(&h, NULL, NULL);
+    return a > b ? a : b;
 }
 
 /* ---- transforms ---- */
@@ -262,12 +264,12 @@ static void weight_gradient_product(float *dU, const float *M, const float *V, i
 /* The samples of the group from sample b of a block of nb: p->group, fewer at the block's end. */
 static int group_at(const plan *p, int nb, int b) { return nb - b < p->group ? nb - b : p->group; }
 
-/* out [B, OC, OH, OW] = the convolution of in [B, C, IH, IW] with the transformed kernels U. */
+/* out [B, OC, OH, OW] = the convolution of in [B, C, IH, IW] with the transformed kernels U,
+ * stored around the caches with stream. */
 static void convolve(float *out, const float *in, const float *U, const float *bias, int B,
-                     const plan *p, parts w)
+                     int stream, const plan *p, parts w)
 {
     size_t in_floats = (size_t)p->C * p->IH * p->IW, out_floats = (size_t)p->OC * p->OH * p->OW;
-    int stream = cn_streamed((size_t)B * out_floats);
     memset(w.zero, 0, (size_t)p->OC * sizeof *w.zero);
     for (int b0 = 0; b0 < B; b0 += p->nb) {
         int nb = B - b0 < p->nb ? B - b0 : p->nb;
@@ -290,16 +292,21 @@ void cn_winograd_forward(float *out, const float *in, const float *weight, const
     parts w;
     carve(&p, scratch, &w);
     transform_kernels4(w.U, weight, s->OC, s->C, 0);
-    convolve(out, in, w.U, bias, B, &p, w);
+    convolve(out, in, w.U, bias, B, cn_streamed((size_t)B * s->OC * s->OH * s->OW), &p, w);
 }
 
+/* The weight gradient, and the input gradient (din, or none) of each block of samples right
+ * after it, while that block's output gradient, just read, is still in the caches: the same
+ * sums in the same order as one pass after the other. */
 void cn_winograd_backward(float *din, float *dweight, const float *dout, const float *in,
                           const float *weight, int B, const cn_conv_shape *s, float *scratch)
 {
-    plan p = weight_gradient_plan(s);
-    parts w;
-    carve(&p, scratch, &w);
+    plan p = weight_gradient_plan(s), q = input_gradient_plan(s);
+    parts w, g;
+    carve(&q, scratch + carve(&p, scratch, &w), &g);
     size_t in_floats = (size_t)s->C * s->H * s->W, out_floats = (size_t)s->OC * s->OH * s->OW;
+    int stream = cn_streamed((size_t)B * in_floats);
+    if (din) transform_kernels4(g.U, weight, s->OC, s->C, 1);
     memset(w.U, 0, (size_t)p.xi * s->OC * s->C * sizeof *w.U);
     for (int b0 = 0; b0 < B; b0 += p.nb) {
         int nb = B - b0 < p.nb ? B - b0 : p.nb;
@@ -310,11 +317,9 @@ void cn_winograd_backward(float *din, float *dweight, const float *dout, const f
         for (int xi = 0; xi < p.xi; xi++)
             weight_gradient_product(w.U + (size_t)xi * s->OC * s->C, w.M + xi * p.ms,
                                     w.V + xi * p.vs, nb * p.T, &p, w);
+        if (din)
+            convolve(din + (size_t)b0 * in_floats, dout + (size_t)b0 * out_floats, g.U, NULL, nb,
+                     stream, &q, g);
     }
     fold_kernels(dweight, w.U, s->OC, s->C);
-    if (!din) return;
-    plan q = input_gradient_plan(s);
-    carve(&q, scratch, &w);
-    transform_kernels4(w.U, weight, s->OC, s->C, 1);
-    convolve(din, dout, w.U, NULL, B, &q, w);
 }
