@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include "kernels/gemm.h"
+#include "layers/layers.h"
 
 static void fill(float *x, size_t n, cn_rng *rng)
 {
@@ -560,7 +561,7 @@ static void check_transpose_to(transpose_fn *f, int rows, int cols, int gap, int
     int lds = cols + 3, ldd = rows + gap;
     size_t nd = (size_t)cols * ldd + (size_t)shift;
     float *src = malloc((size_t)rows * lds * sizeof *src);
-    float *mem = aligned_alloc(64, (nd + 15) / 16 * 64), *dst = mem + shift;
+    float *mem = aligned_alloc(64, cn_whole_lines(nd) * sizeof *mem), *dst = mem + shift;
     assert_true(src && mem);
     fill(src, (size_t)rows * lds, rng);
     for (size_t i = 0; i < nd; i++) mem[i] = NAN;
