@@ -336,6 +336,80 @@ static void test_relu_into_pool(void **state)
     check_gradients(relu_into_pool, 19);
 }
 
+/* BatchNorm making what Winograd's convolutions read, a sample at a time (layer.h, makes): the
+ * normalised output (with its relu, without one) as the next convolution's input, and the input
+ * gradient (through a max-pool's picks, or straight) as the previous one's output gradient. The
+ * same model with layers between that change nothing (dropout with p = 0) keeps every tensor in
+ * buffers: the same bits in both passes, training and evaluation. (No finite differences here:
+ * with BatchNorm's batch statistics on 8 channels many of these gradients move the loss by less
+ * than a few of its roundings; the stored passes have theirs above and in test_layers.c.) */
+static const char batchnorm_makes[] =
+    "input channels=3 height=12 width=12 mean=0 std=1\n"
+    "conv2d out=8 kernel=3 padding=1 bias=0\n"    /* 0: patches (3 channels), dy stored */
+    "batchnorm2d\n"                                /* 1: makes 3's input, with its relu */
+    "relu\n"
+    "conv2d out=8 kernel=3 padding=1 bias=0\n"    /* 3: Winograd's */
+    "batchnorm2d\n"                                /* 4: makes 3's dy, through the pool */
+    "relu\n"
+    "maxpool2d kernel=2\n"                         /* 8x6x6 */
+    "conv2d out=8 kernel=3 padding=1 bias=0\n"    /* 7: its input stored (pooled) */
+    "batchnorm2d\n"                                /* 8: makes 7's dy and 9's input */
+    "conv2d out=8 kernel=3 bias=0\n"              /* 9: 8x4x4 */
+    "global_avgpool\n"
+    "flatten\n"
+    "linear out=3\n"
+    "log_softmax\n";
+static const char batchnorm_stores[] =
+    "input channels=3 height=12 width=12 mean=0 std=1\n"
+    "conv2d out=8 kernel=3 padding=1 bias=0\n"
+    "batchnorm2d\n"
+    "relu\n"
+    "dropout p=0\n"
+    "conv2d out=8 kernel=3 padding=1 bias=0\n"
+    "dropout p=0\n"
+    "batchnorm2d\n"
+    "relu\n"
+    "maxpool2d kernel=2\n"
+    "conv2d out=8 kernel=3 padding=1 bias=0\n"
+    "dropout p=0\n"
+    "batchnorm2d\n"
+    "dropout p=0\n"
+    "conv2d out=8 kernel=3 bias=0\n"
+    "global_avgpool\n"
+    "flatten\n"
+    "linear out=3\n"
+    "log_softmax\n";
+
+static void test_batchnorm_makes(void **state)
+{
+    (void)state;
+    net a = make_net(batchnorm_makes, 23), b = make_net(batchnorm_stores, 23);
+    const int made_x[] = {-1, -1, -1, 1, -1, -1, -1, -1, -1, 8};
+    const int made_dy[] = {-1, -1, -1, 4, -1, -1, -1, 8, -1, -1};
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(a.plan.made_x[i], made_x[i]);
+        assert_int_equal(a.plan.made_dy[i], made_dy[i]);
+    }
+    for (int i = 0; i < b.m->num_layers; i++)
+        assert_true(b.plan.made_x[i] < 0 && b.plan.made_dy[i] < 0);
+    assert_null(a.w.out[2]); /* the relu's output, made for layer 3 */
+    assert_null(a.w.grad[3]);
+    assert_memory_equal(a.m->params, b.m->params, a.m->num_params * sizeof(float));
+    int L = a.m->num_layers, classes = cn_model_num_outputs(a.m);
+    for (int training = 0; training <= 1; training++) {
+        cn_forward(&a.plan, &a.w, BATCH, training);
+        cn_forward(&b.plan, &b.w, BATCH, training);
+        assert_memory_equal(a.w.out[L - 1], b.w.out[b.m->num_layers - 1],
+                            (size_t)BATCH * classes * sizeof(float));
+    }
+    cn_backward(&a.plan, &a.w);
+    cn_backward(&b.plan, &b.w);
+    assert_memory_equal(a.w.dparams, b.w.dparams, a.m->num_params * sizeof(float));
+    assert_memory_equal(a.w.report, b.w.report, a.m->num_report * sizeof(float));
+    free_net(&a);
+    free_net(&b);
+}
+
 static void test_every_layer(void **state)
 {
     (void)state;
@@ -545,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_bf16_conv_runs_its_pool),
         cmocka_unit_test(test_batchnorm_into_pool),
         cmocka_unit_test(test_relu_into_pool),
+        cmocka_unit_test(test_batchnorm_makes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

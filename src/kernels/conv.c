@@ -235,6 +235,21 @@ static size_t band_scratch_floats(const cn_conv_shape *s, band_scratch *parts, f
 
 int cn_conv2d_batched(const cn_conv_shape *s) { return cn_winograd_fits(s); }
 
+int cn_conv2d_takes_made(const cn_conv_shape *s) { return cn_winograd_fits(s); }
+
+void cn_conv2d_forward_made(float *out, const cn_samples *in, const float *weight,
+                            const float *bias, int B, const cn_conv_shape *s, float *col)
+{
+    cn_winograd_forward(out, in, weight, bias, B, s, col);
+}
+
+void cn_conv2d_backward_made(float *din, float *dweight, const cn_samples *dout,
+                             const cn_samples *in, const float *weight, int B,
+                             const cn_conv_shape *s, float *col)
+{
+    cn_winograd_backward(din, dweight, dout, in, weight, B, s, col);
+}
+
 size_t cn_conv2d_col_floats(const cn_conv_shape *s)
 {
     size_t more = band_scratch_floats(s, NULL, NULL);
@@ -268,7 +283,7 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
 {
     UNPACK(s);
     if (cn_winograd_fits(s)) {
-        cn_winograd_forward(out, in, weight, bias, B, s, col);
+        cn_winograd_forward(out, &(cn_samples){.at = in}, weight, bias, B, s, col);
         return;
     }
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
@@ -362,7 +377,8 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
     if (cn_winograd_fits(s)) {
         for (int b = 0; b < B; b++) bias_gradient(dbias, dout + (size_t)b * OC * P, OC, P);
-        cn_winograd_backward(din, dweight, dout, in, weight, B, s, col);
+        cn_winograd_backward(din, dweight, &(cn_samples){.at = dout}, &(cn_samples){.at = in},
+                             weight, B, s, col);
         return;
     }
     band_scratch sc = {0};

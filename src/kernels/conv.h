@@ -30,6 +30,16 @@ static inline cn_conv_shape cn_conv_shape_of(int C, int H, int W, int OC, int K,
     return s;
 }
 
+/* A batch's tensor for a convolution: in memory at `at`, or, where no buffer holds it (at NULL),
+ * made a sample at a time as the kernels reach it: make(ctx, b, dst) writes sample b (counted
+ * from the call's first) into dst. The layer that owns the tensor makes it (its normalised
+ * output, its input gradient) from what it keeps, so that it never goes through memory. */
+typedef struct {
+    const float *at;
+    void (*make)(const void *ctx, int sample, float *dst);
+    const void *ctx;
+} cn_samples;
+
 /* 1 when the fp32 kernels do work per call that pays only over many samples (the transformed
  * kernels of Winograd's algorithm for 3x3 convolutions of stride 1, kernels/winograd.h):
  * give them the whole batch in one call. */
@@ -45,6 +55,15 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
 void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *dout,
                         const float *in, const float *weight, int B, const cn_conv_shape *s,
                         float *col);
+
+/* The same two with the input (and the output gradient) as cn_samples, made where at is NULL:
+ * only for shapes that cn_conv2d_takes_made (fp32, Winograd's; the bias gradient is not made). */
+int cn_conv2d_takes_made(const cn_conv_shape *s);
+void cn_conv2d_forward_made(float *out, const cn_samples *in, const float *weight,
+                            const float *bias, int B, const cn_conv_shape *s, float *col);
+void cn_conv2d_backward_made(float *din, float *dweight, const cn_samples *dout,
+                             const cn_samples *in, const float *weight, int B,
+                             const cn_conv_shape *s, float *col);
 
 /* The same two with bf16 operands and fp32 sums in every product (cn_gemm_bf16; only where
  * cn_bf16_supported): weights, patches and output gradients are rounded to bf16 as they are

@@ -100,7 +100,14 @@ typedef struct {
     float *row;  /* the transforms' scratch: rows between their passes */
     float *zero; /* [OC] zeros: where the products' sums start */
     float *Vt;   /* the weight gradient's: [ld, C], one entry's block of V turned round */
+    float *made; /* samples made where no buffer holds them (cn_samples): F(4x4, 3x3)'s, a
+                  * group of input samples; the weight gradient's, an input sample and then a
+                  * block of output gradients */
 } parts;
+
+/* The floats of one sample of the plan's input, and of its output. */
+static size_t input_floats(const plan *p) { return (size_t)p->C * p->IH * p->IW; }
+static size_t output_floats(const plan *p) { return (size_t)p->OC * p->OH * p->OW; }
 
 /* The shape of the planes for the transforms (gemm.h): count of them, stride floats apart. */
 static cn_winograd_plane plane_of(const plan *p, int count, size_t stride)
@@ -118,10 +125,13 @@ static size_t carve(const plan *p, float *at, parts *out)
                                         : cn_winograd_row_floats(&s));
     size_t z = cn_whole_lines((size_t)p->OC);
     size_t t = p->m == 2 ? cn_whole_lines((size_t)p->ld * p->C) : 0;
+    size_t k = p->m == 4 ? cn_whole_lines((size_t)p->group * input_floats(p))
+                         : cn_whole_lines(input_floats(p)) +
+                               cn_whole_lines((size_t)p->nb * output_floats(p));
     if (out)
         *out = (parts){at, at + u, at + u + v, at + u + v + m, at + u + v + m + r,
-                       at + u + v + m + r + z};
-    return u + v + m + r + z + t;
+                       at + u + v + m + r + z, at + u + v + m + r + z + t};
+    return u + v + m + r + z + t + k;
 }
 
 /* The forward pass's parts, or the backward's: the weight gradient's and the input gradient's
@@ -261,21 +271,31 @@ static void weight_gradient_product(float *dU, const float *M, const float *V, i
 
 /* ---- the passes ---- */
 
+/* Samples b .. b + count - 1 of t, floats each: where they are, or made into buf. */
+static const float *samples_at(const cn_samples *t, int b, int count, size_t floats, float *buf)
+{
+    if (t->at) return t->at + (size_t)b * floats;
+    for (int k = 0; k < count; k++) t->make(t->ctx, b + k, buf + (size_t)k * floats);
+    return buf;
+}
+
 /* The samples of the group from sample b of a block of nb: p->group, fewer at the block's end. */
 static int group_at(const plan *p, int nb, int b) { return nb - b < p->group ? nb - b : p->group; }
 
 /* out [B, OC, OH, OW] = the convolution of in [B, C, IH, IW] with the transformed kernels U,
  * stored around the caches with stream. */
-static void convolve(float *out, const float *in, const float *U, const float *bias, int B,
-                     int stream, const plan *p, parts w)
+static void convolve(float *out, const cn_samples *in, const float *U, const float *bias,
+                     int B, int stream, const plan *p, parts w)
 {
-    size_t in_floats = (size_t)p->C * p->IH * p->IW, out_floats = (size_t)p->OC * p->OH * p->OW;
+    size_t in_floats = input_floats(p), out_floats = output_floats(p);
     memset(w.zero, 0, (size_t)p->OC * sizeof *w.zero);
     for (int b0 = 0; b0 < B; b0 += p->nb) {
         int nb = B - b0 < p->nb ? B - b0 : p->nb;
-        for (int b = 0; b < nb; b += p->group)
-            transform_input(w.V, in + (size_t)(b0 + b) * in_floats, group_at(p, nb, b),
+        for (int b = 0; b < nb; b += p->group) {
+            int count = group_at(p, nb, b);
+            transform_input(w.V, samples_at(in, b0 + b, count, in_floats, w.made), count,
                             b * p->T, p, w.row);
+        }
         for (int xi = 0; xi < p->xi; xi++)
             cn_sgemm_rows_from(p->OC, nb * p->T, p->C, U + (size_t)xi * p->OC * p->C, p->C,
                                w.V + xi * p->vs, p->ld, w.zero, w.M + xi * p->ms, p->ld);
@@ -285,8 +305,8 @@ static void convolve(float *out, const float *in, const float *U, const float *b
     }
 }
 
-void cn_winograd_forward(float *out, const float *in, const float *weight, const float *bias,
-                         int B, const cn_conv_shape *s, float *scratch)
+void cn_winograd_forward(float *out, const cn_samples *in, const float *weight,
+                         const float *bias, int B, const cn_conv_shape *s, float *scratch)
 {
     plan p = forward_plan(s);
     parts w;
@@ -296,30 +316,34 @@ void cn_winograd_forward(float *out, const float *in, const float *weight, const
 }
 
 /* The weight gradient, and the input gradient (din, or none) of each block of samples right
- * after it, while that block's output gradient, just read, is still in the caches: the same
- * sums in the same order as one pass after the other. */
-void cn_winograd_backward(float *din, float *dweight, const float *dout, const float *in,
-                          const float *weight, int B, const cn_conv_shape *s, float *scratch)
+ * after it, while that block's output gradient, just read (or made), is still in the caches:
+ * the same sums in the same order as one pass after the other. */
+void cn_winograd_backward(float *din, float *dweight, const cn_samples *dout,
+                          const cn_samples *in, const float *weight, int B,
+                          const cn_conv_shape *s, float *scratch)
 {
     plan p = weight_gradient_plan(s), q = input_gradient_plan(s);
     parts w, g;
     carve(&q, scratch + carve(&p, scratch, &w), &g);
-    size_t in_floats = (size_t)s->C * s->H * s->W, out_floats = (size_t)s->OC * s->OH * s->OW;
+    size_t in_floats = input_floats(&p), out_floats = output_floats(&p);
+    float *made_dout = w.made + cn_whole_lines(in_floats);
     int stream = cn_streamed((size_t)B * in_floats);
     if (din) transform_kernels4(g.U, weight, s->OC, s->C, 1);
     memset(w.U, 0, (size_t)p.xi * s->OC * s->C * sizeof *w.U);
     for (int b0 = 0; b0 < B; b0 += p.nb) {
         int nb = B - b0 < p.nb ? B - b0 : p.nb;
+        const float *d = samples_at(dout, b0, nb, out_floats, made_dout);
         for (int b = 0; b < nb; b++) {
-            transform_input(w.V, in + (size_t)(b0 + b) * in_floats, 1, b * p.T, &p, w.row);
-            transform_gradient(w.M, dout + (size_t)(b0 + b) * out_floats, b * p.T, &p, w.row);
+            transform_input(w.V, samples_at(in, b0 + b, 1, in_floats, w.made), 1, b * p.T, &p,
+                            w.row);
+            transform_gradient(w.M, d + (size_t)b * out_floats, b * p.T, &p, w.row);
         }
         for (int xi = 0; xi < p.xi; xi++)
             weight_gradient_product(w.U + (size_t)xi * s->OC * s->C, w.M + xi * p.ms,
                                     w.V + xi * p.vs, nb * p.T, &p, w);
         if (din)
-            convolve(din + (size_t)b0 * in_floats, dout + (size_t)b0 * out_floats, g.U, NULL, nb,
-                     stream, &q, g);
+            convolve(din + (size_t)b0 * in_floats, &(cn_samples){.at = d}, g.U, NULL, nb, stream,
+                     &q, g);
     }
     fold_kernels(dweight, w.U, s->OC, s->C);
 }

@@ -8,7 +8,10 @@
  * of that combination is made where it ran (running_share) and the shares are summed like the
  * gradient. A relu right after the layer runs inside its passes (fuses), and so does a relu
  * right before it (forward_rectified, called by relu.c's fusion) and a max-pool right after it
- * or after its relu (plane by plane through scratch, bn_pool). The passes over a plane
+ * or after its relu (plane by plane through scratch, bn_pool). For a convolution that takes
+ * them made (layer.h, makes), its normalised output (without a pool) and its input gradient are
+ * made a sample at a time as the convolution reads them, from what the passes keep: forward
+ * then only computes the statistics, backward only the sums. The passes over a plane
  * are kernels of each instruction set (batchnorm_kernels.inc). No affine=False, no
  * track_running_stats=False. */
 #include <math.h>
@@ -198,7 +201,7 @@ static void forward_train(float *out, float *mean, float *invstd, float *var_unb
             var_unbiased[c] = (float)(n > 1 ? v[j] * n / (n - 1) : v[j]);
             ch[j] = channel(mean[c], invstd[c], gamma[c], beta[c], relu);
         }
-        normalise_group(out, in, B, C, HW, c0, g, ch, rectified(relu), pool);
+        if (out || pool) normalise_group(out, in, B, C, HW, c0, g, ch, rectified(relu), pool);
     }
 }
 
@@ -209,19 +212,26 @@ void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float 
     forward_train(out, mean, invstd, var_unbiased, in, gamma, beta, B, C, HW, eps, relu, NULL);
 }
 
-/* cn_batchnorm2d_forward_eval with a pool inside (or NULL). */
+/* Channel c as evaluation normalises it: with the running statistics. */
+static cn_bn_channel eval_channel(const float *running_mean, const float *running_var, int c,
+                                  float gamma, float beta, float eps, int relu)
+{
+    float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
+    return channel(running_mean[c], invstd, gamma, beta, relu);
+}
+
+/* cn_batchnorm2d_forward_eval with a pool inside (or NULL); nothing without either. */
 static void forward_eval(float *out, const float *in, const float *gamma, const float *beta,
                          const float *running_mean, const float *running_var, int B, int C,
                          int HW, float eps, int relu, const bn_pool *pool)
 {
+    if (!out && !pool) return;
     for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
         int g = group_size(C, c0);
         cn_bn_channel ch[CN_BN_GROUP];
-        for (int j = 0; j < g; j++) {
-            int c = c0 + j;
-            float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
-            ch[j] = channel(running_mean[c], invstd, gamma[c], beta[c], relu);
-        }
+        for (int j = 0; j < g; j++)
+            ch[j] = eval_channel(running_mean, running_var, c0 + j, gamma[c0 + j], beta[c0 + j],
+                                 eps, relu);
         normalise_group(out, in, B, C, HW, c0, g, ch, rectified(relu), pool);
     }
 }
@@ -234,8 +244,9 @@ void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma
     forward_eval(out, in, gamma, beta, running_mean, running_var, B, C, HW, eps, relu, NULL);
 }
 
-/* cn_batchnorm2d_backward with a pool inside (or NULL; dout is then unused). */
-static void backward(float *din, float *dgamma, float *dbeta, const float *dout,
+/* cn_batchnorm2d_backward with a pool inside (or NULL; dout is then unused); means [2 C] (or
+ * NULL) gets each channel's mean_dy, then each one's mean_dy_xhat, for make_input_gradient. */
+static void backward(float *din, float *dgamma, float *dbeta, float *means, const float *dout,
                      const float *in, const float *mean, const float *invstd,
                      const float *gamma, const float *beta, int B, int C, int HW, int relu,
                      const bn_pool *pool)
@@ -255,6 +266,7 @@ static void backward(float *din, float *dgamma, float *dbeta, const float *dout,
             dgamma[c0 + j] += (float)sum_dy_xhat;
             dbeta[c0 + j] += (float)sum_dy;
             ch[j].mean_dy = (float)(sum_dy / n), ch[j].mean_dy_xhat = (float)(sum_dy_xhat / n);
+            if (means) means[c0 + j] = ch[j].mean_dy, means[C + c0 + j] = ch[j].mean_dy_xhat;
         }
         if (din) sweep(BN_INPUT_GRADIENT, &o, B, C, HW, c0, g); /* none for a first layer */
     }
@@ -265,11 +277,13 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
                              const float *gamma, const float *beta, int B, int C, int HW,
                              int relu)
 {
-    backward(din, dgamma, dbeta, dout, in, mean, invstd, gamma, beta, B, C, HW, relu, NULL);
+    backward(din, dgamma, dbeta, NULL, dout, in, mean, invstd, gamma, beta, B, C, HW, relu,
+             NULL);
 }
 
 /* ---- the layer types: tensors weight (gamma), bias (beta), running_mean, running_var,
- * num_batches_tracked; report [mean C][unbiased var C], state [invstd C] ---- */
+ * num_batches_tracked; report [mean C][unbiased var C], state [invstd C][mean_dy C]
+ * [mean_dy_xhat C] (the last two written by backward) ---- */
 
 static int plan_args(cn_layer *l, const cn_layer_spec *s, cn_error *err)
 {
@@ -316,7 +330,7 @@ static void init(const cn_layer *l, float *params, float *running, cn_rng *rng)
 
 static void batch_state(const cn_layer *l, size_t *report, size_t *state)
 {
-    *report = 2 * (size_t)l->out.c, *state = (size_t)l->out.c;
+    *report = 2 * (size_t)l->out.c, *state = 3 * (size_t)l->out.c;
 }
 
 /* What runs inside the layer's passes besides its own: relu layers (CN_BN_RELU_*) and a
@@ -360,8 +374,8 @@ static void run_backward(const cn_layer_pass *p, const float *dy, const bn_insid
     const cn_layer *l = p->l;
     int C = l->out.c, HW = l->out.h * l->out.w;
     bn_pool q;
-    backward(p->dx, p->dparams, p->dparams + C, dy, p->x, p->report, p->state, p->params,
-             p->params + C, p->n, C, HW, in->relu, pool_of(p, in, &q));
+    backward(p->dx, p->dparams, p->dparams + C, p->state + C, dy, p->x, p->report, p->state,
+             p->params, p->params + C, p->n, C, HW, in->relu, pool_of(p, in, &q));
 }
 
 static void forward(const cn_layer_pass *p) { run_forward(p, p->y, &(bn_inside){0, NULL}); }
@@ -412,6 +426,65 @@ static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next, in
 {
     bn_inside in = inside_of(next, count);
     run_backward(p, next[count - 1].dy, &in);
+}
+
+/* ---- made a sample at a time (layer.h, makes): the output where no pool runs inside (the
+ * pool's picks are written by the passes), the input gradient always; the same kernels on the
+ * same planes as the passes, so the same bits. A pool's gradient is routed into dst's plane
+ * and turned into the input gradient there: the pass's scratch (col) is the reading layer's. */
+
+static bn_inside inside_or_none(const cn_layer_pass *next, int count)
+{
+    return count ? inside_of(next, count) : (bn_inside){0, NULL};
+}
+
+static unsigned makes(const cn_layer *l, const cn_layer *next, int count)
+{
+    (void)l;
+    int pooled = count > 0 && is_pool(&next[count - 1]);
+    return CN_MAKES_INPUT_GRADIENT | (pooled ? 0 : CN_MAKES_OUTPUT);
+}
+
+static void make_output(const cn_layer_pass *p, const cn_layer_pass *next, int count, int b,
+                        float *dst)
+{
+    const cn_layer *l = p->l;
+    int C = l->out.c, HW = l->out.h * l->out.w;
+    const float *gamma = p->params, *beta = p->params + C;
+    int relu = inside_or_none(next, count).relu;
+    cn_bn_planes one = {HW, 1, (size_t)HW, 0};
+    for (int c = 0; c < C; c++) {
+        cn_bn_channel ch = p->training
+                               ? channel(p->report[c], p->state[c], gamma[c], beta[c], relu)
+                               : eval_channel(p->running, p->running + C, c, gamma[c], beta[c],
+                                              l->args.eps, relu);
+        cn_bn_normalise(dst + (size_t)c * HW, p->x + plane(b, C, HW, c), &one, &ch);
+    }
+}
+
+static void make_input_gradient(const cn_layer_pass *p, const cn_layer_pass *next, int count,
+                                int b, float *dst)
+{
+    const cn_layer *l = p->l;
+    int C = l->out.c, HW = l->out.h * l->out.w;
+    const float *gamma = p->params, *beta = p->params + C;
+    bn_inside in = inside_or_none(next, count);
+    const float *dy = count ? next[count - 1].dy : p->dy;
+    bn_pool q;
+    const bn_pool *pool = pool_of(p, &in, &q);
+    cn_bn_planes one = {HW, 1, (size_t)HW, 0};
+    for (int c = 0; c < C; c++) {
+        cn_bn_channel ch = channel(p->report[c], p->state[c], gamma[c], beta[c], in.relu);
+        ch.mean_dy = p->state[C + c], ch.mean_dy_xhat = p->state[2 * C + c];
+        size_t at = plane(b, C, HW, c);
+        float *out = dst + (size_t)c * HW;
+        const float *g = pool ? out : dy + at;
+        if (pool) {
+            size_t pooled = pooled_at(pool, at, HW);
+            cn_maxpool2d_backward(out, pool->dy + pooled, pool->picks + pooled, 1, &pool->shape);
+        }
+        cn_bn_input_gradient(out, g, p->x + at, &one, &ch);
+    }
 }
 
 /* One plane of scratch, for a max-pool inside the passes. */
@@ -471,7 +544,8 @@ static void describe(const cn_layer *l, char *line, size_t cap)
         .forward_fused = forward_fused, .backward_fused = backward_fused,                      \
         .forward_rectified = forward_rectified, .backward_rectified = backward_rectified,      \
         .update_running = update_running, .running_share = running_share,                      \
-        .describe = describe,                                                                  \
+        .makes = makes, .make_output = make_output,                                            \
+        .make_input_gradient = make_input_gradient, .describe = describe,                      \
     }
 
 const cn_layer_type cn_batchnorm2d_type = BATCHNORM_TYPE("batchnorm2d", plan2d);

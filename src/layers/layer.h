@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "cnnc.h"
-#include "kernels/gemm.h" /* cn_bf16_pair */
+#include "kernels/conv.h" /* cn_samples; gemm.h: cn_bf16_pair */
 
 /* One sample's shape: channels, height, width; flat: a vector of c features (h = w = 1), as
  * after flatten, linear or global_avgpool, which [C,H,W] layers refuse as PyTorch does. */
@@ -85,6 +85,9 @@ typedef struct {
     cn_bf16_pair *packed;  /* scratch: packed_words, when bf16 */
     int training, bf16;
     const cn_step_key *key; /* training: the step being run */
+    /* x and dy where no buffer holds them (x, dy NULL): made a sample at a time by the layer
+     * that owns them (see makes); make NULL where they are in x and dy. */
+    cn_samples made_x, made_dy;
 } cn_layer_pass;
 
 /* Multiply-adds of one sample: forward, the parameters' gradients, the input's gradient. */
@@ -117,6 +120,12 @@ typedef struct {
     unsigned passes;
     int layers;
 } cn_fusion;
+
+/* What a layer can make a sample at a time for the layer that reads it (cn_layer_type.makes). */
+enum {
+    CN_MAKES_OUTPUT = 1,         /* its output (the last fused layer's), in both passes */
+    CN_MAKES_INPUT_GRADIENT = 2, /* its input gradient, once its backward has run */
+};
 
 /* The most layers one layer's passes run besides its own (a BatchNorm, its relu, a max-pool). */
 #define CN_MAX_FUSED 2
@@ -163,6 +172,21 @@ struct cn_layer_type {
      * with it (relu.c). NULL: none. */
     void (*forward_rectified)(const cn_layer_pass *p);
     void (*backward_rectified)(const cn_layer_pass *p);
+    /* Whether its passes take x and dy made a sample at a time (cn_layer_pass.made_x, made_dy)
+     * instead of from buffers. NULL: never. */
+    int (*takes_made)(const cn_layer *l, int bf16);
+    /* What the layer (with next[0 .. count), the layers its passes run) can make a sample at a
+     * time instead of writing to a buffer (CN_MAKES_*; NULL: nothing). The executor then leaves
+     * the buffer out, runs forward with the last fused output NULL (only the statistics) and
+     * backward with dx NULL (only the parameters' gradients and what make_input_gradient
+     * needs), and gives the reading layer a cn_samples that calls these two with the passes
+     * of the same samples: sample b's output, or its input gradient, into dst, the same bits
+     * as the passes would write. */
+    unsigned (*makes)(const cn_layer *l, const cn_layer *next, int count);
+    void (*make_output)(const cn_layer_pass *p, const cn_layer_pass *next, int count, int b,
+                        float *dst);
+    void (*make_input_gradient)(const cn_layer_pass *p, const cn_layer_pass *next, int count,
+                                int b, float *dst);
     /* After a step: running statistics from every replica's report ([R] of them, each at this
      * layer's place), in replica order; counter += 1. NULL: none. */
     void (*update_running)(const cn_layer *l, float *running, int64_t *counter,

@@ -95,6 +95,56 @@ static int unread(const cn_plan *p, int i)
     return h >= 0 && p->fusion[h].passes == both && i < h + p->fusion[h].layers;
 }
 
+/* Whether layer c's passes can take their input and output gradient made (cn_layer_pass.made_x,
+ * made_dy): its type takes them, it runs on the whole batch (as the layers that make them do:
+ * the same samples in one pass) and fuses with no other layer. */
+static int takes_made(const cn_plan *p, int c)
+{
+    const cn_layer *l = &p->m->layers[c];
+    return l->type->takes_made && l->type->takes_made(l, p->bf16) &&
+           (flags_of(p->m, c) & CN_WHOLE_BATCH) && !p->fusion[c].layers && fused_head(p, c) < 0;
+}
+
+/* h, when layer h's passes (with the layers they run) can make `what` (CN_MAKES_*) for the layer
+ * that reads it: it heads its fusion (or has none), runs on the whole batch and its type makes
+ * it; else -1. */
+static int maker(const cn_plan *p, int h, unsigned what)
+{
+    const cn_model *m = p->m;
+    if (h < 0 || h >= m->num_layers || fused_head(p, h) >= 0) return -1;
+    const cn_layer *l = &m->layers[h];
+    cn_fusion f = p->fusion[h];
+    if (!l->type->makes || !(flags_of(m, h) & CN_WHOLE_BATCH)) return -1;
+    if (f.layers && f.passes != (CN_FUSE_FORWARD | CN_FUSE_BACKWARD)) return -1;
+    return l->type->makes(l, l + 1, f.layers) & what ? h : -1;
+}
+
+/* Which inputs and output gradients are made instead of stored: a layer that takes them, right
+ * after (before) the layers that make them, with no view between. */
+static void plan_made(cn_plan *p)
+{
+    const cn_model *m = p->m;
+    int L = m->num_layers;
+    for (int c = 0; c < L; c++) {
+        p->made_x[c] = p->made_dy[c] = -1;
+        if (!takes_made(p, c)) continue;
+        if (c > 0 && !(flags_of(m, c - 1) & CN_VIEW)) {
+            int h = fused_head(p, c - 1);
+            h = h < 0 ? c - 1 : h;
+            if (h + p->fusion[h].layers == c - 1) p->made_x[c] = maker(p, h, CN_MAKES_OUTPUT);
+        }
+        if (c + 1 < L && !(flags_of(m, c + 1) & CN_VIEW))
+            p->made_dy[c] = maker(p, c + 1, CN_MAKES_INPUT_GRADIENT);
+    }
+}
+
+/* Layer i's output (its gradient) made for the layer that reads it: no buffer holds it. */
+static int out_made(const cn_plan *p, int i)
+{
+    return i + 1 < p->m->num_layers && p->made_x[i + 1] >= 0;
+}
+static int grad_made(const cn_plan *p, int i) { return p->made_dy[i] >= 0; }
+
 /* Samples per pass: as many as keep the segment's transient buffers within CN_CHUNK_FLOATS. */
 static int segment_chunk(const cn_plan *p, int first, int last)
 {
@@ -167,11 +217,15 @@ int cn_plan_init(cn_plan *p, const cn_model *m, int batch, cn_precision precisio
     p->keep_grad = calloc(L, 1);
     p->fusion = calloc(L, sizeof *p->fusion);
     p->rows = calloc(L, sizeof *p->rows);
-    if (!p->segments || !p->keep_out || !p->keep_grad || !p->fusion || !p->rows) {
+    p->made_x = calloc(L, sizeof *p->made_x);
+    p->made_dy = calloc(L, sizeof *p->made_dy);
+    if (!p->segments || !p->keep_out || !p->keep_grad || !p->fusion || !p->rows || !p->made_x ||
+        !p->made_dy) {
         cn_plan_free(p);
         return -1;
     }
     plan_keeping(p);
+    plan_made(p);
     plan_segments(p);
     plan_scratch(p);
     return 0;
@@ -184,6 +238,8 @@ void cn_plan_free(cn_plan *p)
     free(p->keep_grad);
     free(p->fusion);
     free(p->rows);
+    free(p->made_x);
+    free(p->made_dy);
     *p = (cn_plan){0};
 }
 
@@ -237,8 +293,8 @@ static size_t carve(const cn_plan *p, cn_workspace *w, float *base)
             continue;
         }
         if (!unread(p, i)) {
-            w->out[i] = TAKE(layer_rows(p, i, p->keep_out[i]) * size);
-            w->grad[i] = TAKE(layer_rows(p, i, p->keep_grad[i]) * size);
+            w->out[i] = out_made(p, i) ? NULL : TAKE(layer_rows(p, i, p->keep_out[i]) * size);
+            w->grad[i] = grad_made(p, i) ? NULL : TAKE(layer_rows(p, i, p->keep_grad[i]) * size);
         }
         size_t aux = l->type->aux_bytes ? l->type->aux_bytes(l) : 0;
         w->aux[i] = aux ? TAKE(floats_for_bytes((size_t)p->batch * aux)) : NULL;
@@ -318,11 +374,43 @@ static void fused_passes(const cn_plan *p, cn_workspace *w, cn_workspace *s, int
         next[k] = pass_at(p, w, s, i + 1 + k, first, n, training);
 }
 
+/* The passes of a layer that makes what another reads, a sample at a time (layer.h, makes). */
+typedef struct {
+    cn_layer_pass head, next[CN_MAX_FUSED];
+    int count;
+} maker_passes;
+
+static void make_output(const void *ctx, int b, float *dst)
+{
+    const maker_passes *k = ctx;
+    k->head.l->type->make_output(&k->head, k->next, k->count, b, dst);
+}
+
+static void make_input_gradient(const void *ctx, int b, float *dst)
+{
+    const maker_passes *k = ctx;
+    k->head.l->type->make_input_gradient(&k->head, k->next, k->count, b, dst);
+}
+
+/* The samples first.. (n of them) that layer h makes with make, its passes put in *k. */
+static cn_samples made_by(maker_passes *k, const cn_plan *p, cn_workspace *w, cn_workspace *s,
+                          int h, int first, int n, int training,
+                          void (*make)(const void *, int, float *))
+{
+    k->head = pass_at(p, w, s, h, first, n, training);
+    k->count = p->fusion[h].layers;
+    fused_passes(p, w, s, h, first, n, training, k->next);
+    return (cn_samples){.make = make, .ctx = k};
+}
+
 static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
                           int n, int training)
 {
     if (run_by_head(p, i, CN_FUSE_FORWARD)) return; /* a layer before ran it */
     cn_layer_pass q = pass_at(p, w, s, i, first, n, training), next[CN_MAX_FUSED];
+    maker_passes made;
+    if (p->made_x[i] >= 0)
+        q.made_x = made_by(&made, p, w, s, p->made_x[i], first, n, training, make_output);
     if (p->fusion[i].passes & CN_FUSE_FORWARD) {
         fused_passes(p, w, s, i, first, n, training, next);
         q.l->type->forward_fused(&q, next, p->fusion[i].layers);
@@ -339,6 +427,11 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
     if (run_by_head(p, i, CN_FUSE_BACKWARD)) return; /* a layer before runs it */
     cn_layer_pass q = pass_at(p, w, s, i, first, n, 1), next[CN_MAX_FUSED];
     q.dparams = dp + (q.l->params - shift);
+    maker_passes made_x, made_dy;
+    if (p->made_x[i] >= 0)
+        q.made_x = made_by(&made_x, p, w, s, p->made_x[i], first, n, 1, make_output);
+    if (p->made_dy[i] >= 0)
+        q.made_dy = made_by(&made_dy, p, w, s, p->made_dy[i], first, n, 1, make_input_gradient);
     if (p->fusion[i].passes & CN_FUSE_BACKWARD) {
         int count = p->fusion[i].layers;
         fused_passes(p, w, s, i, first, n, 1, next);

@@ -2,8 +2,10 @@
  * made once per model and batch size, cuts the layers into segments: a BatchNorm layer needs the
  * whole batch at once, every other run of layers goes through the batch a few samples at a time,
  * so that intermediate results nobody needs later (a conv output feeding a max-pool, say) live
- * in small buffers that stay in cache. Only what backward needs is kept for the whole batch.
- * What each layer needs comes from its type's table (layer.h); nothing here asks which type a
+ * in small buffers that stay in cache. Only what backward needs is kept for the whole batch,
+ * and not even that where the layer that reads a tensor takes it made a sample at a time by the
+ * layer that owns it (BatchNorm's normalised output and its input gradient for Winograd's
+ * convolutions: layer.h, makes), so that it never goes through memory. What each layer needs comes from its type's table (layer.h); nothing here asks which type a
  * layer is. Nothing here knows about replicas, threads or optimisers (trainer.c does). */
 #ifndef CN_EXECUTOR_H
 #define CN_EXECUTOR_H
@@ -34,6 +36,9 @@ typedef struct {
     unsigned char *keep_out;  /* [L] 1: the layer's output is stored for the whole batch */
     unsigned char *keep_grad; /* [L] 1: so is the gradient of that output */
     cn_fusion *fusion;        /* [L] the passes of layers after it that its own run */
+    int *made_x, *made_dy;    /* [L] the layer that makes the layer's input (its output
+                               * gradient) a sample at a time where no buffer holds it
+                               * (cn_layer_type.makes), or -1 */
     int *rows;                /* [L] samples its transient buffers hold (its segment's chunk) */
     size_t col_floats;        /* patch scratch */
     int bf16;                 /* 1: the convolutions' products in bf16 (CN_PRECISION_BF16) */
