@@ -345,8 +345,9 @@ static void test_relu_into_pool(void **state)
  * than a few of its roundings; the stored passes have theirs above and in test_layers.c.) */
 static const char batchnorm_makes[] =
     "input channels=3 height=12 width=12 mean=0 std=1\n"
-    "conv2d out=8 kernel=3 padding=1 bias=0\n"    /* 0: patches (3 channels), dy stored */
-    "batchnorm2d\n"                                /* 1: makes 3's input, with its relu */
+    "conv2d out=8 kernel=3 padding=1 bias=0\n"    /* 0: patches (3 channels), dy made */
+    "batchnorm2d\n"                                /* 1: makes 3's input (with its relu)
+                                                    * and 0's dy */
     "relu\n"
     "conv2d out=8 kernel=3 padding=1 bias=0\n"    /* 3: Winograd's */
     "batchnorm2d\n"                                /* 4: makes 3's dy, through the pool */
@@ -354,7 +355,7 @@ static const char batchnorm_makes[] =
     "maxpool2d kernel=2\n"                         /* 8x6x6 */
     "conv2d out=8 kernel=3 padding=1 bias=0\n"    /* 7: its input stored (pooled) */
     "batchnorm2d\n"                                /* 8: makes 7's dy and 9's input */
-    "conv2d out=8 kernel=3 bias=0\n"              /* 9: 8x4x4 */
+    "conv2d out=4 kernel=3 bias=0\n"              /* 9: 4x4x4, patches */
     "global_avgpool\n"
     "flatten\n"
     "linear out=3\n"
@@ -362,6 +363,7 @@ static const char batchnorm_makes[] =
 static const char batchnorm_stores[] =
     "input channels=3 height=12 width=12 mean=0 std=1\n"
     "conv2d out=8 kernel=3 padding=1 bias=0\n"
+    "dropout p=0\n"
     "batchnorm2d\n"
     "relu\n"
     "dropout p=0\n"
@@ -374,7 +376,7 @@ static const char batchnorm_stores[] =
     "dropout p=0\n"
     "batchnorm2d\n"
     "dropout p=0\n"
-    "conv2d out=8 kernel=3 bias=0\n"
+    "conv2d out=4 kernel=3 bias=0\n"
     "global_avgpool\n"
     "flatten\n"
     "linear out=3\n"
@@ -385,7 +387,7 @@ static void test_batchnorm_makes(void **state)
     (void)state;
     net a = make_net(batchnorm_makes, 23), b = make_net(batchnorm_stores, 23);
     const int made_x[] = {-1, -1, -1, 1, -1, -1, -1, -1, -1, 8};
-    const int made_dy[] = {-1, -1, -1, 4, -1, -1, -1, 8, -1, -1};
+    const int made_dy[] = {1, -1, -1, 4, -1, -1, -1, 8, -1, -1};
     for (int i = 0; i < 10; i++) {
         assert_int_equal(a.plan.made_x[i], made_x[i]);
         assert_int_equal(a.plan.made_dy[i], made_dy[i]);

@@ -235,25 +235,33 @@ static size_t band_scratch_floats(const cn_conv_shape *s, band_scratch *parts, f
 
 int cn_conv2d_batched(const cn_conv_shape *s) { return cn_winograd_fits(s); }
 
-int cn_conv2d_takes_made(const cn_conv_shape *s) { return cn_winograd_fits(s); }
-
-void cn_conv2d_forward_made(float *out, const cn_samples *in, const float *weight,
-                            const float *bias, int B, const cn_conv_shape *s, float *col)
+int cn_conv2d_takes_made(const cn_conv_shape *s, int bias)
 {
-    cn_winograd_forward(out, in, weight, bias, B, s, col);
+    return !(bias && cn_winograd_fits(s));
 }
 
-void cn_conv2d_backward_made(float *din, float *dweight, const cn_samples *dout,
-                             const cn_samples *in, const float *weight, int B,
-                             const cn_conv_shape *s, float *col)
+/* The floats of one input sample, and of one output sample. */
+static size_t input_floats(const cn_conv_shape *s) { return (size_t)s->C * s->H * s->W; }
+static size_t output_floats(const cn_conv_shape *s) { return (size_t)s->OC * s->OH * s->OW; }
+
+/* Where the samples made for the patch kernels (cn_samples) go in col: after the patches and
+ * the band scratch, an input sample, then an output gradient's. */
+static size_t made_offset(const cn_conv_shape *s)
 {
-    cn_winograd_backward(din, dweight, dout, in, weight, B, s, col);
+    return cn_whole_lines(patch_floats(s)) + band_scratch_floats(s, NULL, NULL);
+}
+
+static float *made_input(const cn_conv_shape *s, float *col) { return col + made_offset(s); }
+
+static float *made_gradient(const cn_conv_shape *s, float *col)
+{
+    return made_input(s, col) + cn_whole_lines(input_floats(s));
 }
 
 size_t cn_conv2d_col_floats(const cn_conv_shape *s)
 {
-    size_t more = band_scratch_floats(s, NULL, NULL);
-    size_t col = more ? cn_whole_lines(patch_floats(s)) + more : patch_floats(s);
+    size_t col = made_offset(s) + cn_whole_lines(input_floats(s)) +
+                 cn_whole_lines(output_floats(s));
     size_t winograd = cn_winograd_fits(s) ? cn_winograd_floats(s) : 0;
     return col > winograd ? col : winograd;
 }
@@ -281,9 +289,15 @@ static void shifted_rows(int32_t *brow, const cn_conv_shape *s)
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
                        int B, const cn_conv_shape *s, float *col)
 {
+    cn_conv2d_forward_made(out, &(cn_samples){.at = in}, weight, bias, B, s, col);
+}
+
+void cn_conv2d_forward_made(float *out, const cn_samples *in, const float *weight,
+                            const float *bias, int B, const cn_conv_shape *s, float *col)
+{
     UNPACK(s);
     if (cn_winograd_fits(s)) {
-        cn_winograd_forward(out, &(cn_samples){.at = in}, weight, bias, B, s, col);
+        cn_winograd_forward(out, in, weight, bias, B, s, col);
         return;
     }
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
@@ -295,11 +309,11 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
         shifted_rows(sc.brow, s);
         if (!bias) memset(sc.zero, 0, (size_t)OC * sizeof *sc.zero), start = sc.zero;
     }
-    for (int b = 0; b < B; b++)
+    for (int b = 0; b < B; b++) {
+        const float *x = cn_samples_at(in, b, 1, input_floats(s), made_input(s, col));
         for (int y0 = 0; y0 < s->OH; y0 += rows) {
             int h = s->OH - y0 < rows ? s->OH - y0 : rows, n = h * s->OW;
             float *o = out + (size_t)b * OC * P + (size_t)y0 * s->OW;
-            const float *x = in + (size_t)b * C * H * W;
             if (s->stride == 1) {
                 const float *v = band_input(sc.plane, x, s, y0, h + K - 1);
                 cn_shifted_planes(col, ps, v, C, h + K - 1, padded_w(s), K);
@@ -312,6 +326,7 @@ void cn_conv2d_forward(float *out, const float *in, const float *weight, const f
             else
                 cn_sgemm(0, 0, OC, n, CKK, weight, CKK, col, n, 0, o, P);
         }
+    }
 }
 
 /* din [C,H,W] of one sample += the input gradient of a band of output rows from y0, whose
@@ -373,19 +388,29 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
                         const float *in, const float *weight, int B, const cn_conv_shape *s,
                         float *col)
 {
+    cn_conv2d_backward_made(din, dweight, dbias, &(cn_samples){.at = dout},
+                            &(cn_samples){.at = in}, weight, B, s, col);
+}
+
+void cn_conv2d_backward_made(float *din, float *dweight, float *dbias, const cn_samples *dout,
+                             const cn_samples *in, const float *weight, int B,
+                             const cn_conv_shape *s, float *col)
+{
     UNPACK(s);
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
     if (cn_winograd_fits(s)) {
-        for (int b = 0; b < B; b++) bias_gradient(dbias, dout + (size_t)b * OC * P, OC, P);
-        cn_winograd_backward(din, dweight, &(cn_samples){.at = dout}, &(cn_samples){.at = in},
-                             weight, B, s, col);
+        assert(dout->at || !dbias); /* cn_conv2d_takes_made */
+        for (int b = 0; b < B && dbias; b++)
+            bias_gradient(dbias, dout->at + (size_t)b * OC * P, OC, P);
+        cn_winograd_backward(din, dweight, dout, in, weight, B, s, col);
         return;
     }
     band_scratch sc = {0};
     band_scratch_floats(s, &sc, col);
     if (banded_backward(s)) memset(sc.dwt, 0, (size_t)CKK * OC * sizeof *sc.dwt);
     for (int b = 0; b < B; b++) {
-        const float *d = dout + (size_t)b * OC * P, *x = in + (size_t)b * C * H * W;
+        const float *d = cn_samples_at(dout, b, 1, output_floats(s), made_gradient(s, col));
+        const float *x = cn_samples_at(in, b, 1, input_floats(s), made_input(s, col));
         float *din_b = din ? din + (size_t)b * C * H * W : NULL;
         bias_gradient(dbias, d, OC, P);
         if (!banded_backward(s)) {

@@ -40,6 +40,15 @@ typedef struct {
     const void *ctx;
 } cn_samples;
 
+/* Samples b .. b + count - 1 of t, floats each: where they are, or made into buf. */
+static inline const float *cn_samples_at(const cn_samples *t, int b, int count, size_t floats,
+                                         float *buf)
+{
+    if (t->at) return t->at + (size_t)b * floats;
+    for (int k = 0; k < count; k++) t->make(t->ctx, b + k, buf + (size_t)k * floats);
+    return buf;
+}
+
 /* 1 when the fp32 kernels do work per call that pays only over many samples (the transformed
  * kernels of Winograd's algorithm for 3x3 convolutions of stride 1, kernels/winograd.h):
  * give them the whole batch in one call. */
@@ -57,11 +66,12 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
                         float *col);
 
 /* The same two with the input (and the output gradient) as cn_samples, made where at is NULL:
- * only for shapes that cn_conv2d_takes_made (fp32, Winograd's; the bias gradient is not made). */
-int cn_conv2d_takes_made(const cn_conv_shape *s);
+ * for the shapes that cn_conv2d_takes_made (Winograd's without a bias, whose gradient it sums
+ * before the products; any other). */
+int cn_conv2d_takes_made(const cn_conv_shape *s, int bias);
 void cn_conv2d_forward_made(float *out, const cn_samples *in, const float *weight,
                             const float *bias, int B, const cn_conv_shape *s, float *col);
-void cn_conv2d_backward_made(float *din, float *dweight, const cn_samples *dout,
+void cn_conv2d_backward_made(float *din, float *dweight, float *dbias, const cn_samples *dout,
                              const cn_samples *in, const float *weight, int B,
                              const cn_conv_shape *s, float *col);
 

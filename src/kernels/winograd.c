@@ -271,14 +271,6 @@ static void weight_gradient_product(float *dU, const float *M, const float *V, i
 
 /* ---- the passes ---- */
 
-/* Samples b .. b + count - 1 of t, floats each: where they are, or made into buf. */
-static const float *samples_at(const cn_samples *t, int b, int count, size_t floats, float *buf)
-{
-    if (t->at) return t->at + (size_t)b * floats;
-    for (int k = 0; k < count; k++) t->make(t->ctx, b + k, buf + (size_t)k * floats);
-    return buf;
-}
-
 /* The samples of the group from sample b of a block of nb: p->group, fewer at the block's end. */
 static int group_at(const plan *p, int nb, int b) { return nb - b < p->group ? nb - b : p->group; }
 
@@ -293,7 +285,7 @@ static void convolve(float *out, const cn_samples *in, const float *U, const flo
         int nb = B - b0 < p->nb ? B - b0 : p->nb;
         for (int b = 0; b < nb; b += p->group) {
             int count = group_at(p, nb, b);
-            transform_input(w.V, samples_at(in, b0 + b, count, in_floats, w.made), count,
+            transform_input(w.V, cn_samples_at(in, b0 + b, count, in_floats, w.made), count,
                             b * p->T, p, w.row);
         }
         for (int xi = 0; xi < p->xi; xi++)
@@ -332,9 +324,9 @@ void cn_winograd_backward(float *din, float *dweight, const cn_samples *dout,
     memset(w.U, 0, (size_t)p.xi * s->OC * s->C * sizeof *w.U);
     for (int b0 = 0; b0 < B; b0 += p.nb) {
         int nb = B - b0 < p.nb ? B - b0 : p.nb;
-        const float *d = samples_at(dout, b0, nb, out_floats, made_dout);
+        const float *d = cn_samples_at(dout, b0, nb, out_floats, made_dout);
         for (int b = 0; b < nb; b++) {
-            transform_input(w.V, samples_at(in, b0 + b, 1, in_floats, w.made), 1, b * p.T, &p,
+            transform_input(w.V, cn_samples_at(in, b0 + b, 1, in_floats, w.made), 1, b * p.T, &p,
                             w.row);
             transform_gradient(w.M, d + (size_t)b * out_floats, b * p.T, &p, w.row);
         }

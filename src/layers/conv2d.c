@@ -5,7 +5,7 @@
  * after it (window = stride, see fuses), backward takes the gradients from the pool's picks and
  * neither the pool's backward nor the relu's is run. Otherwise a max-pool right after it runs
  * inside its forward pass a sample at a time, and in bf16 inside its backward pass too, the
- * pool's gradient put straight into the products' pairs. Winograd's fp32 passes (without a
+ * pool's gradient put straight into the products' pairs. The fp32 passes (Winograd's without a
  * bias) take their input and output gradient made a sample at a time by the layer that owns
  * them where the planner says so (takes_made; BatchNorm's normalised output and input
  * gradient), instead of reading them from buffers. No dilation or groups. */
@@ -157,11 +157,11 @@ static void macs(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m)
 
 
 /* Its input and output gradient made a sample at a time by the layers that own them (layer.h,
- * makes): Winograd's fp32 passes, without a bias (whose gradient is not made). */
+ * makes): the fp32 passes (cn_conv2d_takes_made). */
 static int takes_made(const cn_layer *l, int bf16)
 {
     cn_conv_shape cs = shape_of(l);
-    return !bf16_pays(bf16, &cs) && cn_conv2d_takes_made(&cs) && !l->args.bias;
+    return !bf16_pays(bf16, &cs) && cn_conv2d_takes_made(&cs, l->args.bias);
 }
 
 /* The pass's x or dy as cn_samples: made, or in its buffer. */
@@ -188,7 +188,7 @@ static void backward(const cn_layer_pass *p)
     float *db = dbias_of(p->l, p->dparams);
     if (p->made_x.make || p->made_dy.make) {
         cn_samples dout = samples_of(&p->made_dy, p->dy), in = samples_of(&p->made_x, p->x);
-        cn_conv2d_backward_made(p->dx, p->dparams, &dout, &in, p->params, p->n, &cs, p->col);
+        cn_conv2d_backward_made(p->dx, p->dparams, db, &dout, &in, p->params, p->n, &cs, p->col);
     } else if (bf16_pays(p->bf16, &cs))
         cn_conv2d_backward_bf16(p->dx, p->dparams, db, p->dy, p->x, p->params, p->n, &cs, p->col,
                                 p->packed);

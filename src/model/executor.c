@@ -96,13 +96,14 @@ static int unread(const cn_plan *p, int i)
 }
 
 /* Whether layer c's passes can take their input and output gradient made (cn_layer_pass.made_x,
- * made_dy): its type takes them, it runs on the whole batch (as the layers that make them do:
- * the same samples in one pass) and fuses with no other layer. */
+ * made_dy): its type takes them and it fuses with no other layer. (The layers that make them
+ * run on the whole batch: every buffer they read is kept for it, so that they make a chunk's
+ * samples as well.) */
 static int takes_made(const cn_plan *p, int c)
 {
     const cn_layer *l = &p->m->layers[c];
-    return l->type->takes_made && l->type->takes_made(l, p->bf16) &&
-           (flags_of(p->m, c) & CN_WHOLE_BATCH) && !p->fusion[c].layers && fused_head(p, c) < 0;
+    return l->type->takes_made && l->type->takes_made(l, p->bf16) && !p->fusion[c].layers &&
+           fused_head(p, c) < 0;
 }
 
 /* h, when layer h's passes (with the layers they run) can make `what` (CN_MAKES_*) for the layer
