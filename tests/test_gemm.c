@@ -577,6 +577,24 @@ static void check_transpose_to(transpose_fn *f, int rows, int cols, int gap, int
     free(src), free(mem);
 }
 
+/* A streamed copy: every float, nothing around it, on aligned and unaligned destinations. */
+static void check_copy_streamed(size_t n, int shift, cn_rng *rng)
+{
+    float *src = malloc((n + 1) * sizeof *src);
+    float *mem = aligned_alloc(64, cn_whole_lines(n + (size_t)shift + 1) * sizeof *mem);
+    assert_true(src && mem);
+    fill(src, n, rng);
+    size_t all = cn_whole_lines(n + (size_t)shift + 1);
+    for (size_t i = 0; i < all; i++) mem[i] = NAN;
+    cn_copy_streamed(mem + shift, src, n);
+    for (size_t i = 0; i < all; i++) {
+        int inside = i >= (size_t)shift && i < (size_t)shift + n;
+        if (inside ? mem[i] != src[i - (size_t)shift] : !isnan(mem[i]))
+            fail_msg("streamed copy of %zu (shift %d): [%zu] is %g", n, shift, i, mem[i]);
+    }
+    free(src), free(mem);
+}
+
 static void check_transpose(int rows, int cols, cn_rng *rng)
 {
     check_transpose_to(cn_transpose, rows, cols, 5, 0, rng);
@@ -586,6 +604,8 @@ static void check_transpose(int rows, int cols, cn_rng *rng)
     check_transpose_to(cn_transpose_streamed, rows, cols, 16 + (rows % 16 ? 16 - rows % 16 : 0),
                        0, rng);
     check_transpose_to(cn_transpose_streamed, rows, cols, 5, 3, rng);
+    check_copy_streamed((size_t)rows * cols, 0, rng);
+    check_copy_streamed((size_t)rows * cols + 5, 3, rng);
 }
 
 static void test_chained_products_and_transposes(void **state)

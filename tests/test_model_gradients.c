@@ -336,9 +336,11 @@ static void test_relu_into_pool(void **state)
     check_gradients(relu_into_pool, 19);
 }
 
-/* BatchNorm making what Winograd's convolutions read, a sample at a time (layer.h, makes): the
+/* BatchNorm making what the convolutions read, a sample at a time (layer.h, by_sample): the
  * normalised output (with its relu, without one) as the next convolution's input, and the input
- * gradient (through a max-pool's picks, or straight) as the previous one's output gradient. The
+ * gradient (through a max-pool's picks, or straight) as the previous one's output gradient; and
+ * taking what Winograd's convolutions write as they write it (its statistics from the output of
+ * the one before, its gradient's sums from the input gradient of the one after). The
  * same model with layers between that change nothing (dropout with p = 0) keeps every tensor in
  * buffers: the same bits in both passes, training and evaluation. (No finite differences here:
  * with BatchNorm's batch statistics on 8 channels many of these gradients move the loss by less
@@ -388,12 +390,17 @@ static void test_batchnorm_makes(void **state)
     net a = make_net(batchnorm_makes, 23), b = make_net(batchnorm_stores, 23);
     const int made_x[] = {-1, -1, -1, 1, -1, -1, -1, -1, -1, 8};
     const int made_dy[] = {1, -1, -1, 4, -1, -1, -1, 8, -1, -1};
+    const int shown_y[] = {-1, -1, -1, 4, -1, -1, -1, 8, -1, -1};  /* Winograd's show */
+    const int shown_dx[] = {-1, -1, -1, 1, -1, -1, -1, -1, -1, -1}; /* 4's output is pooled */
     for (int i = 0; i < 10; i++) {
         assert_int_equal(a.plan.made_x[i], made_x[i]);
         assert_int_equal(a.plan.made_dy[i], made_dy[i]);
+        assert_int_equal(a.plan.shown_y[i], shown_y[i]);
+        assert_int_equal(a.plan.shown_dx[i], shown_dx[i]);
     }
     for (int i = 0; i < b.m->num_layers; i++)
-        assert_true(b.plan.made_x[i] < 0 && b.plan.made_dy[i] < 0);
+        assert_true(b.plan.made_x[i] < 0 && b.plan.made_dy[i] < 0 && b.plan.shown_y[i] < 0 &&
+                    b.plan.shown_dx[i] < 0);
     assert_null(a.w.out[2]); /* the relu's output, made for layer 3 */
     assert_null(a.w.grad[3]);
     assert_memory_equal(a.m->params, b.m->params, a.m->num_params * sizeof(float));

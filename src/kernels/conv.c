@@ -289,15 +289,16 @@ static void shifted_rows(int32_t *brow, const cn_conv_shape *s)
 void cn_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
                        int B, const cn_conv_shape *s, float *col)
 {
-    cn_conv2d_forward_made(out, &(cn_samples){.at = in}, weight, bias, B, s, col);
+    cn_conv2d_forward_made(out, &(cn_samples){.at = in}, weight, bias, B, s, col, NULL);
 }
 
 void cn_conv2d_forward_made(float *out, const cn_samples *in, const float *weight,
-                            const float *bias, int B, const cn_conv_shape *s, float *col)
+                            const float *bias, int B, const cn_conv_shape *s, float *col,
+                            const cn_taker *shown)
 {
     UNPACK(s);
     if (cn_winograd_fits(s)) {
-        cn_winograd_forward(out, in, weight, bias, B, s, col);
+        cn_winograd_forward(out, in, weight, bias, B, s, col, shown);
         return;
     }
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
@@ -326,6 +327,7 @@ void cn_conv2d_forward_made(float *out, const cn_samples *in, const float *weigh
             else
                 cn_sgemm(0, 0, OC, n, CKK, weight, CKK, col, n, 0, o, P);
         }
+        if (shown && shown->take) shown->take(shown->ctx, b, out + (size_t)b * OC * P);
     }
 }
 
@@ -389,12 +391,12 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
                         float *col)
 {
     cn_conv2d_backward_made(din, dweight, dbias, &(cn_samples){.at = dout},
-                            &(cn_samples){.at = in}, weight, B, s, col);
+                            &(cn_samples){.at = in}, weight, B, s, col, NULL);
 }
 
 void cn_conv2d_backward_made(float *din, float *dweight, float *dbias, const cn_samples *dout,
                              const cn_samples *in, const float *weight, int B,
-                             const cn_conv_shape *s, float *col)
+                             const cn_conv_shape *s, float *col, const cn_taker *shown)
 {
     UNPACK(s);
     int P = s->OH * s->OW, CKK = C * K * K, rows = band_rows(s);
@@ -402,7 +404,7 @@ void cn_conv2d_backward_made(float *din, float *dweight, float *dbias, const cn_
         assert(dout->at || !dbias); /* cn_conv2d_takes_made */
         for (int b = 0; b < B && dbias; b++)
             bias_gradient(dbias, dout->at + (size_t)b * OC * P, OC, P);
-        cn_winograd_backward(din, dweight, dout, in, weight, B, s, col);
+        cn_winograd_backward(din, dweight, dout, in, weight, B, s, col, shown);
         return;
     }
     band_scratch sc = {0};
@@ -415,13 +417,14 @@ void cn_conv2d_backward_made(float *din, float *dweight, float *dbias, const cn_
         bias_gradient(dbias, d, OC, P);
         if (!banded_backward(s)) {
             whole_backward(din_b, dweight, d, x, weight, s, col, sc.plane);
-            continue;
+        } else {
+            if (din_b && rows < s->OH) memset(din_b, 0, (size_t)C * H * W * sizeof *din_b);
+            for (int y0 = 0; y0 < s->OH; y0 += rows) {
+                int h = s->OH - y0 < rows ? s->OH - y0 : rows;
+                band_backward(din_b, d + (size_t)y0 * s->OW, x, weight, y0, h, s, col, sc);
+            }
         }
-        if (din_b && rows < s->OH) memset(din_b, 0, (size_t)C * H * W * sizeof *din_b);
-        for (int y0 = 0; y0 < s->OH; y0 += rows) {
-            int h = s->OH - y0 < rows ? s->OH - y0 : rows;
-            band_backward(din_b, d + (size_t)y0 * s->OW, x, weight, y0, h, s, col, sc);
-        }
+        if (din_b && shown && shown->take) shown->take(shown->ctx, b, din_b);
     }
     if (!banded_backward(s)) return;
     for (int oc = 0; oc < OC; oc++)

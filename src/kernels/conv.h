@@ -40,6 +40,15 @@ typedef struct {
     const void *ctx;
 } cn_samples;
 
+/* Where a convolution shows what it writes to the layer that reads it, a sample at a time in
+ * sample order while the sample is still in the caches: take(ctx, b, values) gets sample b
+ * (counted from the call's first) of the output (forward) or of the input gradient (backward).
+ * (That layer sums its statistics there instead of reading the batch back from memory.) */
+typedef struct {
+    void (*take)(const void *ctx, int sample, const float *values);
+    const void *ctx;
+} cn_taker;
+
 /* Samples b .. b + count - 1 of t, floats each: where they are, or made into buf. */
 static inline const float *cn_samples_at(const cn_samples *t, int b, int count, size_t floats,
                                          float *buf)
@@ -68,12 +77,14 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
 /* The same two with the input (and the output gradient) as cn_samples, made where at is NULL:
  * for the shapes that cn_conv2d_takes_made (Winograd's without a bias, whose gradient it sums
  * before the products; any other). */
+/* They also show the output (and din) to shown where its take is not NULL. */
 int cn_conv2d_takes_made(const cn_conv_shape *s, int bias);
 void cn_conv2d_forward_made(float *out, const cn_samples *in, const float *weight,
-                            const float *bias, int B, const cn_conv_shape *s, float *col);
+                            const float *bias, int B, const cn_conv_shape *s, float *col,
+                            const cn_taker *shown);
 void cn_conv2d_backward_made(float *din, float *dweight, float *dbias, const cn_samples *dout,
                              const cn_samples *in, const float *weight, int B,
-                             const cn_conv_shape *s, float *col);
+                             const cn_conv_shape *s, float *col, const cn_taker *shown);
 
 /* The same two with bf16 operands and fp32 sums in every product (cn_gemm_bf16; only where
  * cn_bf16_supported): weights, patches and output gradients are rounded to bf16 as they are

@@ -21,6 +21,7 @@ typedef struct {
     int (*chained_sums)(void);
     void (*transpose)(float *, int, const float *, int, int, int);
     void (*transpose_streamed)(float *, int, const float *, int, int, int);
+    void (*copy_streamed)(float *, const float *, size_t);
     void (*im2col)(float *, const float *, int, int, int, int);
     void (*shifted)(float *, ptrdiff_t, const float *, int, int, int, int);
     void (*pad_rows)(float *, const float *, int, int, int, int, int, int);
@@ -51,7 +52,8 @@ typedef struct {
 
 #define KERNELS_OF(isa)                                                                        \
     {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_gemm_nn_chained_##isa,          \
-     cn_chained_sums_##isa, cn_transpose_##isa, cn_transpose_streamed_##isa, cn_im2col_##isa, \
+     cn_chained_sums_##isa, cn_transpose_##isa, cn_transpose_streamed_##isa,                  \
+     cn_copy_streamed_##isa, cn_im2col_##isa,                                                 \
      cn_shifted_planes_##isa, cn_pad_rows_##isa, cn_crop_rows_##isa, cn_im2row_##isa,          \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_planes_##isa,          \
      cn_maxpool2_rows_##isa,                                                                   \
@@ -171,6 +173,11 @@ void cn_transpose(float *dst, int ldd, const float *src, int lds, int rows, int 
 void cn_transpose_streamed(float *dst, int ldd, const float *src, int lds, int rows, int cols)
 {
     kernels_by_isa[cn_isa_active()].transpose_streamed(dst, ldd, src, lds, rows, cols);
+}
+
+void cn_copy_streamed(float *dst, const float *src, size_t n)
+{
+    kernels_by_isa[cn_isa_active()].copy_streamed(dst, src, n);
 }
 
 void cn_im2col(float *col, const float *in, int C, int H, int W, int K)

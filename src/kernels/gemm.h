@@ -52,6 +52,8 @@ void cn_transpose(float *dst, int ldd, const float *src, int lds, int rows, int 
 /* The same for a destination stored around the caches (cn_streamed): its whole, aligned
  * vectors go by non-temporal stores where the instruction set has them. */
 void cn_transpose_streamed(float *dst, int ldd, const float *src, int lds, int rows, int cols);
+/* dst [n] = src [n], the same way around the caches: an output that went through scratch. */
+void cn_copy_streamed(float *dst, const float *src, size_t n);
 
 /* Outputs of a pass over a batch of at least this many floats (4 MiB) are stored around the
  * caches (non-temporal stores): the next pass cannot find them there anyway (two threads'
@@ -304,6 +306,7 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
                             int cols);                                                        \
     void cn_transpose_streamed_##isa(float *dst, int ldd, const float *src, int lds,         \
                                      int rows, int cols);                                     \
+    void cn_copy_streamed_##isa(float *dst, const float *src, size_t n);                      \
     void cn_im2col_##isa(float *col, const float *in, int C, int H, int W, int K);           \
     void cn_shifted_planes_##isa(float *planes, ptrdiff_t ps, const float *in, int C, int H,  \
                                  int W, int K);                                               \

@@ -103,6 +103,7 @@ typedef struct {
     float *made; /* samples made where no buffer holds them (cn_samples): F(4x4, 3x3)'s, a
                   * group of input samples; the weight gradient's, an input sample and then a
                   * block of output gradients */
+    float *shown; /* F(4x4, 3x3)'s: a block's outputs, when shown (cn_taker) on their way */
 } parts;
 
 /* The floats of one sample of the plan's input, and of its output. */
@@ -128,10 +129,12 @@ static size_t carve(const plan *p, float *at, parts *out)
     size_t k = p->m == 4 ? cn_whole_lines((size_t)p->group * input_floats(p))
                          : cn_whole_lines(input_floats(p)) +
                                cn_whole_lines((size_t)p->nb * output_floats(p));
+    size_t o = p->m == 4 ? cn_whole_lines((size_t)p->nb * output_floats(p)) : 0;
     if (out)
         *out = (parts){at, at + u, at + u + v, at + u + v + m, at + u + v + m + r,
-                       at + u + v + m + r + z, at + u + v + m + r + z + t};
-    return u + v + m + r + z + t + k;
+                       at + u + v + m + r + z, at + u + v + m + r + z + t,
+                       at + u + v + m + r + z + t + k};
+    return u + v + m + r + z + t + k + o;
 }
 
 /* The forward pass's parts, or the backward's: the weight gradient's and the input gradient's
@@ -271,14 +274,32 @@ static void weight_gradient_product(float *dU, const float *M, const float *V, i
 
 /* ---- the passes ---- */
 
+/* Shows the nb samples of a block's outputs in scratch (from sample first) to shown, then
+ * stores them at out, around the caches with stream. */
+static void show_block(float *out, const float *scratch, int nb, int first, size_t floats,
+                       int stream, const cn_taker *shown)
+{
+    for (int k = 0; k < nb; k++) {
+        const float *from = scratch + (size_t)k * floats;
+        shown->take(shown->ctx, first + k, from);
+        if (stream)
+            cn_copy_streamed(out + (size_t)k * floats, from, floats);
+        else
+            memcpy(out + (size_t)k * floats, from, floats * sizeof *out);
+    }
+}
+
 /* The samples of the group from sample b of a block of nb: p->group, fewer at the block's end. */
 static int group_at(const plan *p, int nb, int b) { return nb - b < p->group ? nb - b : p->group; }
 
 /* out [B, OC, OH, OW] = the convolution of in [B, C, IH, IW] with the transformed kernels U,
- * stored around the caches with stream. */
+ * stored around the caches with stream; with shown (take not NULL), each block's outputs go
+ * through scratch, shown there as samples first.. . */
 static void convolve(float *out, const cn_samples *in, const float *U, const float *bias,
-                     int B, int stream, const plan *p, parts w)
+                     int B, int stream, const plan *p, parts w, const cn_taker *shown,
+                     int first)
 {
+    int show = shown && shown->take;
     size_t in_floats = input_floats(p), out_floats = output_floats(p);
     memset(w.zero, 0, (size_t)p->OC * sizeof *w.zero);
     for (int b0 = 0; b0 < B; b0 += p->nb) {
@@ -291,20 +312,26 @@ static void convolve(float *out, const cn_samples *in, const float *U, const flo
         for (int xi = 0; xi < p->xi; xi++)
             cn_sgemm_rows_from(p->OC, nb * p->T, p->C, U + (size_t)xi * p->OC * p->C, p->C,
                                w.V + xi * p->vs, p->ld, w.zero, w.M + xi * p->ms, p->ld);
+        float *to = show ? w.shown : out + (size_t)b0 * out_floats;
         for (int b = 0; b < nb; b += p->group)
-            transform_output(out + (size_t)(b0 + b) * out_floats, w.M, group_at(p, nb, b),
-                             b * p->T, bias, stream, p, w.row);
+            transform_output(to + (size_t)b * out_floats, w.M, group_at(p, nb, b), b * p->T,
+                             bias, stream && !show, p, w.row);
+        if (show)
+            show_block(out + (size_t)b0 * out_floats, w.shown, nb, first + b0, out_floats,
+                       stream, shown);
     }
 }
 
 void cn_winograd_forward(float *out, const cn_samples *in, const float *weight,
-                         const float *bias, int B, const cn_conv_shape *s, float *scratch)
+                         const float *bias, int B, const cn_conv_shape *s, float *scratch,
+                         const cn_taker *shown)
 {
     plan p = forward_plan(s);
     parts w;
     carve(&p, scratch, &w);
     transform_kernels4(w.U, weight, s->OC, s->C, 0);
-    convolve(out, in, w.U, bias, B, cn_streamed((size_t)B * s->OC * s->OH * s->OW), &p, w);
+    convolve(out, in, w.U, bias, B, cn_streamed((size_t)B * s->OC * s->OH * s->OW), &p, w,
+             shown, 0);
 }
 
 /* The weight gradient, and the input gradient (din, or none) of each block of samples right
@@ -312,7 +339,7 @@ void cn_winograd_forward(float *out, const cn_samples *in, const float *weight,
  * the same sums in the same order as one pass after the other. */
 void cn_winograd_backward(float *din, float *dweight, const cn_samples *dout,
                           const cn_samples *in, const float *weight, int B,
-                          const cn_conv_shape *s, float *scratch)
+                          const cn_conv_shape *s, float *scratch, const cn_taker *shown)
 {
     plan p = weight_gradient_plan(s), q = input_gradient_plan(s);
     parts w, g;
@@ -335,7 +362,7 @@ void cn_winograd_backward(float *din, float *dweight, const cn_samples *dout,
                                     w.V + xi * p.vs, nb * p.T, &p, w);
         if (din)
             convolve(din + (size_t)b0 * in_floats, &(cn_samples){.at = d}, g.U, NULL, nb, stream,
-                     &q, g);
+                     &q, g, shown, b0);
     }
     fold_kernels(dweight, w.U, s->OC, s->C);
 }

@@ -15,11 +15,12 @@ int cn_winograd_fits(const cn_conv_shape *s);
 size_t cn_winograd_floats(const cn_conv_shape *s);
 /* in [B,C,H,W] -> out [B,OC,OH,OW] (+ bias [OC], or none when bias is NULL). */
 void cn_winograd_forward(float *out, const cn_samples *in, const float *weight,
-                         const float *bias, int B, const cn_conv_shape *s, float *scratch);
+                         const float *bias, int B, const cn_conv_shape *s, float *scratch,
+                         const cn_taker *shown);
 /* dout [B,OC,OH,OW] -> dweight [OC,C,3,3] +=, din [B,C,H,W] = (skipped if NULL). The bias
  * gradient is the caller's. */
 void cn_winograd_backward(float *din, float *dweight, const cn_samples *dout,
                           const cn_samples *in, const float *weight, int B,
-                          const cn_conv_shape *s, float *scratch);
+                          const cn_conv_shape *s, float *scratch, const cn_taker *shown);
 
 #endif /* CN_WINOGRAD_H */

@@ -16,6 +16,7 @@
  * track_running_stats=False. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "layers/layer.h"
 #include "layers/layers.h"
@@ -25,6 +26,24 @@
 typedef struct {
     double lane[32];
 } bn_sums;
+
+/* Where the take functions (by_sample) keep what they sum in the layer's state, after invstd,
+ * mean_dy and mean_dy_xhat: each channel's first value (the shift of its statistics), then each
+ * channel's sums as 64 floats (copied in and out: the state is floats). */
+_Static_assert(sizeof(bn_sums) == 64 * sizeof(float), "a channel's sums fill 64 floats");
+static size_t state_floats(int C) { return 68 * (size_t)C; }
+static float *taken_shift(float *state, int C) { return state + 3 * (size_t)C; }
+static size_t taken_sums(int C, int c) { return 4 * (size_t)C + 64 * (size_t)c; }
+
+static void load_sums(bn_sums *s, const float *state, int C, int c)
+{
+    memcpy(s, state + taken_sums(C, c), sizeof *s);
+}
+
+static void store_sums(float *state, int C, int c, const bn_sums *s)
+{
+    memcpy(state + taken_sums(C, c), s, sizeof *s);
+}
 
 /* The sum of 16 lanes, folded in a fixed order. */
 static double fold16(const double *l)
@@ -162,9 +181,9 @@ static void normalise_group(float *out, const float *in, int B, int C, int HW, i
 
 /* Mean and biased variance of channels c0..c0+g-1 in one sweep: the sums of x - s and of its
  * square, s the channel's first value (so that the variance does not cancel when the mean is
- * far from 0), in double. */
+ * far from 0), in double; or those that take_input summed, kept in taken (the state). */
 static void group_stats(const float *in, int B, int C, int HW, int c0, int g, int rectify,
-                        double *mean, double *var)
+                        float *taken, double *mean, double *var)
 {
     bn_sums sums[CN_BN_GROUP] = {{{0}}};
     float shift[CN_BN_GROUP];
@@ -174,8 +193,12 @@ static void group_stats(const float *in, int B, int C, int HW, int c0, int g, in
         shift[j] = first;
         if (rectify) cn_relu_forward(&shift[j], &first, 1);
     }
-    bn_operands o = {.x = in, .sums = sums, .shift = shift, .rectify = rectify};
-    sweep(BN_SUMS, &o, B, C, HW, c0, g);
+    if (taken) {
+        for (int j = 0; j < g; j++) load_sums(&sums[j], taken, C, c0 + j);
+    } else {
+        bn_operands o = {.x = in, .sums = sums, .shift = shift, .rectify = rectify};
+        sweep(BN_SUMS, &o, B, C, HW, c0, g);
+    }
     for (int j = 0; j < g; j++) {
         double d = fold16(sums[j].lane) / n, sq = fold16(sums[j].lane + 16) / n;
         mean[j] = shift[j] + d;
@@ -183,17 +206,18 @@ static void group_stats(const float *in, int B, int C, int HW, int c0, int g, in
     }
 }
 
-/* cn_batchnorm2d_forward_train with a pool inside (or NULL). */
+/* cn_batchnorm2d_forward_train with a pool inside (or NULL), the sums taken (the state) or
+ * NULL. */
 static void forward_train(float *out, float *mean, float *invstd, float *var_unbiased,
                           const float *in, const float *gamma, const float *beta, int B, int C,
-                          int HW, float eps, int relu, const bn_pool *pool)
+                          int HW, float eps, int relu, const bn_pool *pool, float *taken)
 {
     double n = (double)B * HW;
     for (int c0 = 0; c0 < C; c0 += CN_BN_GROUP) {
         int g = group_size(C, c0);
         double m[CN_BN_GROUP], v[CN_BN_GROUP];
         cn_bn_channel ch[CN_BN_GROUP];
-        group_stats(in, B, C, HW, c0, g, rectified(relu), m, v);
+        group_stats(in, B, C, HW, c0, g, rectified(relu), taken, m, v);
         for (int j = 0; j < g; j++) {
             int c = c0 + j;
             mean[c] = (float)m[j];
@@ -209,7 +233,8 @@ void cn_batchnorm2d_forward_train(float *out, float *mean, float *invstd, float 
                                   const float *in, const float *gamma, const float *beta, int B,
                                   int C, int HW, float eps, int relu)
 {
-    forward_train(out, mean, invstd, var_unbiased, in, gamma, beta, B, C, HW, eps, relu, NULL);
+    forward_train(out, mean, invstd, var_unbiased, in, gamma, beta, B, C, HW, eps, relu, NULL,
+                  NULL);
 }
 
 /* Channel c as evaluation normalises it: with the running statistics. */
@@ -244,10 +269,11 @@ void cn_batchnorm2d_forward_eval(float *out, const float *in, const float *gamma
     forward_eval(out, in, gamma, beta, running_mean, running_var, B, C, HW, eps, relu, NULL);
 }
 
-/* cn_batchnorm2d_backward with a pool inside (or NULL; dout is then unused); means [2 C] (or
- * NULL) gets each channel's mean_dy, then each one's mean_dy_xhat, for make_input_gradient. */
-static void backward(float *din, float *dgamma, float *dbeta, float *means, const float *dout,
-                     const float *in, const float *mean, const float *invstd,
+/* cn_batchnorm2d_backward with a pool inside (or NULL; dout is then unused); state (or NULL)
+ * gets each channel's mean_dy, then each one's mean_dy_xhat, for make_input_gradient, and with
+ * taken holds the gradient's sums that take_output_gradient made. */
+static void backward(float *din, float *dgamma, float *dbeta, float *state, int taken,
+                     const float *dout, const float *in, const float *mean, const float *invstd,
                      const float *gamma, const float *beta, int B, int C, int HW, int relu,
                      const bn_pool *pool)
 {
@@ -260,13 +286,18 @@ static void backward(float *din, float *dgamma, float *dbeta, float *means, cons
             ch[j] = channel(mean[c0 + j], invstd[c0 + j], gamma[c0 + j], beta[c0 + j], relu);
         bn_operands o = {.out = din, .x = in, .dy = pool ? NULL : dout, .sums = sums, .ch = ch,
                          .rectify = rectified(relu), .pool = pool};
-        sweep(BN_GRADIENT_SUMS, &o, B, C, HW, c0, g);
+        if (taken)
+            for (int j = 0; j < g; j++) load_sums(&sums[j], state, C, c0 + j);
+        else
+            sweep(BN_GRADIENT_SUMS, &o, B, C, HW, c0, g);
         for (int j = 0; j < g; j++) {
             double sum_dy = fold16(sums[j].lane), sum_dy_xhat = fold16(sums[j].lane + 16);
             dgamma[c0 + j] += (float)sum_dy_xhat;
             dbeta[c0 + j] += (float)sum_dy;
             ch[j].mean_dy = (float)(sum_dy / n), ch[j].mean_dy_xhat = (float)(sum_dy_xhat / n);
-            if (means) means[c0 + j] = ch[j].mean_dy, means[C + c0 + j] = ch[j].mean_dy_xhat;
+            if (!state) continue;
+            state[C + c0 + j] = ch[j].mean_dy;
+            state[2 * C + c0 + j] = ch[j].mean_dy_xhat;
         }
         if (din) sweep(BN_INPUT_GRADIENT, &o, B, C, HW, c0, g); /* none for a first layer */
     }
@@ -277,13 +308,13 @@ void cn_batchnorm2d_backward(float *din, float *dgamma, float *dbeta, const floa
                              const float *gamma, const float *beta, int B, int C, int HW,
                              int relu)
 {
-    backward(din, dgamma, dbeta, NULL, dout, in, mean, invstd, gamma, beta, B, C, HW, relu,
+    backward(din, dgamma, dbeta, NULL, 0, dout, in, mean, invstd, gamma, beta, B, C, HW, relu,
              NULL);
 }
 
 /* ---- the layer types: tensors weight (gamma), bias (beta), running_mean, running_var,
  * num_batches_tracked; report [mean C][unbiased var C], state [invstd C][mean_dy C]
- * [mean_dy_xhat C] (the last two written by backward) ---- */
+ * [mean_dy_xhat C] (written by backward) and what the take functions sum (taken_sums) ---- */
 
 static int plan_args(cn_layer *l, const cn_layer_spec *s, cn_error *err)
 {
@@ -330,7 +361,7 @@ static void init(const cn_layer *l, float *params, float *running, cn_rng *rng)
 
 static void batch_state(const cn_layer *l, size_t *report, size_t *state)
 {
-    *report = 2 * (size_t)l->out.c, *state = 3 * (size_t)l->out.c;
+    *report = 2 * (size_t)l->out.c, *state = state_floats(l->out.c);
 }
 
 /* What runs inside the layer's passes besides its own: relu layers (CN_BN_RELU_*) and a
@@ -362,7 +393,7 @@ static void run_forward(const cn_layer_pass *p, float *y, const bn_inside *in)
     const bn_pool *pool = pool_of(p, in, &q);
     if (p->training)
         forward_train(y, p->report, p->state, p->report + C, p->x, gamma, beta, p->n, C, HW,
-                      l->args.eps, in->relu, pool);
+                      l->args.eps, in->relu, pool, p->taken ? p->state : NULL);
     else
         forward_eval(y, p->x, gamma, beta, p->running, p->running + C, p->n, C, HW, l->args.eps,
                      in->relu, pool);
@@ -374,8 +405,8 @@ static void run_backward(const cn_layer_pass *p, const float *dy, const bn_insid
     const cn_layer *l = p->l;
     int C = l->out.c, HW = l->out.h * l->out.w;
     bn_pool q;
-    backward(p->dx, p->dparams, p->dparams + C, p->state + C, dy, p->x, p->report, p->state,
-             p->params, p->params + C, p->n, C, HW, in->relu, pool_of(p, in, &q));
+    backward(p->dx, p->dparams, p->dparams + C, p->state, p->taken, dy, p->x, p->report,
+             p->state, p->params, p->params + C, p->n, C, HW, in->relu, pool_of(p, in, &q));
 }
 
 static void forward(const cn_layer_pass *p) { run_forward(p, p->y, &(bn_inside){0, NULL}); }
@@ -438,11 +469,12 @@ static bn_inside inside_or_none(const cn_layer_pass *next, int count)
     return count ? inside_of(next, count) : (bn_inside){0, NULL};
 }
 
-static unsigned makes(const cn_layer *l, const cn_layer *next, int count)
+static unsigned by_sample(const cn_layer *l, const cn_layer *next, int count)
 {
     (void)l;
     int pooled = count > 0 && is_pool(&next[count - 1]);
-    return CN_MAKES_INPUT_GRADIENT | (pooled ? 0 : CN_MAKES_OUTPUT);
+    unsigned unpooled = CN_MAKES_OUTPUT | CN_TAKES_OUTPUT_GRADIENT;
+    return CN_MAKES_INPUT_GRADIENT | CN_TAKES_INPUT | (pooled ? 0 : unpooled);
 }
 
 static void make_output(const cn_layer_pass *p, const cn_layer_pass *next, int count, int b,
@@ -485,6 +517,46 @@ static void make_input_gradient(const cn_layer_pass *p, const cn_layer_pass *nex
         }
         cn_bn_input_gradient(out, g, p->x + at, &one, &ch);
     }
+}
+
+/* Sums of sample b's planes, added to those kept in the state (started at sample 0): the
+ * statistics' (its first value the shift) or, with ch, the gradient's. */
+static void take_sample(const cn_layer_pass *p, int b, const float *x, const float *dy,
+                        const bn_inside *in)
+{
+    const cn_layer *l = p->l;
+    int C = l->out.c, HW = l->out.h * l->out.w;
+    const float *gamma = p->params, *beta = p->params + C;
+    float *shift = taken_shift(p->state, C);
+    cn_bn_planes one = {HW, 1, (size_t)HW, 0};
+    for (int c = 0; c < C; c++) {
+        bn_sums s = {{0}};
+        if (b > 0) load_sums(&s, p->state, C, c);
+        const float *xc = x + (size_t)c * HW;
+        if (dy) {
+            cn_bn_channel ch = channel(p->report[c], p->state[c], gamma[c], beta[c], in->relu);
+            cn_bn_gradient_sums(s.lane, dy + (size_t)c * HW, xc, &one, &ch);
+        } else {
+            if (b == 0) shift[c] = xc[0];
+            cn_bn_sums(s.lane, xc, &one, shift[c]);
+        }
+        store_sums(p->state, C, c, &s);
+    }
+}
+
+static void take_input(const cn_layer_pass *p, const cn_layer_pass *next, int count, int b,
+                       const float *x)
+{
+    bn_inside in = inside_or_none(next, count);
+    take_sample(p, b, x, NULL, &in);
+}
+
+static void take_output_gradient(const cn_layer_pass *p, const cn_layer_pass *next, int count,
+                                 int b, const float *dy)
+{
+    bn_inside in = inside_or_none(next, count);
+    int C = p->l->out.c, HW = p->l->out.h * p->l->out.w;
+    take_sample(p, b, p->x + plane(b, C, HW, 0), dy, &in);
 }
 
 /* One plane of scratch, for a max-pool inside the passes. */
@@ -544,8 +616,9 @@ static void describe(const cn_layer *l, char *line, size_t cap)
         .forward_fused = forward_fused, .backward_fused = backward_fused,                      \
         .forward_rectified = forward_rectified, .backward_rectified = backward_rectified,      \
         .update_running = update_running, .running_share = running_share,                      \
-        .makes = makes, .make_output = make_output,                                            \
-        .make_input_gradient = make_input_gradient, .describe = describe,                      \
+        .by_sample = by_sample, .make_output = make_output,                                    \
+        .make_input_gradient = make_input_gradient, .take_input = take_input,                  \
+        .take_output_gradient = take_output_gradient, .describe = describe,                    \
     }
 
 const cn_layer_type cn_batchnorm2d_type = BATCHNORM_TYPE("batchnorm2d", plan2d);

@@ -170,30 +170,35 @@ static cn_samples samples_of(const cn_samples *made, const float *at)
     return made->make ? *made : (cn_samples){.at = at};
 }
 
+/* Its fp32 passes show what they write (the whole batch in sample order: Winograd's). */
+static int shows(const cn_layer *l, int bf16)
+{
+    cn_conv_shape cs = shape_of(l);
+    return !bf16_pays(bf16, &cs) && cn_conv2d_batched(&cs);
+}
+
 static void forward(const cn_layer_pass *p)
 {
     cn_conv_shape cs = shape_of(p->l);
     const float *bias = bias_of(p->l, p->params);
-    if (p->made_x.make)
-        cn_conv2d_forward_made(p->y, &p->made_x, p->params, bias, p->n, &cs, p->col);
-    else if (bf16_pays(p->bf16, &cs))
+    cn_samples in = samples_of(&p->made_x, p->x);
+    if (bf16_pays(p->bf16, &cs))
         cn_conv2d_forward_bf16(p->y, p->x, p->params, bias, p->n, &cs, p->packed);
     else
-        cn_conv2d_forward(p->y, p->x, p->params, bias, p->n, &cs, p->col);
+        cn_conv2d_forward_made(p->y, &in, p->params, bias, p->n, &cs, p->col, &p->shown_y);
 }
 
 static void backward(const cn_layer_pass *p)
 {
     cn_conv_shape cs = shape_of(p->l);
     float *db = dbias_of(p->l, p->dparams);
-    if (p->made_x.make || p->made_dy.make) {
-        cn_samples dout = samples_of(&p->made_dy, p->dy), in = samples_of(&p->made_x, p->x);
-        cn_conv2d_backward_made(p->dx, p->dparams, db, &dout, &in, p->params, p->n, &cs, p->col);
-    } else if (bf16_pays(p->bf16, &cs))
+    cn_samples dout = samples_of(&p->made_dy, p->dy), in = samples_of(&p->made_x, p->x);
+    if (bf16_pays(p->bf16, &cs))
         cn_conv2d_backward_bf16(p->dx, p->dparams, db, p->dy, p->x, p->params, p->n, &cs, p->col,
                                 p->packed);
     else
-        cn_conv2d_backward(p->dx, p->dparams, db, p->dy, p->x, p->params, p->n, &cs, p->col);
+        cn_conv2d_backward_made(p->dx, p->dparams, db, &dout, &in, p->params, p->n, &cs, p->col,
+                                &p->shown_dx);
 }
 
 /* next[0] is the max-pool's pass. With bf16 products the weights are packed once and each
@@ -278,5 +283,6 @@ const cn_layer_type cn_conv2d_type = {
     .forward_fused = forward_fused,
     .backward_fused = backward_fused,
     .takes_made = takes_made,
+    .shows = shows,
     .describe = describe,
 };

@@ -86,8 +86,13 @@ typedef struct {
     int training, bf16;
     const cn_step_key *key; /* training: the step being run */
     /* x and dy where no buffer holds them (x, dy NULL): made a sample at a time by the layer
-     * that owns them (see makes); make NULL where they are in x and dy. */
+     * that owns them (see by_sample); make NULL where they are in x and dy. */
     cn_samples made_x, made_dy;
+    /* Training: where the pass shows y (forward) or dx (backward) as it writes them, to the
+     * layer that reads them (take NULL: nowhere); taken: this layer's take saw every sample of
+     * its x (forward) or of its dy (backward) that way. */
+    cn_taker shown_y, shown_dx;
+    int taken;
 } cn_layer_pass;
 
 /* Multiply-adds of one sample: forward, the parameters' gradients, the input's gradient. */
@@ -121,10 +126,13 @@ typedef struct {
     int layers;
 } cn_fusion;
 
-/* What a layer can make a sample at a time for the layer that reads it (cn_layer_type.makes). */
+/* What a layer does a sample at a time for the layers around it (cn_layer_type.by_sample). */
 enum {
-    CN_MAKES_OUTPUT = 1,         /* its output (the last fused layer's), in both passes */
-    CN_MAKES_INPUT_GRADIENT = 2, /* its input gradient, once its backward has run */
+    CN_MAKES_OUTPUT = 1,          /* makes its output (the last fused layer's), both passes */
+    CN_MAKES_INPUT_GRADIENT = 2,  /* makes its input gradient, once its backward has run */
+    CN_TAKES_INPUT = 4,           /* takes its input as the layer before writes it (forward) */
+    CN_TAKES_OUTPUT_GRADIENT = 8, /* takes its output gradient (the last fused layer's) as the
+                                   * layer after writes it (backward) */
 };
 
 /* The most layers one layer's passes run besides its own (a BatchNorm, its relu, a max-pool). */
@@ -173,20 +181,29 @@ struct cn_layer_type {
     void (*forward_rectified)(const cn_layer_pass *p);
     void (*backward_rectified)(const cn_layer_pass *p);
     /* Whether its passes take x and dy made a sample at a time (cn_layer_pass.made_x, made_dy)
-     * instead of from buffers. NULL: never. */
+     * instead of from buffers, and whether they show y and dx as they write them (shown_y,
+     * shown_dx; on the whole batch, in sample order). NULL: never. */
     int (*takes_made)(const cn_layer *l, int bf16);
-    /* What the layer (with next[0 .. count), the layers its passes run) can make a sample at a
-     * time instead of writing to a buffer (CN_MAKES_*; NULL: nothing). The executor then leaves
-     * the buffer out, runs forward with the last fused output NULL (only the statistics) and
-     * backward with dx NULL (only the parameters' gradients and what make_input_gradient
-     * needs), and gives the reading layer a cn_samples that calls these two with the passes
-     * of the same samples: sample b's output, or its input gradient, into dst, the same bits
-     * as the passes would write. */
-    unsigned (*makes)(const cn_layer *l, const cn_layer *next, int count);
+    int (*shows)(const cn_layer *l, int bf16);
+    /* What the layer (with next[0 .. count), the layers its passes run) does a sample at a time
+     * for the layers around it (CN_MAKES_*, CN_TAKES_*; NULL: nothing). For what it makes, the
+     * executor leaves the buffer out, runs forward with the last fused output NULL (only the
+     * statistics) and backward with dx NULL (only the parameters' gradients and what
+     * make_input_gradient needs), and gives the reading layer a cn_samples that calls the make
+     * functions with the passes of the same samples: sample b's output, or its input
+     * gradient, into dst, the same bits as the passes would write. What it takes, the layer
+     * that writes it shows to the take functions, sample b's values (forward: x; backward: the
+     * last fused layer's dy) in sample order from 0, before this layer's pass runs with taken
+     * set: the same sums the pass would make. */
+    unsigned (*by_sample)(const cn_layer *l, const cn_layer *next, int count);
     void (*make_output)(const cn_layer_pass *p, const cn_layer_pass *next, int count, int b,
                         float *dst);
     void (*make_input_gradient)(const cn_layer_pass *p, const cn_layer_pass *next, int count,
                                 int b, float *dst);
+    void (*take_input)(const cn_layer_pass *p, const cn_layer_pass *next, int count, int b,
+                       const float *x);
+    void (*take_output_gradient)(const cn_layer_pass *p, const cn_layer_pass *next, int count,
+                                 int b, const float *dy);
     /* After a step: running statistics from every replica's report ([R] of them, each at this
      * layer's place), in replica order; counter += 1. NULL: none. */
     void (*update_running)(const cn_layer *l, float *running, int64_t *counter,

@@ -106,37 +106,71 @@ static int takes_made(const cn_plan *p, int c)
            fused_head(p, c) < 0;
 }
 
-/* h, when layer h's passes (with the layers they run) can make `what` (CN_MAKES_*) for the layer
- * that reads it: it heads its fusion (or has none), runs on the whole batch and its type makes
- * it; else -1. */
+/* Whether layer c's passes show what they write (cn_layer_pass.shown_y, shown_dx): its type
+ * shows it, it runs on the whole batch (one pass, the samples in order) and fuses with no
+ * other layer. */
+static int shows(const cn_plan *p, int c)
+{
+    const cn_layer *l = &p->m->layers[c];
+    return l->type->shows && l->type->shows(l, p->bf16) &&
+           (flags_of(p->m, c) & CN_WHOLE_BATCH) && !p->fusion[c].layers && fused_head(p, c) < 0;
+}
+
+/* h, when layer h's passes (with the layers they run) can do `what` (CN_MAKES_*, CN_TAKES_*)
+ * for the layer before or after: it heads its fusion (or has none), runs on the whole batch and
+ * its type does it; else -1. */
 static int maker(const cn_plan *p, int h, unsigned what)
 {
     const cn_model *m = p->m;
     if (h < 0 || h >= m->num_layers || fused_head(p, h) >= 0) return -1;
     const cn_layer *l = &m->layers[h];
     cn_fusion f = p->fusion[h];
-    if (!l->type->makes || !(flags_of(m, h) & CN_WHOLE_BATCH)) return -1;
+    if (!l->type->by_sample || !(flags_of(m, h) & CN_WHOLE_BATCH)) return -1;
     if (f.layers && f.passes != (CN_FUSE_FORWARD | CN_FUSE_BACKWARD)) return -1;
-    return l->type->makes(l, l + 1, f.layers) & what ? h : -1;
+    return l->type->by_sample(l, l + 1, f.layers) & what ? h : -1;
 }
 
-/* Which inputs and output gradients are made instead of stored: a layer that takes them, right
- * after (before) the layers that make them, with no view between. */
+/* The head of the passes that write layer c's input (through no view), or -1. */
+static int input_head(const cn_plan *p, int c)
+{
+    if (c < 1 || (flags_of(p->m, c - 1) & CN_VIEW)) return -1;
+    int h = fused_head(p, c - 1);
+    h = h < 0 ? c - 1 : h;
+    return h + p->fusion[h].layers == c - 1 ? h : -1;
+}
+
+/* The layer right after c that reads its output (through no view), or -1. */
+static int output_reader(const cn_plan *p, int c)
+{
+    int j = c + 1;
+    return j < p->m->num_layers && !(flags_of(p->m, j) & CN_VIEW) ? j : -1;
+}
+
+/* Which inputs and output gradients are made instead of stored (a layer that takes them, right
+ * after, or before, the layers that make them, with no view between), and which outputs and
+ * input gradients are shown to the layers that read them as they are written. */
 static void plan_made(cn_plan *p)
 {
-    const cn_model *m = p->m;
-    int L = m->num_layers;
-    for (int c = 0; c < L; c++) {
-        p->made_x[c] = p->made_dy[c] = -1;
-        if (!takes_made(p, c)) continue;
-        if (c > 0 && !(flags_of(m, c - 1) & CN_VIEW)) {
-            int h = fused_head(p, c - 1);
-            h = h < 0 ? c - 1 : h;
-            if (h + p->fusion[h].layers == c - 1) p->made_x[c] = maker(p, h, CN_MAKES_OUTPUT);
+    for (int c = 0; c < p->m->num_layers; c++) {
+        p->made_x[c] = p->made_dy[c] = p->shown_y[c] = p->shown_dx[c] = -1;
+        int h = input_head(p, c), j = output_reader(p, c);
+        if (takes_made(p, c)) {
+            p->made_x[c] = maker(p, h, CN_MAKES_OUTPUT);
+            p->made_dy[c] = maker(p, j, CN_MAKES_INPUT_GRADIENT);
         }
-        if (c + 1 < L && !(flags_of(m, c + 1) & CN_VIEW))
-            p->made_dy[c] = maker(p, c + 1, CN_MAKES_INPUT_GRADIENT);
+        if (shows(p, c)) {
+            p->shown_y[c] = maker(p, j, CN_TAKES_INPUT);
+            p->shown_dx[c] = maker(p, h, CN_TAKES_OUTPUT_GRADIENT);
+        }
     }
+}
+
+/* Whether layer i's take saw its x (forward) or dy (backward) as the layer beside wrote it. */
+static int taken_x(const cn_plan *p, int i) { return i > 0 && p->shown_y[i - 1] == i; }
+static int taken_dy(const cn_plan *p, int i)
+{
+    int c = i + p->fusion[i].layers + 1; /* the layer that reads its (fused) output */
+    return c < p->m->num_layers && p->shown_dx[c] == i;
 }
 
 /* Layer i's output (its gradient) made for the layer that reads it: no buffer holds it. */
@@ -220,8 +254,10 @@ int cn_plan_init(cn_plan *p, const cn_model *m, int batch, cn_precision precisio
     p->rows = calloc(L, sizeof *p->rows);
     p->made_x = calloc(L, sizeof *p->made_x);
     p->made_dy = calloc(L, sizeof *p->made_dy);
+    p->shown_y = calloc(L, sizeof *p->shown_y);
+    p->shown_dx = calloc(L, sizeof *p->shown_dx);
     if (!p->segments || !p->keep_out || !p->keep_grad || !p->fusion || !p->rows || !p->made_x ||
-        !p->made_dy) {
+        !p->made_dy || !p->shown_y || !p->shown_dx) {
         cn_plan_free(p);
         return -1;
     }
@@ -241,6 +277,8 @@ void cn_plan_free(cn_plan *p)
     free(p->rows);
     free(p->made_x);
     free(p->made_dy);
+    free(p->shown_y);
+    free(p->shown_dx);
     *p = (cn_plan){0};
 }
 
@@ -393,15 +431,42 @@ static void make_input_gradient(const void *ctx, int b, float *dst)
     k->head.l->type->make_input_gradient(&k->head, k->next, k->count, b, dst);
 }
 
+static void take_input(const void *ctx, int b, const float *x)
+{
+    const maker_passes *k = ctx;
+    k->head.l->type->take_input(&k->head, k->next, k->count, b, x);
+}
+
+static void take_output_gradient(const void *ctx, int b, const float *dy)
+{
+    const maker_passes *k = ctx;
+    k->head.l->type->take_output_gradient(&k->head, k->next, k->count, b, dy);
+}
+
+/* Layer h's passes over samples first.. (n of them), into *k. */
+static void maker_passes_of(maker_passes *k, const cn_plan *p, cn_workspace *w, cn_workspace *s,
+                            int h, int first, int n, int training)
+{
+    k->head = pass_at(p, w, s, h, first, n, training);
+    k->count = p->fusion[h].layers;
+    fused_passes(p, w, s, h, first, n, training, k->next);
+}
+
 /* The samples first.. (n of them) that layer h makes with make, its passes put in *k. */
 static cn_samples made_by(maker_passes *k, const cn_plan *p, cn_workspace *w, cn_workspace *s,
                           int h, int first, int n, int training,
                           void (*make)(const void *, int, float *))
 {
-    k->head = pass_at(p, w, s, h, first, n, training);
-    k->count = p->fusion[h].layers;
-    fused_passes(p, w, s, h, first, n, training, k->next);
+    maker_passes_of(k, p, w, s, h, first, n, training);
     return (cn_samples){.make = make, .ctx = k};
+}
+
+/* Where a pass shows what it writes to layer h's take, its passes put in *k. */
+static cn_taker taken_by(maker_passes *k, const cn_plan *p, cn_workspace *w, cn_workspace *s,
+                         int h, int first, int n, void (*fn)(const void *, int, const float *))
+{
+    maker_passes_of(k, p, w, s, h, first, n, 1);
+    return (cn_taker){.take = fn, .ctx = k};
 }
 
 static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, int i, int first,
@@ -409,9 +474,12 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
 {
     if (run_by_head(p, i, CN_FUSE_FORWARD)) return; /* a layer before ran it */
     cn_layer_pass q = pass_at(p, w, s, i, first, n, training), next[CN_MAX_FUSED];
-    maker_passes made;
+    maker_passes made, taker;
     if (p->made_x[i] >= 0)
         q.made_x = made_by(&made, p, w, s, p->made_x[i], first, n, training, make_output);
+    if (training && p->shown_y[i] >= 0)
+        q.shown_y = taken_by(&taker, p, w, s, p->shown_y[i], first, n, take_input);
+    q.taken = training && taken_x(p, i);
     if (p->fusion[i].passes & CN_FUSE_FORWARD) {
         fused_passes(p, w, s, i, first, n, training, next);
         q.l->type->forward_fused(&q, next, p->fusion[i].layers);
@@ -428,11 +496,14 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
     if (run_by_head(p, i, CN_FUSE_BACKWARD)) return; /* a layer before runs it */
     cn_layer_pass q = pass_at(p, w, s, i, first, n, 1), next[CN_MAX_FUSED];
     q.dparams = dp + (q.l->params - shift);
-    maker_passes made_x, made_dy;
+    maker_passes made_x, made_dy, taker;
     if (p->made_x[i] >= 0)
         q.made_x = made_by(&made_x, p, w, s, p->made_x[i], first, n, 1, make_output);
     if (p->made_dy[i] >= 0)
         q.made_dy = made_by(&made_dy, p, w, s, p->made_dy[i], first, n, 1, make_input_gradient);
+    if (p->shown_dx[i] >= 0)
+        q.shown_dx = taken_by(&taker, p, w, s, p->shown_dx[i], first, n, take_output_gradient);
+    q.taken = taken_dy(p, i);
     if (p->fusion[i].passes & CN_FUSE_BACKWARD) {
         int count = p->fusion[i].layers;
         fused_passes(p, w, s, i, first, n, 1, next);

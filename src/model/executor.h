@@ -38,7 +38,9 @@ typedef struct {
     cn_fusion *fusion;        /* [L] the passes of layers after it that its own run */
     int *made_x, *made_dy;    /* [L] the layer that makes the layer's input (its output
                                * gradient) a sample at a time where no buffer holds it
-                               * (cn_layer_type.makes), or -1 */
+                               * (cn_layer_type.by_sample), or -1 */
+    int *shown_y, *shown_dx;  /* [L] the layer that takes the layer's output (its input
+                               * gradient) as the layer writes it, or -1 */
     int *rows;                /* [L] samples its transient buffers hold (its segment's chunk) */
     size_t col_floats;        /* patch scratch */
     int bf16;                 /* 1: the convolutions' products in bf16 (CN_PRECISION_BF16) */
