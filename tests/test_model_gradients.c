@@ -249,6 +249,24 @@ static const char batchnorm_then_pool[] =
     "linear out=3\n"
     "log_softmax\n";
 
+/* a and b, the same network with the same parameters run by other passes, give the same bits:
+ * the log-probabilities in evaluation and training, the gradients and the batch statistics. */
+static void assert_same_steps(net *a, net *b)
+{
+    assert_int_equal(a->m->num_params, b->m->num_params);
+    assert_memory_equal(a->m->params, b->m->params, a->m->num_params * sizeof(float));
+    size_t out = (size_t)BATCH * cn_model_num_outputs(a->m) * sizeof(float);
+    for (int training = 0; training <= 1; training++) {
+        cn_forward(&a->plan, &a->w, BATCH, training);
+        cn_forward(&b->plan, &b->w, BATCH, training);
+        assert_memory_equal(a->w.out[a->m->num_layers - 1], b->w.out[b->m->num_layers - 1], out);
+    }
+    cn_backward(&a->plan, &a->w);
+    cn_backward(&b->plan, &b->w);
+    assert_memory_equal(a->w.dparams, b->w.dparams, a->m->num_params * sizeof(float));
+    assert_memory_equal(a->w.report, b->w.report, a->m->num_report * sizeof(float));
+}
+
 static void test_batchnorm_into_pool(void **state)
 {
     (void)state;
@@ -260,19 +278,7 @@ static void test_batchnorm_into_pool(void **state)
     assert_int_equal(cn_model_fusion(a.m, 5, 0).layers, 1);
     assert_int_equal(cn_model_fusion(b.m, 1, 0).layers, 1); /* the relu only */
     assert_int_equal(cn_model_fusion(b.m, 6, 0).layers, 0);
-    assert_int_equal(a.m->num_params, b.m->num_params);
-    assert_memory_equal(a.m->params, b.m->params, a.m->num_params * sizeof(float));
-    int L = a.m->num_layers, classes = cn_model_num_outputs(a.m);
-    for (int training = 0; training <= 1; training++) {
-        cn_forward(&a.plan, &a.w, BATCH, training);
-        cn_forward(&b.plan, &b.w, BATCH, training);
-        assert_memory_equal(a.w.out[L - 1], b.w.out[L + 1],
-                            (size_t)BATCH * classes * sizeof(float));
-    }
-    cn_backward(&a.plan, &a.w);
-    cn_backward(&b.plan, &b.w);
-    assert_memory_equal(a.w.dparams, b.w.dparams, a.m->num_params * sizeof(float));
-    assert_memory_equal(a.w.report, b.w.report, a.m->num_report * sizeof(float));
+    assert_same_steps(&a, &b);
     free_net(&a);
     free_net(&b);
     check_gradients(batchnorm_into_pool, 18);
@@ -403,18 +409,7 @@ static void test_batchnorm_makes(void **state)
                     b.plan.shown_dx[i] < 0);
     assert_null(a.w.out[2]); /* the relu's output, made for layer 3 */
     assert_null(a.w.grad[3]);
-    assert_memory_equal(a.m->params, b.m->params, a.m->num_params * sizeof(float));
-    int L = a.m->num_layers, classes = cn_model_num_outputs(a.m);
-    for (int training = 0; training <= 1; training++) {
-        cn_forward(&a.plan, &a.w, BATCH, training);
-        cn_forward(&b.plan, &b.w, BATCH, training);
-        assert_memory_equal(a.w.out[L - 1], b.w.out[b.m->num_layers - 1],
-                            (size_t)BATCH * classes * sizeof(float));
-    }
-    cn_backward(&a.plan, &a.w);
-    cn_backward(&b.plan, &b.w);
-    assert_memory_equal(a.w.dparams, b.w.dparams, a.m->num_params * sizeof(float));
-    assert_memory_equal(a.w.report, b.w.report, a.m->num_report * sizeof(float));
+    assert_same_steps(&a, &b);
     free_net(&a);
     free_net(&b);
 }
