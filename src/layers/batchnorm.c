@@ -9,11 +9,12 @@
  * gradient. A relu right after the layer runs inside its passes (fuses), and so does a relu
  * right before it (forward_rectified, called by relu.c's fusion) and a max-pool right after it
  * or after its relu (plane by plane through scratch, bn_pool). For a convolution that takes
- * them made (layer.h, makes), its normalised output (without a pool) and its input gradient are
- * made a sample at a time as the convolution reads them, from what the passes keep: forward
- * then only computes the statistics, backward only the sums. The passes over a plane
- * are kernels of each instruction set (batchnorm_kernels.inc). No affine=False, no
- * track_running_stats=False. */
+ * them made (layer.h, by_sample), its normalised output (without a pool) and its input gradient
+ * are made a sample at a time as the convolution reads them, from what the passes keep: forward
+ * then only computes the statistics, backward only the sums; and those sums it takes from what
+ * a convolution that shows them writes, as it writes them (take_input, take_output_gradient),
+ * so that its passes read nothing. The passes over a plane are kernels of each instruction set
+ * (batchnorm_kernels.inc). No affine=False, no track_running_stats=False. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -459,7 +460,7 @@ static void backward_fused(const cn_layer_pass *p, const cn_layer_pass *next, in
     run_backward(p, next[count - 1].dy, &in);
 }
 
-/* ---- made a sample at a time (layer.h, makes): the output where no pool runs inside (the
+/* ---- made a sample at a time (layer.h, by_sample): the output where no pool runs inside (the
  * pool's picks are written by the passes), the input gradient always; the same kernels on the
  * same planes as the passes, so the same bits. A pool's gradient is routed into dst's plane
  * and turned into the input gradient there: the pass's scratch (col) is the reading layer's. */

@@ -157,7 +157,7 @@ static void macs(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m)
 
 
 /* Its input and output gradient made a sample at a time by the layers that own them (layer.h,
- * makes): the fp32 passes (cn_conv2d_takes_made). */
+ * by_sample): the fp32 passes (cn_conv2d_takes_made). */
 static int takes_made(const cn_layer *l, int bf16)
 {
     cn_conv_shape cs = shape_of(l);

@@ -119,7 +119,7 @@ static int shows(const cn_plan *p, int c)
 /* h, when layer h's passes (with the layers they run) can do `what` (CN_MAKES_*, CN_TAKES_*)
  * for the layer before or after: it heads its fusion (or has none), runs on the whole batch and
  * its type does it; else -1. */
-static int maker(const cn_plan *p, int h, unsigned what)
+static int by_sample_layer(const cn_plan *p, int h, unsigned what)
 {
     const cn_model *m = p->m;
     if (h < 0 || h >= m->num_layers || fused_head(p, h) >= 0) return -1;
@@ -155,12 +155,12 @@ static void plan_made(cn_plan *p)
         p->made_x[c] = p->made_dy[c] = p->shown_y[c] = p->shown_dx[c] = -1;
         int h = input_head(p, c), j = output_reader(p, c);
         if (takes_made(p, c)) {
-            p->made_x[c] = maker(p, h, CN_MAKES_OUTPUT);
-            p->made_dy[c] = maker(p, j, CN_MAKES_INPUT_GRADIENT);
+            p->made_x[c] = by_sample_layer(p, h, CN_MAKES_OUTPUT);
+            p->made_dy[c] = by_sample_layer(p, j, CN_MAKES_INPUT_GRADIENT);
         }
         if (shows(p, c)) {
-            p->shown_y[c] = maker(p, j, CN_TAKES_INPUT);
-            p->shown_dx[c] = maker(p, h, CN_TAKES_OUTPUT_GRADIENT);
+            p->shown_y[c] = by_sample_layer(p, j, CN_TAKES_INPUT);
+            p->shown_dx[c] = by_sample_layer(p, h, CN_TAKES_OUTPUT_GRADIENT);
         }
     }
 }
@@ -413,38 +413,39 @@ static void fused_passes(const cn_plan *p, cn_workspace *w, cn_workspace *s, int
         next[k] = pass_at(p, w, s, i + 1 + k, first, n, training);
 }
 
-/* The passes of a layer that makes what another reads, a sample at a time (layer.h, makes). */
+/* The passes of a layer that makes or takes what another reads or writes, a sample at a time
+ * (layer.h, by_sample). */
 typedef struct {
     cn_layer_pass head, next[CN_MAX_FUSED];
     int count;
-} maker_passes;
+} sample_passes;
 
 static void make_output(const void *ctx, int b, float *dst)
 {
-    const maker_passes *k = ctx;
+    const sample_passes *k = ctx;
     k->head.l->type->make_output(&k->head, k->next, k->count, b, dst);
 }
 
 static void make_input_gradient(const void *ctx, int b, float *dst)
 {
-    const maker_passes *k = ctx;
+    const sample_passes *k = ctx;
     k->head.l->type->make_input_gradient(&k->head, k->next, k->count, b, dst);
 }
 
 static void take_input(const void *ctx, int b, const float *x)
 {
-    const maker_passes *k = ctx;
+    const sample_passes *k = ctx;
     k->head.l->type->take_input(&k->head, k->next, k->count, b, x);
 }
 
 static void take_output_gradient(const void *ctx, int b, const float *dy)
 {
-    const maker_passes *k = ctx;
+    const sample_passes *k = ctx;
     k->head.l->type->take_output_gradient(&k->head, k->next, k->count, b, dy);
 }
 
 /* Layer h's passes over samples first.. (n of them), into *k. */
-static void maker_passes_of(maker_passes *k, const cn_plan *p, cn_workspace *w, cn_workspace *s,
+static void sample_passes_of(sample_passes *k, const cn_plan *p, cn_workspace *w, cn_workspace *s,
                             int h, int first, int n, int training)
 {
     k->head = pass_at(p, w, s, h, first, n, training);
@@ -453,19 +454,19 @@ static void maker_passes_of(maker_passes *k, const cn_plan *p, cn_workspace *w, 
 }
 
 /* The samples first.. (n of them) that layer h makes with make, its passes put in *k. */
-static cn_samples made_by(maker_passes *k, const cn_plan *p, cn_workspace *w, cn_workspace *s,
+static cn_samples made_by(sample_passes *k, const cn_plan *p, cn_workspace *w, cn_workspace *s,
                           int h, int first, int n, int training,
                           void (*make)(const void *, int, float *))
 {
-    maker_passes_of(k, p, w, s, h, first, n, training);
+    sample_passes_of(k, p, w, s, h, first, n, training);
     return (cn_samples){.make = make, .ctx = k};
 }
 
 /* Where a pass shows what it writes to layer h's take, its passes put in *k. */
-static cn_taker taken_by(maker_passes *k, const cn_plan *p, cn_workspace *w, cn_workspace *s,
+static cn_taker taken_by(sample_passes *k, const cn_plan *p, cn_workspace *w, cn_workspace *s,
                          int h, int first, int n, void (*fn)(const void *, int, const float *))
 {
-    maker_passes_of(k, p, w, s, h, first, n, 1);
+    sample_passes_of(k, p, w, s, h, first, n, 1);
     return (cn_taker){.take = fn, .ctx = k};
 }
 
@@ -474,7 +475,7 @@ static void layer_forward(const cn_plan *p, cn_workspace *w, cn_workspace *s, in
 {
     if (run_by_head(p, i, CN_FUSE_FORWARD)) return; /* a layer before ran it */
     cn_layer_pass q = pass_at(p, w, s, i, first, n, training), next[CN_MAX_FUSED];
-    maker_passes made, taker;
+    sample_passes made, taker;
     if (p->made_x[i] >= 0)
         q.made_x = made_by(&made, p, w, s, p->made_x[i], first, n, training, make_output);
     if (training && p->shown_y[i] >= 0)
@@ -496,7 +497,7 @@ static void layer_backward(const cn_plan *p, cn_workspace *w, cn_workspace *s, i
     if (run_by_head(p, i, CN_FUSE_BACKWARD)) return; /* a layer before runs it */
     cn_layer_pass q = pass_at(p, w, s, i, first, n, 1), next[CN_MAX_FUSED];
     q.dparams = dp + (q.l->params - shift);
-    maker_passes made_x, made_dy, taker;
+    sample_passes made_x, made_dy, taker;
     if (p->made_x[i] >= 0)
         q.made_x = made_by(&made_x, p, w, s, p->made_x[i], first, n, 1, make_output);
     if (p->made_dy[i] >= 0)

@@ -4,9 +4,11 @@
  * so that intermediate results nobody needs later (a conv output feeding a max-pool, say) live
  * in small buffers that stay in cache. Only what backward needs is kept for the whole batch,
  * and not even that where the layer that reads a tensor takes it made a sample at a time by the
- * layer that owns it (BatchNorm's normalised output and its input gradient for Winograd's
- * convolutions: layer.h, makes), so that it never goes through memory. What each layer needs comes from its type's table (layer.h); nothing here asks which type a
- * layer is. Nothing here knows about replicas, threads or optimisers (trainer.c does). */
+ * layer that owns it (BatchNorm's normalised output and input gradient for the convolutions
+ * beside it: layer.h, by_sample), so that it never goes through memory; BatchNorm also sums its
+ * statistics from what Winograd's convolutions write, as they write it. What each layer needs
+ * comes from its type's table (layer.h); nothing here asks which type a layer is. Nothing here
+ * knows about replicas, threads or optimisers (trainer.c does). */
 #ifndef CN_EXECUTOR_H
 #define CN_EXECUTOR_H
 
