@@ -496,6 +496,37 @@ static void test_bf16_where_it_pays(void **state)
     free_net(&b);
 }
 
+/* Under bf16, a 3 x 3 convolution of Winograd's shapes whose output BatchNorm takes (as it is
+ * written) runs fp32's passes where the bf16 products have no AMX tiles (conv2d.c,
+ * fp32_beside_makers): its output is fp32's bit for bit. The same convolution with nothing
+ * made or taken beside it (after a dropout, before a linear layer) keeps bf16's products; on
+ * AMX both do. */
+static const char winograd_into_batchnorm[] = "input channels=8 height=8 width=8 mean=0 std=1\n"
+                                              "conv2d out=8 kernel=3 padding=1 bias=0\n"
+                                              "batchnorm2d\n"
+                                              "dropout p=0\n"
+                                              "conv2d out=8 kernel=3 padding=1 bias=0\n"
+                                              "flatten\n"
+                                              "linear out=3\n"
+                                              "log_softmax\n";
+
+static void test_bf16_beside_batchnorm(void **state)
+{
+    (void)state;
+    if (!cn_precision_supported(CN_PRECISION_BF16)) skip(); /* this CPU trains in fp32 only */
+    net a = make_net(winograd_into_batchnorm, 29);
+    net b = make_net_in(winograd_into_batchnorm, 29, CN_PRECISION_BF16);
+    cn_forward(&a.plan, &a.w, BATCH, 1);
+    cn_forward(&b.plan, &b.w, BATCH, 1);
+    size_t n = (size_t)BATCH * cn_layer_out_size(&a.m->layers[0]) * sizeof(float);
+    int amx = cn_bf16_kernel_active() == CN_BF16_AMX;
+    assert_int_equal(b.plan.shown_y[0], amx ? -1 : 1);
+    assert_int_equal(memcmp(a.w.out[0], b.w.out[0], n) == 0, !amx); /* shown to BatchNorm */
+    assert_true(memcmp(a.w.out[3], b.w.out[3], n) != 0);             /* nothing made, taken */
+    free_net(&a);
+    free_net(&b);
+}
+
 /* A hidden linear layer of 32 outputs takes bf16's products under --precision bf16 (linear.c);
  * the classifier of 3 keeps fp32's: the log-probabilities are those of fp32 on the hidden
  * layer's output, bit for bit. */
@@ -620,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_relu_around_batchnorm),
         cmocka_unit_test(test_bf16_where_it_pays),
         cmocka_unit_test(test_bf16_linear_where_it_pays),
+        cmocka_unit_test(test_bf16_beside_batchnorm),
         cmocka_unit_test(test_bf16_conv_runs_its_pool),
         cmocka_unit_test(test_batchnorm_into_pool),
         cmocka_unit_test(test_relu_into_pool),

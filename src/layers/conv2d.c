@@ -155,13 +155,31 @@ static void macs(const cn_layer *l, const cn_layer *fused, cn_layer_macs *m)
     *m = (cn_layer_macs){dense, dense * share, dense * share};
 }
 
+/* The fp32 passes, where the layers beside it make and take its tensors a sample at a time
+ * (layer.h, by_sample): under bf16 too for Winograd's shapes, unless bf16 runs on AMX's tiles.
+ * BatchNorm's passes inside Winograd's then beat bf16's patch products with BatchNorm's passes
+ * of their own: models/cifar10.model on the Zen 5 (AVX512_BF16), fp32 3,844-4,252 samples/s
+ * against bf16's 2,732-2,990 (docs/speed.md). A convolution that feeds a max-pool (those of
+ * models/fashion_mnist_best.model) has nothing made or taken, and keeps bf16's products. */
+static int fp32_beside_makers(int bf16, const cn_conv_shape *cs)
+{
+    return !bf16_pays(bf16, cs) ||
+           (cn_conv2d_batched(cs) && cn_bf16_kernel_active() != CN_BF16_AMX);
+}
+
+/* Whether a pass runs fp32's products: bf16 does not pay, or its tensors are made or taken. */
+static int fp32_pass(const cn_layer_pass *p, const cn_conv_shape *cs)
+{
+    return !bf16_pays(p->bf16, cs) || p->made_x.make || p->made_dy.make || p->shown_y.take ||
+           p->shown_dx.take;
+}
 
 /* Its input and output gradient made a sample at a time by the layers that own them (layer.h,
  * by_sample): the fp32 passes (cn_conv2d_takes_made). */
 static int takes_made(const cn_layer *l, int bf16)
 {
     cn_conv_shape cs = shape_of(l);
-    return !bf16_pays(bf16, &cs) && cn_conv2d_takes_made(&cs, l->args.bias);
+    return fp32_beside_makers(bf16, &cs) && cn_conv2d_takes_made(&cs, l->args.bias);
 }
 
 /* The pass's x or dy as cn_samples: made, or in its buffer. */
@@ -174,7 +192,7 @@ static cn_samples samples_of(const cn_samples *made, const float *at)
 static int shows(const cn_layer *l, int bf16)
 {
     cn_conv_shape cs = shape_of(l);
-    return !bf16_pays(bf16, &cs) && cn_conv2d_batched(&cs);
+    return fp32_beside_makers(bf16, &cs) && cn_conv2d_batched(&cs);
 }
 
 static void forward(const cn_layer_pass *p)
@@ -182,7 +200,7 @@ static void forward(const cn_layer_pass *p)
     cn_conv_shape cs = shape_of(p->l);
     const float *bias = bias_of(p->l, p->params);
     cn_samples in = samples_of(&p->made_x, p->x);
-    if (bf16_pays(p->bf16, &cs))
+    if (!fp32_pass(p, &cs))
         cn_conv2d_forward_bf16(p->y, p->x, p->params, bias, p->n, &cs, p->packed);
     else
         cn_conv2d_forward_made(p->y, &in, p->params, bias, p->n, &cs, p->col, &p->shown_y);
@@ -193,7 +211,7 @@ static void backward(const cn_layer_pass *p)
     cn_conv_shape cs = shape_of(p->l);
     float *db = dbias_of(p->l, p->dparams);
     cn_samples dout = samples_of(&p->made_dy, p->dy), in = samples_of(&p->made_x, p->x);
-    if (bf16_pays(p->bf16, &cs))
+    if (!fp32_pass(p, &cs))
         cn_conv2d_backward_bf16(p->dx, p->dparams, db, p->dy, p->x, p->params, p->n, &cs, p->col,
                                 p->packed);
     else
