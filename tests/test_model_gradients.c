@@ -479,15 +479,22 @@ static const char two_convolutions[] =
     "linear out=3\n"
     "log_softmax\n";
 
+/* The model of text in fp32 (a) and in bf16 (b), after a training forward pass each. */
+static void fp32_and_bf16(const char *text, uint64_t seed, net *a, net *b)
+{
+    *a = make_net(text, seed);
+    *b = make_net_in(text, seed, CN_PRECISION_BF16);
+    cn_forward(&a->plan, &a->w, BATCH, 1);
+    cn_forward(&b->plan, &b->w, BATCH, 1);
+}
+
 static void test_bf16_where_it_pays(void **state)
 {
     (void)state;
     if (!cn_precision_supported(CN_PRECISION_BF16)) skip(); /* this CPU trains in fp32 only */
-    net a = make_net(two_convolutions, 17);
-    net b = make_net_in(two_convolutions, 17, CN_PRECISION_BF16);
+    net a, b;
+    fp32_and_bf16(two_convolutions, 17, &a, &b);
     assert_true(a.plan.keep_out[0] && a.plan.keep_out[2]);
-    cn_forward(&a.plan, &a.w, BATCH, 1);
-    cn_forward(&b.plan, &b.w, BATCH, 1);
     size_t first = (size_t)BATCH * cn_layer_out_size(&a.m->layers[0]);
     size_t second = (size_t)BATCH * cn_layer_out_size(&a.m->layers[2]);
     assert_memory_equal(a.w.out[0], b.w.out[0], first * sizeof(float));
@@ -514,10 +521,8 @@ static void test_bf16_beside_batchnorm(void **state)
 {
     (void)state;
     if (!cn_precision_supported(CN_PRECISION_BF16)) skip(); /* this CPU trains in fp32 only */
-    net a = make_net(winograd_into_batchnorm, 29);
-    net b = make_net_in(winograd_into_batchnorm, 29, CN_PRECISION_BF16);
-    cn_forward(&a.plan, &a.w, BATCH, 1);
-    cn_forward(&b.plan, &b.w, BATCH, 1);
+    net a, b;
+    fp32_and_bf16(winograd_into_batchnorm, 29, &a, &b);
     size_t n = (size_t)BATCH * cn_layer_out_size(&a.m->layers[0]) * sizeof(float);
     int amx = cn_bf16_kernel_active() == CN_BF16_AMX;
     assert_int_equal(b.plan.shown_y[0], amx ? -1 : 1);

@@ -74,10 +74,10 @@ void cn_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
                         const float *in, const float *weight, int B, const cn_conv_shape *s,
                         float *col);
 
-/* The same two with the input (and the output gradient) as cn_samples, made where at is NULL:
+/* The same two with the input (and the output gradient) as cn_samples, made where at is NULL,
  * for the shapes that cn_conv2d_takes_made (Winograd's without a bias, whose gradient it sums
- * before the products; any other). */
-/* They also show the output (and din) to shown where its take is not NULL. */
+ * before the products; any other); they show the output (din) to shown where its take is not
+ * NULL. */
 int cn_conv2d_takes_made(const cn_conv_shape *s, int bias);
 void cn_conv2d_forward_made(float *out, const cn_samples *in, const float *weight,
                             const float *bias, int B, const cn_conv_shape *s, float *col,

@@ -120,13 +120,21 @@ static size_t pooled_at(const bn_pool *q, size_t at, int HW)
     return at / (size_t)HW * ((size_t)q->shape.OH * q->shape.OW);
 }
 
+/* plane = the gradient of the layer's plane at `at` (HW floats) that the pool's output gradient
+ * routes to its picks. */
+static void pool_gradient(float *plane, const bn_pool *q, size_t at, int HW)
+{
+    size_t pooled = pooled_at(q, at, HW);
+    cn_maxpool2d_backward(plane, q->dy + pooled, q->picks + pooled, 1, &q->shape);
+}
+
 static void run_pass(bn_pass pass, const bn_operands *o, int j, size_t at, const cn_bn_planes *p)
 {
     const bn_pool *q = o->pool;
     size_t pooled = q ? pooled_at(q, at, p->n) : 0;
     const float *dy = o->dy ? o->dy + at : NULL;
     if (q && (pass == BN_GRADIENT_SUMS || pass == BN_INPUT_GRADIENT)) {
-        cn_maxpool2d_backward(q->plane, q->dy + pooled, q->picks + pooled, 1, &q->shape);
+        pool_gradient(q->plane, q, at, p->n);
         dy = q->plane;
     }
     switch (pass) {
@@ -511,12 +519,8 @@ static void make_input_gradient(const cn_layer_pass *p, const cn_layer_pass *nex
         ch.mean_dy = p->state[C + c], ch.mean_dy_xhat = p->state[2 * C + c];
         size_t at = plane(b, C, HW, c);
         float *out = dst + (size_t)c * HW;
-        const float *g = pool ? out : dy + at;
-        if (pool) {
-            size_t pooled = pooled_at(pool, at, HW);
-            cn_maxpool2d_backward(out, pool->dy + pooled, pool->picks + pooled, 1, &pool->shape);
-        }
-        cn_bn_input_gradient(out, g, p->x + at, &one, &ch);
+        if (pool) pool_gradient(out, pool, at, HW);
+        cn_bn_input_gradient(out, pool ? out : dy + at, p->x + at, &one, &ch);
     }
 }
 
