@@ -32,6 +32,7 @@ typedef struct {
                    float *);
     void (*pool2)(float *, int32_t *, const float *, int, int, int);
     void (*pool2_rows)(float *, int32_t *, const float *, int, int, int);
+    void (*pool2_gradient)(float *, const float *, const int32_t *, int, int, int);
     void (*picked_rows)(int, int, const float *, const int32_t *, const float *, int, int,
                         float *, int);
     void (*picks_sorted)(int, int, const float *, const int32_t *, int, int32_t *);
@@ -56,7 +57,7 @@ typedef struct {
      cn_copy_streamed_##isa, cn_im2col_##isa,                                                 \
      cn_shifted_planes_##isa, cn_pad_rows_##isa, cn_crop_rows_##isa, cn_im2row_##isa,          \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_planes_##isa,          \
-     cn_maxpool2_rows_##isa,                                                                   \
+     cn_maxpool2_rows_##isa, cn_maxpool2_gradient_##isa,                                       \
      cn_picked_rows_weight_gradient_##isa, cn_picks_by_position_##isa,                         \
      cn_picked_rows_input_gradient_##isa, cn_row2im_##isa, cn_winograd_input_##isa,           \
      cn_winograd_gradient_##isa, cn_winograd4_input_##isa, cn_winograd4_output_##isa,         \
@@ -226,6 +227,12 @@ void cn_maxpool2_planes(float *y, int32_t *where, const float *x, int planes, in
 void cn_maxpool2_rows(float *y, int32_t *where, const float *x, int H, int W, int C)
 {
     kernels_by_isa[cn_isa_active()].pool2_rows(y, where, x, H, W, C);
+}
+
+void cn_maxpool2_gradient(float *dx, const float *dy, const int32_t *where, int planes, int H,
+                          int W)
+{
+    kernels_by_isa[cn_isa_active()].pool2_gradient(dx, dy, where, planes, H, W);
 }
 
 void cn_picked_rows_weight_gradient(int OC, int Q, const float *a, const int32_t *at,

@@ -119,6 +119,11 @@ void cn_maxpool2_planes(float *y, int32_t *where, const float *x, int planes, in
 /* The same windows over x [H*W, C] with the positions as rows (a channel a column): y and
  * where [H/2 * W/2, C]; the same maxima and indices as cn_maxpool2_planes of the transpose. */
 void cn_maxpool2_rows(float *y, int32_t *where, const float *x, int H, int W, int C);
+/* dx [planes, H, W] = the gradient dy [planes, H/2, W/2] of each window at its pick where
+ * [planes, H/2, W/2] (as cn_maxpool2_planes writes them), zeros elsewhere: the bits of adding
+ * each to a zeroed plane. */
+void cn_maxpool2_gradient(float *dx, const float *dy, const int32_t *where, int planes, int H,
+                          int W);
 
 /* ---- the transforms of Winograd's algorithm, one plane at a time (winograd.c) ----
  * A plane of IH x IW inputs zero-padded by pad, with OH x OW outputs in TH x TW tiles. The
@@ -322,6 +327,8 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
                                   int W);                                                      \
     void cn_maxpool2_rows_##isa(float *y, int32_t *where, const float *x, int H, int W,       \
                                 int C);                                                        \
+    void cn_maxpool2_gradient_##isa(float *dx, const float *dy, const int32_t *where,         \
+                                    int planes, int H, int W);                                 \
     void cn_picked_rows_weight_gradient_##isa(int OC, int Q, const float *a,                 \
                                               const int32_t *at, const float *rows, int L,   \
                                               int ld, float *dweight, int ldw);              \

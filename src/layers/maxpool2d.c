@@ -1,9 +1,10 @@
 /* maxpool2d.c — the maxpool2d layer type: max-pooling with window K and stride S (floor),
  * remembering where each maximum came from (the pass's aux) so backward routes the gradient
  * there (overlapping windows add up). Ties go to the first maximum in scan order, as in
- * PyTorch. The common 2x2 window with stride 2 is a vector kernel of the instruction set in use
- * (cn_maxpool2_planes, gemm.h). A convolution right before a pool may run its forward pass,
- * and its backward where the windows do not overlap (conv2d.c, fuses); a BatchNorm right before
+ * PyTorch. The common 2x2 window with stride 2 is a vector kernel of the instruction set in use,
+ * both ways (cn_maxpool2_planes, cn_maxpool2_gradient; gemm.h). A convolution right before a
+ * pool may run its forward pass, and its backward where the windows do not overlap (conv2d.c,
+ * fuses); a BatchNorm right before
  * it, or before a relu right before it, runs both its passes a plane at a time (batchnorm.c).
  * No padding, dilation or ceil mode. */
 #include <string.h>
@@ -66,6 +67,10 @@ void cn_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax,
                            const cn_pool_shape *s)
 {
     int HW = s->H * s->W, OHW = s->OH * s->OW;
+    if (s->K == 2 && s->S == 2) { /* vectors, no scatter: the same bits */
+        cn_maxpool2_gradient(din, dout, argmax, B * s->C, s->H, s->W);
+        return;
+    }
     for (int plane = 0; plane < B * s->C; plane++) { /* zeroed a plane at a time: in L1 */
         float *dx = din + (size_t)plane * HW;
         const float *dy = dout + (size_t)plane * OHW;
