@@ -38,7 +38,7 @@ typedef struct {
     void (*picks_sorted)(int, int, const float *, const int32_t *, int, int32_t *);
     void (*picked_input)(const int32_t *, int, const float *, int, int, float *);
     void (*row2im)(float *, const float *, int, int, int, int, int);
-    void (*wino_input)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
+    void (*wino_input_rows)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, int);
     void (*wino_gradient)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
     void (*wino4_input)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
     void (*wino4_output)(float *, const float *, ptrdiff_t, const cn_winograd_plane *, float,
@@ -59,7 +59,7 @@ typedef struct {
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_planes_##isa,          \
      cn_maxpool2_rows_##isa, cn_maxpool2_gradient_##isa,                                       \
      cn_picked_rows_weight_gradient_##isa, cn_picks_by_position_##isa,                         \
-     cn_picked_rows_input_gradient_##isa, cn_row2im_##isa, cn_winograd_input_##isa,           \
+     cn_picked_rows_input_gradient_##isa, cn_row2im_##isa, cn_winograd_input_rows_##isa,      \
      cn_winograd_gradient_##isa, cn_winograd4_input_##isa, cn_winograd4_output_##isa,         \
      cn_bn_sums_##isa, cn_bn_normalise_##isa, cn_bn_gradient_sums_##isa,                      \
      cn_bn_input_gradient_##isa}
@@ -258,10 +258,10 @@ void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K
     kernels_by_isa[cn_isa_active()].row2im(din, rows, ld, C, H, W, K);
 }
 
-void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
-                       float *row)
+void cn_winograd_input_rows(float *v, ptrdiff_t xs, const float *x, const cn_winograd_plane *s,
+                            int C)
 {
-    kernels_by_isa[cn_isa_active()].wino_input(v, xs, plane, s, row);
+    kernels_by_isa[cn_isa_active()].wino_input_rows(v, xs, x, s, C);
 }
 
 void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,

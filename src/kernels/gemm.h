@@ -140,16 +140,17 @@ typedef struct {
     ptrdiff_t stride;
     int stream; /* F(4x4, 3x3)'s output: 1 stores whole vectors around the caches (cn_streamed) */
 } cn_winograd_plane;
-/* v = B^T d B of each tile's 4x4 input block d (the zero padding made in registers); row:
- * cn_winograd_row_floats(s) floats of scratch. */
-void cn_winograd_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
-                       float *row);
+/* v [16 entries xs apart][TH * TW tiles][C] = B^T d B of each tile's 4x4 input block d of each
+ * of C channels, from x [2 TH + 2, 2 TW + 2, C]: positions as rows (a channel a column), the
+ * zero padding made, tile (ty, tx)'s block at rows 2 ty.., columns 2 tx.. . */
+void cn_winograd_input_rows(float *v, ptrdiff_t xs, const float *x, const cn_winograd_plane *s,
+                            int C);
 /* m = A dY A^T of each tile's 2x2 block dY of the output gradient d [OH, OW] (zeros past its
  * edges); row: as the input's. */
 void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
                           float *row);
-/* 8 rows of 2 floats a tile and 2 vectors of 16 more, and a vector (the input's; the gradient
- * takes 4 (TH TW + 16)). */
+/* The gradient's scratch: 8 rows of 2 floats a tile and 2 vectors of 16 more, and a vector
+ * (it takes 4 (TH TW + 16)). */
 static inline size_t cn_winograd_row_floats(const cn_winograd_plane *s)
 {
     return 8 * (2 * (size_t)s->TH * s->TW + 32) + 16;
@@ -169,7 +170,7 @@ static inline size_t cn_winograd4_row_floats(const cn_winograd_plane *s)
 
 /* Asks for the n floats at p ahead of their turn, a 64-byte line at a time. Sweeps over planes
  * of 32 x 32 floats (whole 4 KB pages, where the hardware's prefetchers stop) fetch the next
- * plane while they work one (batchnorm.c, cn_winograd_input). */
+ * plane while they work one (batchnorm.c, cn_winograd4_input). */
 static inline void cn_fetch_ahead(const float *p, int n)
 {
     for (int i = 0; i < n; i += 16) __builtin_prefetch(p + i);
@@ -338,8 +339,8 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
                                              const float *weight, int L, int ld,             \
                                              float *drows);                                  \
     void cn_row2im_##isa(float *din, const float *rows, int ld, int C, int H, int W, int K);   \
-    void cn_winograd_input_##isa(float *v, ptrdiff_t xs, const float *plane,                   \
-                                 const cn_winograd_plane *s, float *row);                      \
+    void cn_winograd_input_rows_##isa(float *v, ptrdiff_t xs, const float *x,                 \
+                                      const cn_winograd_plane *s, int C);                      \
     void cn_winograd_gradient_##isa(float *m, ptrdiff_t xs, const float *d,                    \
                                     const cn_winograd_plane *s, float *row);                   \
     void cn_winograd4_input_##isa(float *v, ptrdiff_t xs, const float *plane,                  \

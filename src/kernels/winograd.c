@@ -8,8 +8,9 @@
  * - The input gradient: the same, run on the output gradient with the kernels turned by 180
  *   degrees and padding 2 - pad.
  * - The weight gradient, F(2x2, 3x3): G^T (sum over tiles of (A dY A^T) . V) G with 4x4 blocks,
- *   16 products dU[xi] += dM[xi] [OC, tiles] * V[xi]^T (2.25 times fewer than direct), each
- *   V[xi] turned round so that they are plain products, summed in chains (cn_sgemm_chained).
+ *   16 products dU[xi] += dM[xi] [OC, tiles] * V[xi]^T (2.25 times fewer than direct), V
+ *   transformed turned round (tiles as rows, from the input sample turned round: positions as
+ *   rows) so that they are plain products, summed in chains (cn_sgemm_chained).
  *   Its sums over many tiles of F(4x4, 3x3)'s larger terms, folded back with sixths and 24ths,
  *   rounded past the tolerance of the PyTorch fixtures; F(2x2, 3x3)'s stay within it.
  * The transforms, a plane at a time (F(4x4, 3x3)'s: the same plane of a few samples at once
@@ -99,16 +100,26 @@ typedef struct {
     float *M;   /* [xi, OC, ld]: products (transformed output gradients in backward) */
     float *row;  /* the transforms' scratch: rows between their passes */
     float *zero; /* [OC] zeros: where the products' sums start */
-    float *Vt;   /* the weight gradient's: [ld, C], one entry's block of V turned round */
+    float *Vt;   /* the weight gradient's dot products (cn_chained_sums 0): [C, ld], one entry's
+                  * block of V turned back */
     float *made; /* samples made where no buffer holds them (cn_samples): F(4x4, 3x3)'s, a
                   * group of input samples; the weight gradient's, an input sample and then a
                   * block of output gradients */
     float *shown; /* F(4x4, 3x3)'s: a block's outputs, when shown (cn_taker) on their way */
+    float *padded; /* F(2x2, 3x3)'s: an input sample turned round (positions as rows), its zero
+                    * padding made (cn_winograd_input_rows) */
 } parts;
 
 /* The floats of one sample of the plan's input, and of its output. */
 static size_t input_floats(const plan *p) { return (size_t)p->C * p->IH * p->IW; }
 static size_t output_floats(const plan *p) { return (size_t)p->OC * p->OH * p->OW; }
+
+/* F(2x2, 3x3)'s input sample turned round, with its zero padding: 2 TH + 2 rows of 2 TW + 2
+ * positions of C channels (cn_winograd_input_rows). */
+static size_t padded_floats(const plan *p)
+{
+    return (size_t)(2 * p->TH + 2) * (2 * p->TW + 2) * p->C;
+}
 
 /* The shape of the planes for the transforms (gemm.h): count of them, stride floats apart. */
 static cn_winograd_plane plane_of(const plan *p, int count, size_t stride)
@@ -129,11 +140,14 @@ static size_t carve(const plan *p, float *at, parts *out)
     size_t k = p->m == 4 ? cn_whole_lines((size_t)p->group * input_floats(p))
                          : cn_whole_lines(input_floats(p)) +
                                cn_whole_lines((size_t)p->nb * output_floats(p));
-    size_t o = p->m == 4 ? cn_whole_lines((size_t)p->nb * output_floats(p)) : 0;
-    if (out)
+    size_t o = p->m == 4 ? cn_whole_lines((size_t)p->nb * output_floats(p))
+                         : cn_whole_lines(padded_floats(p));
+    if (out) {
+        float *after = at + u + v + m + r + z + t + k;
         *out = (parts){at, at + u, at + u + v, at + u + v + m, at + u + v + m + r,
                        at + u + v + m + r + z, at + u + v + m + r + z + t,
-                       at + u + v + m + r + z + t + k};
+                       p->m == 4 ? after : NULL, p->m == 2 ? after : NULL};
+    }
     return u + v + m + r + z + t + k + o;
 }
 
@@ -211,15 +225,15 @@ static void fold_kernels(float *dweight, const float *dU, int OC, int C)
     }
 }
 
-/* A transform of one plane into its tiles' entries (gemm.h): cn_winograd4_input,
- * cn_winograd_input or cn_winograd_gradient. */
+/* A transform of one plane into its tiles' entries (gemm.h): cn_winograd4_input or
+ * cn_winograd_gradient. */
 typedef void plane_transform(float *to, ptrdiff_t xs, const float *plane,
                              const cn_winograd_plane *s, float *row);
 
 /* The columns tb.. of X [xi, planes, ld] (entries xs apart) = f of each of the planes [planes,
- * h, w] of count samples (sample_floats apart; 1 but for F(4x4, 3x3)'s input): their input
- * blocks (f = cn_winograd4_input or cn_winograd_input: planes C of IH x IW, X = V) or their
- * output gradient's (cn_winograd_gradient: OC of OH x OW, X = M). */
+ * h, w] of count samples (sample_floats apart): their input blocks (f = cn_winograd4_input:
+ * planes C of IH x IW, X = V) or their output gradient's (cn_winograd_gradient, one sample: OC
+ * of OH x OW, X = M). */
 static void transform_planes(plane_transform *f, float *X, size_t xs, const float *sample,
                              int count, size_t sample_floats, int planes, size_t plane_floats,
                              int tb, const plan *p, float *row)
@@ -233,8 +247,21 @@ static void transform_input(float *V, const float *x, int count, int tb, const p
                             float *row)
 {
     size_t plane = (size_t)p->IH * p->IW;
-    transform_planes(p->m == 4 ? cn_winograd4_input : cn_winograd_input, V, p->vs, x, count,
-                     p->C * plane, p->C, plane, tb, p, row);
+    transform_planes(cn_winograd4_input, V, p->vs, x, count, p->C * plane, p->C, plane, tb, p,
+                     row);
+}
+
+/* The rows tb.. of V [xi, ld, C] (entries vs apart) = F(2x2, 3x3)'s input blocks of the sample
+ * x [C, IH, IW]: x turned round into padded's rows inside its zero padding (which the caller
+ * zeroed once), then transformed there. */
+static void transform_input_rows(float *V, const float *x, int tb, const plan *p, float *padded)
+{
+    size_t row = (size_t)(2 * p->TW + 2) * p->C, plane = (size_t)p->IH * p->IW;
+    for (int y = 0; y < p->IH; y++)
+        cn_transpose(padded + (y + p->pad) * row + (size_t)p->pad * p->C, p->C,
+                     x + (size_t)y * p->IW, (int)plane, p->C, p->IW);
+    cn_winograd_plane s = plane_of(p, 1, 0);
+    cn_winograd_input_rows(V + (size_t)tb * p->C, (ptrdiff_t)p->vs, padded, &s, p->C);
 }
 
 static void transform_gradient(float *M, const float *d, int tb, const plan *p, float *row)
@@ -256,20 +283,20 @@ static void transform_output(float *y, const float *M, int count, int tb, const 
                             bias ? bias[oc] : 0.0f, row);
 }
 
-/* dU [OC, C] += M [OC, n] V [C, n]^T over n tiles (rows ld apart): V turned round into Vt, so
- * that the product is a plain one (broadcasts from M, whole vectors of Vt's rows), in chains of
- * CN_CHAIN tiles (cn_sgemm_chained). A single chain over every tile rounded twice as badly as the
- * dot products (lanes folded in a tree), past the PyTorch fixtures' tolerance. The portable
- * kernels keep the dot products (cn_chained_sums). */
+/* dU [OC, C] += M [OC, n] V [n, C] over n tiles (M's rows ld apart): a plain product
+ * (broadcasts from M, whole vectors of V's rows) in chains of CN_CHAIN tiles
+ * (cn_sgemm_chained). A single chain over every tile rounded twice as badly as the dot products
+ * (lanes folded in a tree), past the PyTorch fixtures' tolerance. The portable kernels keep the
+ * dot products (cn_chained_sums), V turned back into Vt [C, n] for them. */
 static void weight_gradient_product(float *dU, const float *M, const float *V, int n,
                                     const plan *p, parts w)
 {
     if (!cn_chained_sums()) {
-        cn_sgemm(0, 1, p->OC, p->C, n, M, p->ld, V, p->ld, 1, dU, p->C);
+        cn_transpose(w.Vt, p->ld, V, p->C, n, p->C);
+        cn_sgemm(0, 1, p->OC, p->C, n, M, p->ld, w.Vt, p->ld, 1, dU, p->C);
         return;
     }
-    cn_transpose(w.Vt, p->C, V, p->ld, p->C, n);
-    cn_sgemm_chained(p->OC, p->C, n, M, p->ld, w.Vt, p->C, dU, p->C);
+    cn_sgemm_chained(p->OC, p->C, n, M, p->ld, V, p->C, dU, p->C);
 }
 
 /* ---- the passes ---- */
@@ -349,12 +376,13 @@ void cn_winograd_backward(float *din, float *dweight, const cn_samples *dout,
     int stream = cn_streamed((size_t)B * in_floats);
     if (din) transform_kernels4(g.U, weight, s->OC, s->C, 1);
     memset(w.U, 0, (size_t)p.xi * s->OC * s->C * sizeof *w.U);
+    memset(w.padded, 0, padded_floats(&p) * sizeof *w.padded);
     for (int b0 = 0; b0 < B; b0 += p.nb) {
         int nb = B - b0 < p.nb ? B - b0 : p.nb;
         const float *d = cn_samples_at(dout, b0, nb, out_floats, made_dout);
         for (int b = 0; b < nb; b++) {
-            transform_input(w.V, cn_samples_at(in, b0 + b, 1, in_floats, w.made), 1, b * p.T, &p,
-                            w.row);
+            transform_input_rows(w.V, cn_samples_at(in, b0 + b, 1, in_floats, w.made), b * p.T,
+                                 &p, w.padded);
             transform_gradient(w.M, d + (size_t)b * out_floats, b * p.T, &p, w.row);
         }
         for (int xi = 0; xi < p.xi; xi++)
