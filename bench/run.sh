@@ -8,7 +8,9 @@
 # build/bench.json with cnnc's per-layer breakdown and GFLOP/s against the measured peak. The
 # claim is the ratio. Then the same for models/cifar10.model (3 x 32 x 32 inputs, 32-64
 # channels of 3 x 3 convolutions with padding) on generated samples (CIFAR_SAMPLES of them, one
-# warm-up epoch and one timed), training only: the speed on shapes that are not the seed's.
+# warm-up epoch, then CIFAR_EPOCHS timed for cnnc and one for PyTorch, so that the two timed
+# windows are about as long, 8 to 10 s, and see the same minutes of the machine), training only:
+# the speed on shapes that are not the seed's.
 # Usage: bench/run.sh BUILD_DIR [THREADS] [EPOCHS] [ROUNDS] [PRECISION]   (cnnc's --precision:
 # fp32, the default, or bf16; PyTorch always runs fp32)
 set -eu
@@ -22,6 +24,7 @@ reference=${PYTORCH_REFERENCE:-$(dirname "$0")/pytorch_reference.py}
 out="$build/bench.json"
 cifar=$(dirname "$0")/../models/cifar10.model
 cifar_samples=${CIFAR_SAMPLES:-8192}
+cifar_epochs=${CIFAR_EPOCHS:-4}
 have_torch=0
 if [ -f "$reference" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then have_torch=1; fi
 
@@ -42,7 +45,8 @@ done
 round=1
 while [ "$round" -le "$rounds" ]; do
   echo "== cifar10.model, round $round of $rounds"
-  "$build/bench" --threads "$threads" --epochs 1 --model "$cifar" --random-data "$cifar_samples" \
+  "$build/bench" --threads "$threads" --epochs "$cifar_epochs" --model "$cifar" \
+    --random-data "$cifar_samples" \
     --precision "$precision" --json "$build/bench-cifar-cnnc-$round.json" \
     > "$build/bench-cifar-cnnc-$round.txt"
   sed -n 2p "$build/bench-cifar-cnnc-$round.txt"
