@@ -373,14 +373,15 @@ static void reference_pool(float *y, int32_t *where, const float *x, int W, int 
 
 /* Inputs drawn from three values make ties of every shape in most windows; the window-2 kernel
  * must pick the same element as the plain rule everywhere, and backward (into NaNs) give the bits
- * of adding each pick's gradient to a zeroed plane, -0 included, zeros where no window reads. Widths of 1 to 33 windows (odd ones
- * floored) cover whole vectors and tails on every instruction set, and widths of a quarter
- * vector (4, 2, 1 windows) with and without rows left over from groups of four. */
+ * of adding each pick's gradient to a zeroed plane, -0 included, zeros where no window reads.
+ * Widths of 1 to 33 windows (odd ones floored) cover whole vectors and tails on every
+ * instruction set, and widths of a quarter vector (4, 2, 1 windows) and of half a vector (8, 4,
+ * 2) with and without rows left over from groups of four or two. */
 static void test_pool_ties_match_scan_order(void **state)
 {
     (void)state;
-    static const int sizes[][2] = {{9, 9},  {24, 24}, {8, 8},  {5, 40}, {3, 67},
-                                   {2, 34}, {11, 8},  {8, 4},  {10, 5}, {9, 2}};
+    static const int sizes[][2] = {{9, 9},  {24, 24}, {8, 8},  {5, 40},  {3, 67},  {2, 34},
+                                   {11, 8}, {8, 4},   {10, 5}, {9, 2},   {16, 16}, {7, 17}};
     enum { C = 16, MOST = 24 * 24 }; /* the most inputs a plane has */
     float x[C * MOST], y[C * MOST], want_y[MOST], dy[C * MOST], dx[C * MOST], want_dx[MOST];
     int32_t where[C * MOST], want_where[MOST];
