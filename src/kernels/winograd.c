@@ -16,9 +16,9 @@
  * The transforms, a plane at a time (F(4x4, 3x3)'s: the same plane of a few samples at once
  * where a plane has fewer tiles than a line, so that its vectors fill; the weight gradient's
  * input a sample at a time, turned round), are vector kernels of each instruction set (gemm.h,
- * winograd_kernels.inc). Every sum runs in an order fixed by the
- * shapes and the instruction set. Not for other kernel sizes or strides, and not for bf16
- * (conv.c keeps its patch products for those). */
+ * winograd_kernels.inc). Every sum runs in an order fixed by the shapes and the instruction
+ * set. Not for other kernel sizes or strides, and not for bf16 (conv.c keeps its patch products
+ * for those). */
 #include <string.h>
 
 #include "kernels/gemm.h"
