@@ -31,6 +31,16 @@ static int die_with_launcher(void)
     return CLI_OK;
 }
 
+/* A failure at the start that only rank 0 puts into words: mpirun stops the whole job at the
+ * first process that exits with an error, and that could be a silent rank before rank 0 has
+ * spoken. So the other ranks wait a moment first; mpirun ends them as soon as rank 0 fails. */
+static int start_failure(int rank)
+{
+    if (rank > 0)
+        sleep(5);
+    return CLI_FAILURE;
+}
+
 int cli_dist_start(cli_dist *d)
 {
     *d = (cli_dist){.comm = {.rank = 0, .size = 1}, .saved_stderr = -1};
@@ -47,7 +57,7 @@ int cli_dist_start(cli_dist *d)
             cli_failure("this cnnc was built without MPI, so it cannot run as %d processes: "
                         "install libopenmpi-dev and rebuild it with make, or run it "
                         "without mpirun", size);
-        return CLI_FAILURE;
+        return start_failure(rank);
     }
     if (cli_mpi_start(&d->comm, d->library, sizeof d->library) != 0)
         return CLI_FAILURE;
@@ -58,7 +68,7 @@ int cli_dist_start(cli_dist *d)
                         "Slurm, run srun --mpi=pmix (or mpirun)", size);
         cli_mpi_finish(&d->comm);
         d->mpi = 0;
-        return CLI_FAILURE;
+        return start_failure(rank);
     }
     if (d->comm.rank > 0)
         (void)!freopen("/dev/null", "w", stdout); /* on failure the rank only talks more */

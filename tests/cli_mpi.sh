@@ -8,12 +8,30 @@
 # checkpoint from which 4 processes end with an unstopped run's weights; a rank killed with
 # kill -9 is named by the other after --mpi-timeout and the job ends, and kill -9 of mpirun ends
 # the ranks at once with nothing written after it. It does not test the numerics of the step
-# (test_dist.c and test_trainer.c do). Skipped when mpirun, the dataset, or MPI in this cnnc is
-# missing.
+# (test_dist.c and test_trainer.c do). A cnnc built without MPI must say so under mpirun every
+# time, and the rest is skipped; skipped too when mpirun or the dataset is missing.
 # Usage: sh tests/cli_mpi.sh BUILD_DIR
 # shellcheck source=tests/lib/cli.sh
 . "$(dirname "$0")/lib/cli.sh"
 require_cnnc
+
+# A cnnc built without MPI, under mpirun, says so every time: mpirun ends the job at the first
+# rank that fails, so a silent rank must not fail before rank 0 has spoken (one run in about 30
+# ended without a word).
+if command -v mpirun >/dev/null 2>&1 && built_without_mpi; then
+  mpi_env
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    for p in 2 4; do
+      said=$(timeout 60 mpirun -np "$p" "$cnnc" train --help 2>&1)
+      case $said in
+      *"cnnc: error: this cnnc was built without MPI, so it cannot run as $p processes"*) ;;
+      *) fail "$p processes of a cnnc without MPI, run $i: no word of it: $said" ;;
+      esac
+    done
+  done
+  [ "$failures" -eq 0 ] || finish
+  echo "$suite: a cnnc without MPI says so under mpirun, 20 runs out of 20"
+fi
 require_mpi
 require_data
 
