@@ -2,7 +2,9 @@
 # run.sh — `make bench`: cnnc's benchmark (build/bench) and the PyTorch reference
 # (bench/pytorch_reference.py with Debian's python3-torch) on the same machine, same threads,
 # same job (8 replicas x 128), each after one warm-up epoch that is not counted (PyTorch's
-# evaluation figure does include its first test pass). These machines change speed from one
+# evaluation figure does include its first test pass); cnnc's training is timed over SEED_EPOCHS
+# (10) times as many epochs as PyTorch's, so that the two timed windows last about as long (4 to
+# 8 s: one epoch of cnnc is under a second) and see the same minutes of the machine. These machines change speed from one
 # minute to the next, so the two alternate for several rounds and the report gives the median
 # of the per-round ratios (and the ratio of each side's best round); every round's figures go to
 # build/bench.json with cnnc's per-layer breakdown and GFLOP/s against the measured peak. The
@@ -25,13 +27,14 @@ out="$build/bench.json"
 cifar=$(dirname "$0")/../models/cifar10.model
 cifar_samples=${CIFAR_SAMPLES:-8192}
 cifar_epochs=${CIFAR_EPOCHS:-4}
+seed_epochs=$((epochs * ${SEED_EPOCHS:-10}))
 have_torch=0
 if [ -f "$reference" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then have_torch=1; fi
 
 round=1
 while [ "$round" -le "$rounds" ]; do
   echo "== round $round of $rounds"
-  "$build/bench" --threads "$threads" --epochs "$epochs" --data-dir "$data" \
+  "$build/bench" --threads "$threads" --epochs "$seed_epochs" --data-dir "$data" \
     --precision "$precision" --json "$build/bench-cnnc-$round.json" > "$build/bench-cnnc-$round.txt"
   head -n 3 "$build/bench-cnnc-$round.txt" | tail -n 2
   if [ "$have_torch" -eq 1 ]; then

@@ -46,6 +46,17 @@ static void check_shape(int ta, int tb, int M, int N, int K, cn_rng *rng)
     reference(ta, tb, M, N, K, A, B, 0, want); /* and overwriting */
     cn_sgemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 0, C, N);
     assert_true(tu_max_violation(C, want, nc, 1e-5 * (K + 1), 1e-5) <= 1);
+    if (tb) { /* dot products: each element the bits of its own 1 x 1 product, whatever block
+               * (whole, part or single) took it */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float one;
+                cn_sgemm(0, 1, 1, 1, K, A + (size_t)i * K, K, B + (size_t)j * K, K, 0, &one, 1);
+                if (memcmp(&one, &C[(size_t)i * N + j], sizeof one) != 0)
+                    fail_msg("NT %dx%dx%d: element (%d, %d) is %.9g, its own dot %.9g", M, N, K,
+                             i, j, (double)C[(size_t)i * N + j], (double)one);
+            }
+    }
     if (!ta && !tb) { /* sums from one value per row: the bits of filling C and accumulating */
         float *start = malloc((size_t)M * sizeof *start);
         assert_non_null(start);
@@ -80,6 +91,8 @@ static void test_gemm_all_cases(void **state)
     check_shape(0, 0, 70, 520, 40, &rng);
     check_shape(1, 0, 50, 515, 30, &rng);
     check_shape(0, 1, 10, 25, 576, &rng); /* conv1's weight gradient */
+    for (int N = 24; N <= 27; N++) /* models/cifar10.model's conv1: 0 to 3 columns left */
+        check_shape(0, 1, 32, N, 1024, &rng);
     check_shape(0, 1, 128, 50, 320, &rng); /* fc1's forward */
     check_shape(1, 0, 250, 64, 20, &rng);  /* conv2's input gradient */
     check_shape(0, 0, 20, 250, 64, &rng);  /* conv2's weight gradient: a masked last tile */
