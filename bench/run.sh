@@ -10,8 +10,9 @@
 # build/bench.json with cnnc's per-layer breakdown and GFLOP/s against the measured peak. The
 # claim is the ratio. Then the same for models/cifar10.model (3 x 32 x 32 inputs, 32-64
 # channels of 3 x 3 convolutions with padding) on generated samples (CIFAR_SAMPLES of them, one
-# warm-up epoch, then CIFAR_EPOCHS timed for cnnc and one for PyTorch, so that the two timed
-# windows are about as long, 8 to 10 s, and see the same minutes of the machine), training only:
+# warm-up epoch, then CIFAR_EPOCHS (8) timed for cnnc and CIFAR_TORCH_EPOCHS (2) for PyTorch,
+# so that the two timed windows are about as long, 14 to 20 s, and see the same minutes of the
+# machine: one epoch of PyTorch's alone had spread by a quarter within a run), training only:
 # the speed on shapes that are not the seed's.
 # Usage: bench/run.sh BUILD_DIR [THREADS] [EPOCHS] [ROUNDS] [PRECISION]   (cnnc's --precision:
 # fp32, the default, or bf16; PyTorch always runs fp32)
@@ -26,7 +27,8 @@ reference=${PYTORCH_REFERENCE:-$(dirname "$0")/pytorch_reference.py}
 out="$build/bench.json"
 cifar=$(dirname "$0")/../models/cifar10.model
 cifar_samples=${CIFAR_SAMPLES:-8192}
-cifar_epochs=${CIFAR_EPOCHS:-4}
+cifar_epochs=${CIFAR_EPOCHS:-8}
+cifar_torch_epochs=${CIFAR_TORCH_EPOCHS:-2}
 seed_epochs=$((epochs * ${SEED_EPOCHS:-10}))
 have_torch=0
 if [ -f "$reference" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then have_torch=1; fi
@@ -54,7 +56,7 @@ while [ "$round" -le "$rounds" ]; do
     > "$build/bench-cifar-cnnc-$round.txt"
   sed -n 2p "$build/bench-cifar-cnnc-$round.txt"
   if [ "$have_torch" -eq 1 ]; then
-    /usr/bin/python3 "$reference" --model "$cifar" --random-data 3,32,32 --epochs 2 \
+    /usr/bin/python3 "$reference" --model "$cifar" --random-data 3,32,32 --epochs $((cifar_torch_epochs + 1)) \
       --train-samples "$cifar_samples" --test-samples 1024 --replicas 8 --threads "$threads" \
       > "$build/bench-cifar-torch-$round.txt"
     echo "  PyTorch: $(tail -n 1 "$build/bench-cifar-torch-$round.txt")"
