@@ -4,16 +4,16 @@
 # same job (8 replicas x 128), each after one warm-up epoch that is not counted (PyTorch's
 # evaluation figure does include its first test pass); cnnc's training is timed over SEED_EPOCHS
 # (10) times as many epochs as PyTorch's, so that the two timed windows last about as long (4 to
-# 8 s: one epoch of cnnc is under a second) and see the same minutes of the machine. These machines change speed from one
-# minute to the next, so the two alternate for several rounds and the report gives the median
-# of the per-round ratios (and the ratio of each side's best round); every round's figures go to
-# build/bench.json with cnnc's per-layer breakdown and GFLOP/s against the measured peak. The
-# claim is the ratio. Then the same for models/cifar10.model (3 x 32 x 32 inputs, 32-64
-# channels of 3 x 3 convolutions with padding) on generated samples (CIFAR_SAMPLES of them, one
-# warm-up epoch, then CIFAR_EPOCHS (8) timed for cnnc and CIFAR_TORCH_EPOCHS (2) for PyTorch,
-# so that the two timed windows are about as long, 14 to 20 s, and see the same minutes of the
-# machine: one epoch of PyTorch's alone had spread by a quarter within a run), training only:
-# the speed on shapes that are not the seed's.
+# 8 s: one epoch of cnnc is under a second) and see the same minutes of the machine. These
+# machines change speed from one minute to the next, so the two alternate for several rounds
+# and the report gives the median of the per-round ratios (and the ratio of each side's best
+# round); every round's figures go to build/bench.json with cnnc's per-layer breakdown and
+# GFLOP/s against the measured peak. The claim is the ratio. Then the same for
+# models/cifar10.model (3 x 32 x 32 inputs, 32-64 channels of 3 x 3 convolutions with padding)
+# on generated samples (CIFAR_SAMPLES of them, one warm-up epoch, then CIFAR_EPOCHS (8) timed
+# for cnnc and CIFAR_TORCH_EPOCHS (2) for PyTorch, so that the two timed windows are about as
+# long, 14 to 20 s, and see the same minutes of the machine: one epoch of PyTorch's alone had
+# spread by a quarter within a run), training only: the speed on shapes that are not the seed's.
 # Usage: bench/run.sh BUILD_DIR [THREADS] [EPOCHS] [ROUNDS] [PRECISION]   (cnnc's --precision:
 # fp32, the default, or bf16; PyTorch always runs fp32)
 set -eu
@@ -56,8 +56,9 @@ while [ "$round" -le "$rounds" ]; do
     > "$build/bench-cifar-cnnc-$round.txt"
   sed -n 2p "$build/bench-cifar-cnnc-$round.txt"
   if [ "$have_torch" -eq 1 ]; then
-    /usr/bin/python3 "$reference" --model "$cifar" --random-data 3,32,32 --epochs $((cifar_torch_epochs + 1)) \
-      --train-samples "$cifar_samples" --test-samples 1024 --replicas 8 --threads "$threads" \
+    /usr/bin/python3 "$reference" --model "$cifar" --random-data 3,32,32 \
+      --epochs $((cifar_torch_epochs + 1)) --train-samples "$cifar_samples" --test-samples 1024 \
+      --replicas 8 --threads "$threads" \
       > "$build/bench-cifar-torch-$round.txt"
     echo "  PyTorch: $(tail -n 1 "$build/bench-cifar-torch-$round.txt")"
   fi
