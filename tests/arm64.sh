@@ -67,7 +67,7 @@ for t in "$build"/tests/test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
   isas=neon
-  case $name in test_gemm | test_layers | test_model_steps | test_model_gradients) isas="neon generic" ;; esac
+  case $name in test_gemm | test_layers | test_model_steps | test_model_gradients | test_model_random) isas="neon generic" ;; esac
   for isa in $isas; do
     run "$name (CNNC_ISA=$isa)" "$build/$name-$isa.log" env CNNC_ISA=$isa "$emulator" "$t"
   done

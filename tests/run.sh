@@ -6,14 +6,14 @@
 # Exits non-zero when any failed.
 set -u
 build=${1:-build}
-kernel_tests="test_gemm test_layers test_model_steps test_model_gradients test_trainer"
+kernel_tests="test_gemm test_layers test_model_steps test_model_gradients test_model_random test_trainer"
 passed=0
 failed=0
 isas=$("$build/cnnc" info --threads 1 2>/dev/null | sed -n 's/^SIMD: .*this CPU runs: \([a-z0-9 ]*\);.*/\1/p')
 [ -n "$isas" ] || { echo "FAILED: $build/cnnc info does not list the instruction sets"; exit 1; }
 # The bf16 products' kernels other than the default one (AVX512_BF16's beside AMX's) get the
 # tests of those products too.
-bf16_tests="test_gemm test_layers"
+bf16_tests="test_gemm test_layers test_model_random"
 bf16_others=$("$build/cnnc" info --threads 1 2>/dev/null |
   sed -n 's/^BF16: *\([a-z0-9]*\) (this CPU runs: \([a-z0-9 ]*\);.*/\2 -\1/p' |
   awk '{ d = substr($NF, 2); for (i = 1; i < NF; i++) if ($i != d) printf "%s ", $i }')

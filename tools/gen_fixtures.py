@@ -19,6 +19,10 @@ Outputs (in tests/fixtures/ unless --out is given):
   pytorch_model.safetensors   a model-only state_dict trained 1 epoch in PyTorch, with its test
                               accuracy in __metadata__ ("test_accuracy"); the data order is the
                               first one that leaves no test prediction near a tie
+  random_models.safetensors   24 models drawn at random (their text in __metadata__ "model.K"),
+                              each with parameters, a batch, and PyTorch's float64
+                              log-probabilities (evaluation and training), gradient and
+                              BatchNorm batch statistics, dropout with cnnc's own masks
 
 Run with Debian's interpreter (python3-torch 1.13):  /usr/bin/python3 tools/gen_fixtures.py
 (--only NAME writes that one output, e.g. --only layers_pool_dropout).
@@ -582,8 +586,170 @@ def gen_pytorch_model(path, train, test):
           f'smallest top-2 gap {gap:.3g})')
 
 
+# ---------------------------------------------------------------- random_models.safetensors
+
+RANDOM_MODELS, RANDOM_BATCH = 24, 6
+DROPOUT_KEY = (7, 2, 5, 1)  # seed, epoch, step, replica of the step the test runs
+GOLDEN, MASK64 = 0x9e3779b97f4a7c15, (1 << 64) - 1
+
+
+def mix(z):
+    """cnnc's src/mix.h: splitmix64's output function."""
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & MASK64
+    return z ^ (z >> 31)
+
+
+def mix_in(h, v):
+    return mix(((h + GOLDEN) & MASK64) ^ v)
+
+
+def dropout_mask(shape, p, layer):
+    """cnnc's dropout of layer number `layer` in the step DROPOUT_KEY names (dropout.c): each
+    value kept (times 1/(1-p), computed in float) or zeroed by a hash of the step, the layer,
+    the sample and the value's place, so that PyTorch computes with the very mask cnnc draws."""
+    seed, epoch, step, replica = DROPOUT_KEY
+    stream = mix((seed + GOLDEN) & MASK64)
+    for v in (epoch, step, replica, layer):
+        stream = mix_in(stream, v)
+    drop = int(float(np.float32(p)) * 4294967296.0)
+    scale = float(np.float32(1) / (np.float32(1) - np.float32(p)))
+    n = int(np.prod(shape[1:]))
+    mask = np.empty((shape[0], n))
+    for b in range(shape[0]):
+        sample = mix_in(stream, b)
+        for i in range(n):
+            mask[b, i] = scale if mix((sample + GOLDEN * (i + 1)) & MASK64) >> 32 >= drop else 0
+    return torch.from_numpy(mask.reshape(shape))
+
+
+class Masked(nn.Module):
+    """A dropout with a given mask in training, nothing in evaluation."""
+
+    def __init__(self, mask):
+        super().__init__()
+        self.mask = mask
+
+    def forward(self, x):
+        return x * self.mask if self.training else x
+
+
+def draw_model(g, classes):
+    """A random model file's text: 1-3 blocks (a convolution of any kernel, stride and padding,
+    then BatchNorm, a relu and a pool in one of the orders models use, maybe dropout) on 1-3
+    channels of 5-16 x 5-16, then global average pooling or flatten, maybe a hidden linear
+    layer (with BatchNorm1d, relu, dropout), and the classes."""
+    c, h, w = int(g.integers(1, 4)), int(g.integers(5, 17)), int(g.integers(5, 17))
+    out = [f'input channels={c} height={h} width={w} mean=0 std=1']
+
+    def conv():
+        nonlocal c, h, w
+        small = min(h, w)
+        k, p = int(g.integers(1, 6)), int(g.integers(0, 3))
+        p = min(p, k // 2)
+        k = min(k, small + 2 * p)
+        p = min(p, k // 2)
+        s, o = (2 if g.random() < 0.25 else 1), int(g.integers(2, 9))
+        out.append(f'conv2d out={o} kernel={k} stride={s} padding={p} bias={int(g.integers(0, 2))}')
+        c, h, w = o, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+
+    def pool():
+        nonlocal h, w
+        small = min(h, w)
+        if small < 2:
+            return
+        k = 2 + (int(g.integers(0, 2)) if small >= 3 else 0)
+        s = k if g.random() < 0.7 else int(g.integers(1, k + 1))
+        out.append(f'{"maxpool2d" if g.random() < 0.7 else "avgpool2d"} kernel={k} stride={s}')
+        h, w = (h - k) // s + 1, (w - k) // s + 1
+
+    for _ in range(int(g.integers(1, 4))):
+        conv()
+        order = int(g.integers(0, 6))
+        if order == 4:  # pool, relu, batchnorm: the seed's order
+            pool()
+            out += ['relu', 'batchnorm2d']
+            continue
+        out += [['batchnorm2d', 'relu'], ['relu', 'batchnorm2d'], ['relu'], ['batchnorm2d'], None,
+                []][order]
+        if g.random() < 0.6:
+            pool()
+        if g.random() < 0.2:
+            out.append('dropout p=0.25')
+    if g.random() < 0.4:
+        out.append('global_avgpool')
+        if g.random() < 0.5:
+            out.append('flatten')
+    else:
+        out.append('flatten')
+    if g.random() < 0.6:
+        out.append(f'linear out={int(g.integers(3, 11))} bias={int(g.integers(0, 2))}')
+        if g.random() < 0.4:
+            out.append('batchnorm1d')
+        if g.random() < 0.7:
+            out.append('relu')
+        if g.random() < 0.3:
+            out.append('dropout p=0.25')
+    out += [f'linear out={classes}', 'log_softmax']
+    return '\n'.join(out) + '\n'
+
+
+def random_model_case(k, g):
+    """Model k: its text, parameters, a batch and what PyTorch computes from them in float64
+    (log-probabilities in evaluation and in training, the gradient of the mean NLL, each
+    BatchNorm's batch mean and unbiased variance)."""
+    classes = 3 + k % 3
+    text = draw_model(g, classes)
+    lines = cnnc_torch.parse_model(text, f'random model {k}')
+    torch.manual_seed(k)
+    seq, _ = cnnc_torch.build(lines)
+    seq = seq.double()
+    with torch.no_grad():  # PyTorch's initialisation, moved off BatchNorm's 1 and 0 and zero biases
+        for p in seq.parameters():
+            p.add_(torch.from_numpy(0.1 * (2 * g.random(p.shape) - 1)))
+    c, h, w = (lines[0][1][key] for key in ('channels', 'height', 'width'))
+    x = (2 * g.random((RANDOM_BATCH, c, h, w)) - 1).astype(np.float32)
+    y = g.integers(0, classes, RANDOM_BATCH)
+    shapes, stats = {}, []
+    hooks = [mod.register_forward_hook(lambda mod, i, o, name=name: shapes.__setitem__(name, i[0].shape))
+             for name, mod in seq.named_children()]
+    seq.eval()
+    logp_eval = seq(torch.from_numpy(x).double())
+    for hk in hooks:
+        hk.remove()
+    for name, mod in seq.named_children():
+        if isinstance(mod, nn.Dropout) and mod.p > 0:
+            setattr(seq, name, Masked(dropout_mask(shapes[name], mod.p, int(name))))
+        if isinstance(mod, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            def keep(mod, i, o):
+                dims = [0, 2, 3] if i[0].dim() == 4 else [0]
+                stats.extend([i[0].mean(dims), i[0].var(dims, unbiased=True)])
+            mod.register_forward_hook(keep)
+    seq.train()
+    logp = seq(torch.from_numpy(x).double())
+    F.nll_loss(logp, torch.from_numpy(y)).backward()
+    grad = torch.cat([p.grad.flatten() for p in seq.parameters()])
+    params = torch.cat([p.detach().flatten() for p in seq.parameters()])
+    report = torch.cat([t.detach() for t in stats]) if stats else torch.zeros(0)
+    tensors = [(f'{k}.params', f32(params)), (f'{k}.input', x), (f'{k}.labels', y.astype(np.int64)),
+               (f'{k}.logp_eval', f32(logp_eval)), (f'{k}.logp', f32(logp)),
+               (f'{k}.grad', f32(grad)), (f'{k}.report', f32(report))]
+    return text, tensors
+
+
+def gen_random_models(path):
+    g = np.random.default_rng(2026)
+    tensors, meta = [], {'models': RANDOM_MODELS, 'batch': RANDOM_BATCH,
+                         'dropout_key': ' '.join(map(str, DROPOUT_KEY)),
+                         'generator': f'tools/gen_fixtures.py, torch {torch.__version__}'}
+    for k in range(RANDOM_MODELS):
+        meta[f'model.{k}'], t = random_model_case(k, g)
+        tensors += t
+    write_safetensors(path, tensors, meta)
+
+
 OUTPUTS = ['layers', 'layers_pool_dropout', 'conv_stride_padding', 'label_smoothing',
-           'model_steps', 'model_steps_smooth', 'lr_schedule', 'pytorch_model']
+           'model_steps', 'model_steps_smooth', 'lr_schedule', 'pytorch_model', 'random_models']
 
 
 def main():
@@ -603,7 +769,8 @@ def main():
                'model_steps': lambda path: gen_model_steps(path, train),
                'model_steps_smooth': lambda path: gen_model_steps(path, train, 0.1),
                'lr_schedule': gen_lr_schedule,
-               'pytorch_model': lambda path: gen_pytorch_model(path, train, test)}
+               'pytorch_model': lambda path: gen_pytorch_model(path, train, test),
+               'random_models': gen_random_models}
     for name in OUTPUTS:
         if a.only in (None, name):
             writers[name](os.path.join(a.out, name + '.safetensors'))

@@ -1,0 +1,325 @@
+/* test_model_random.c — models drawn at random by tools/gen_fixtures.py (random_models:
+ * convolutions of any kernel, stride and padding on 1-3 channels of odd sizes, BatchNorm, relus,
+ * max and average pools and dropout in the orders models use, then flat layers), each checked
+ * three ways: (1) against PyTorch in float64, which ran it on the same parameters and batch with
+ * the very dropout masks cnnc draws: log-probabilities in evaluation and training, the
+ * gradient, BatchNorm's batch statistics; (2) the executor's fused and made-a-sample-at-a-time
+ * passes against the same model layer by layer (a dropout with p = 0 after every layer keeps
+ * every tensor in a buffer); (3) a short training run on generated images, the same bits on 1
+ * and 3 threads, with bf16's products too where the CPU has them. The hand-written models of test_model_gradients.c and test_model_steps.c pin
+ * particular paths; these find the combinations nobody wrote down. (Finite differences, tried
+ * first, took pools and relus that switch within the step on these tiny batches for wrong
+ * gradients, where PyTorch agreed with cnnc to 1e-7.) */
+#include "testutil.h"
+
+#include "model/executor.h"
+#include "model/model.h"
+
+#define BATCH 6     /* the fixture's batch */
+#define TEXT_MAX 2048
+/* Against PyTorch in float64: a value may be off by PT_RTOL of itself plus PT_SCALE of the
+ * largest of its tensor (a few roundings of the sums it comes from). */
+#define PT_RTOL 1e-4
+#define PT_SCALE 1e-5
+
+static cn_safetensors *fixture;
+
+static int load_fixture(void **state)
+{
+    (void)state;
+    fixture = tu_read_fixture("random_models.safetensors");
+    const char *batch = fixture ? cn_safetensors_meta(fixture, "batch") : NULL;
+    const char *count = fixture ? cn_safetensors_meta(fixture, "models") : NULL;
+    return batch && count && atoi(batch) == BATCH && atoi(count) > 0 ? 0 : -1;
+}
+
+static int free_fixture(void **state)
+{
+    (void)state;
+    cn_safetensors_free(fixture);
+    return 0;
+}
+
+static int models(void) { return atoi(cn_safetensors_meta(fixture, "models")); }
+
+/* Model k's text. */
+static const char *model_text(int k)
+{
+    char key[32];
+    snprintf(key, sizeof key, "model.%d", k);
+    const char *text = cn_safetensors_meta(fixture, key);
+    assert_non_null(text);
+    return text;
+}
+
+/* Model k's tensor "k.what", which must hold n values of dtype. */
+static const void *tensor(int k, const char *what, cn_dtype dtype, size_t n)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%d.%s", k, what);
+    const cn_tensor_ref *t = cn_safetensors_get(fixture, name);
+    if (!t) fail_msg("%s: missing from the fixture", name);
+    size_t count = 1;
+    for (int d = 0; d < t->ndim; d++) count *= (size_t)t->shape[d];
+    if (t->dtype != dtype || count != n) fail_msg("%s: %zu values, %zu expected", name, count, n);
+    return t->data;
+}
+
+static const float *floats(int k, const char *what, size_t n)
+{
+    return tensor(k, what, CN_F32, n);
+}
+
+/* text with every dropout's p made 0 and, with spaced, a dropout with p = 0 after every layer
+ * but the last (input and log_softmax have none after them): the same numbers, layer by layer. */
+static void without_dropout(char *out, const char *text, int spaced)
+{
+    out[0] = '\0';
+    const char *at = text;
+    for (int n = 0; *at; n++) {
+        const char *end = strchr(at, '\n');
+        assert_non_null(end);
+        size_t len = (size_t)(end - at);
+        int drop = strncmp(at, "dropout", 7) == 0, last = strncmp(at, "log_softmax", 11) == 0;
+        assert_true(strlen(out) + len + 32 < TEXT_MAX);
+        if (drop)
+            strcat(out, "dropout p=0\n");
+        else
+            strncat(out, at, len + 1);
+        if (spaced && n > 0 && !last) strcat(out, "dropout p=0\n");
+        at = end + 1;
+    }
+}
+
+/* ------------------------------------------------------------------ running a model */
+
+typedef struct {
+    cn_model *m;
+    cn_plan plan;
+    cn_workspace w;
+} net;
+
+/* text with model k's parameters, batch and labels, in the step the fixture's masks are
+ * drawn for. */
+static net make_net(const char *text, int k, cn_precision precision)
+{
+    net n = {0};
+    cn_error err = {{0}};
+    n.m = cn_model_from_text(text, strlen(text), "random.model", &err);
+    if (!n.m) fail_msg("%s\n%s", err.msg, text);
+    cn_model_init(n.m, 1);
+    assert_int_equal(cn_plan_init(&n.plan, n.m, BATCH, precision), 0);
+    assert_int_equal(cn_workspace_init(&n.w, &n.plan), 0);
+    memcpy(n.m->params, floats(k, "params", n.m->num_params), n.m->num_params * sizeof(float));
+    size_t in = (size_t)BATCH * cn_model_input_size(n.m);
+    memcpy(n.w.input, floats(k, "input", in), in * sizeof(float));
+    const char *labels = tensor(k, "labels", CN_I64, BATCH);
+    for (int b = 0; b < BATCH; b++) { /* a file's I64 data may lie off 8-byte boundaries */
+        int64_t label;
+        memcpy(&label, labels + b * sizeof label, sizeof label);
+        n.w.labels[b] = (uint8_t)label;
+    }
+    unsigned seed = 0, epoch = 0, step = 0, replica = 0;
+    assert_int_equal(sscanf(cn_safetensors_meta(fixture, "dropout_key"), "%u %u %u %u", &seed,
+                            &epoch, &step, &replica), 4);
+    n.w.key = (cn_step_key){seed, (int)epoch, (int)step, (int)replica};
+    return n;
+}
+
+static void free_net(net *n)
+{
+    cn_workspace_free(&n->w);
+    cn_plan_free(&n->plan);
+    cn_model_free(n->m);
+}
+
+/* got and want agree within rtol of want plus scale of want's largest value. */
+static void expect_near(const char *what, const float *got, const float *want, size_t n,
+                        double rtol, double scale, const char *text)
+{
+    double largest = 0; /* (a loop of fmax crashed the arm64 cross compiler, GCC 12.2) */
+    for (size_t i = 0; i < n; i++)
+        if (fabs(want[i]) > largest) largest = fabs(want[i]);
+    double v = tu_max_violation(got, want, n, scale * largest, rtol);
+    if (!(v <= 1)) {
+        for (size_t i = 0; i < n; i++)
+            if (!(fabs((double)got[i] - want[i]) <= scale * largest + rtol * fabs(want[i])))
+                print_error("%s[%zu]: got %.9g, want %.9g\n", what, i, got[i], want[i]);
+        fail_msg("%s: worst violation %.3g\n%s", what, v, text);
+    }
+}
+
+/* (1) The model against what PyTorch computed. */
+static void check_against_pytorch(int k)
+{
+    const char *text = model_text(k);
+    net n = make_net(text, k, CN_PRECISION_FP32);
+    size_t out = (size_t)BATCH * cn_model_num_outputs(n.m);
+    const float *logp = n.w.out[n.m->num_layers - 1];
+    cn_forward(&n.plan, &n.w, BATCH, 0);
+    expect_near("log-probabilities (evaluation)", logp, floats(k, "logp_eval", out), out, PT_RTOL,
+                PT_SCALE, text);
+    cn_forward(&n.plan, &n.w, BATCH, 1);
+    expect_near("log-probabilities (training)", logp, floats(k, "logp", out), out, PT_RTOL,
+                PT_SCALE, text);
+    cn_backward(&n.plan, &n.w);
+    expect_near("gradient", n.w.dparams, floats(k, "grad", n.m->num_params), n.m->num_params,
+                PT_RTOL, PT_SCALE, text);
+    expect_near("batch statistics", n.w.report, floats(k, "report", n.m->num_report),
+                n.m->num_report, PT_RTOL, PT_SCALE, text);
+    free_net(&n);
+}
+
+/* (2) The model's own passes against the same model layer by layer: the same numbers, within
+ * sums taken in another order (a convolution into a pool sums its gradients over the picks when
+ * fused, densely when not). */
+static void check_against_layers(int k)
+{
+    char plain[TEXT_MAX], spaced[TEXT_MAX];
+    without_dropout(plain, model_text(k), 0);
+    without_dropout(spaced, model_text(k), 1);
+    net a = make_net(plain, k, CN_PRECISION_FP32), b = make_net(spaced, k, CN_PRECISION_FP32);
+    for (int i = 0; i < b.m->num_layers; i++) assert_int_equal(cn_model_fusion(b.m, i, 0).layers, 0);
+    size_t out = (size_t)BATCH * cn_model_num_outputs(a.m);
+    for (int training = 0; training <= 1; training++) {
+        cn_forward(&a.plan, &a.w, BATCH, training);
+        cn_forward(&b.plan, &b.w, BATCH, training);
+        expect_near("log-probabilities", a.w.out[a.m->num_layers - 1],
+                    b.w.out[b.m->num_layers - 1], out, 1e-5, 1e-6, plain);
+    }
+    cn_backward(&a.plan, &a.w);
+    cn_backward(&b.plan, &b.w);
+    expect_near("gradient", a.w.dparams, b.w.dparams, a.m->num_params, 1e-5, 1e-6, plain);
+    assert_int_equal(a.m->num_report, b.m->num_report);
+    expect_near("batch statistics", a.w.report, b.w.report, a.m->num_report, 1e-5, 1e-6, plain);
+    free_net(&a);
+    free_net(&b);
+}
+
+/* count generated images of model m's input shape, labels 0..classes-1. */
+static cn_dataset random_set(const cn_model *m, int count, uint64_t seed)
+{
+    int classes = cn_model_num_outputs(m);
+    size_t size = cn_model_input_size(m);
+    cn_dataset ds = {.count = count, .channels = m->in_c, .height = m->in_h, .width = m->in_w,
+                     .classes = classes, .pixels = malloc((size_t)count * size),
+                     .labels = malloc((size_t)count)};
+    assert_non_null(ds.pixels);
+    assert_non_null(ds.labels);
+    cn_rng rng;
+    cn_rng_seed(&rng, seed);
+    for (int i = 0; i < count; i++) {
+        ds.labels[i] = (uint8_t)cn_rng_below(&rng, (uint32_t)classes);
+        for (size_t p = 0; p < size; p++)
+            ds.pixels[(size_t)i * size + p] = (uint8_t)cn_rng_below(&rng, 256);
+    }
+    return ds;
+}
+
+/* Two epochs of 3 replicas x 8 from a fresh model of text on threads threads: the parameters
+ * then the running statistics, malloc'd. */
+static float *train_copy(const char *text, int threads, cn_precision precision, uint64_t seed,
+                         size_t *count)
+{
+    cn_error err = {{0}};
+    cn_model *m = cn_model_from_text(text, strlen(text), "random.model", &err);
+    assert_non_null(m);
+    cn_model_init(m, seed);
+    cn_dataset ds = random_set(m, 60, seed);
+    cn_train_config cfg = {.batch_size = 8, .num_replicas = 3, .threads = threads,
+                           .learning_rate = 0.02f, .momentum = 0.5f, .seed = seed,
+                           .precision = precision};
+    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
+    if (!t) fail_msg("%s\n%s", err.msg, text);
+    for (int e = 1; e <= 2; e++) {
+        float loss;
+        if (cn_trainer_epoch(t, &ds, e, NULL, NULL, &loss, NULL, &err) != 0)
+            fail_msg("%s\n%s", err.msg, text);
+    }
+    *count = m->num_params + m->num_running;
+    float *copy = malloc(*count * sizeof *copy);
+    assert_non_null(copy);
+    memcpy(copy, m->params, m->num_params * sizeof *copy);
+    memcpy(copy + m->num_params, m->running, m->num_running * sizeof *copy);
+    cn_trainer_free(t);
+    cn_model_free(m);
+    cn_dataset_free(&ds);
+    return copy;
+}
+
+/* (3) The same bits on 1 and 3 threads, with the model's dropout. */
+static void check_threads(int k, cn_precision precision)
+{
+    size_t n1 = 0, n3 = 0;
+    float *one = train_copy(model_text(k), 1, precision, 100 + (uint64_t)k, &n1);
+    float *three = train_copy(model_text(k), 3, precision, 100 + (uint64_t)k, &n3);
+    assert_int_equal(n1, n3);
+    if (memcmp(one, three, n1 * sizeof *one) != 0)
+        fail_msg("%s: 1 and 3 threads trained other weights\n%s", cn_precision_name(precision),
+                 model_text(k));
+    free(one);
+    free(three);
+}
+
+/* ------------------------------------------------------------------ the tests */
+
+/* The fixture's models cover what they are meant to: every layer type, BatchNorm with a pool
+ * inside its passes, a relu into a pool, strides, padding, dropout, layers without bias. */
+static void test_models_cover_the_layers(void **state)
+{
+    (void)state;
+    static const char *const words[] = {"stride=2", "padding=1", "padding=2", "maxpool2d",
+                                        "avgpool2d", "batchnorm2d\nrelu\nmaxpool2d",
+                                        "relu\nmaxpool2d", "batchnorm1d", "global_avgpool",
+                                        "dropout p=0.25", "relu\nbatchnorm2d", "bias=0"};
+    assert_true(models() >= 16);
+    for (size_t w = 0; w < sizeof words / sizeof *words; w++) {
+        int found = 0;
+        for (int k = 0; k < models() && !found; k++) found = strstr(model_text(k), words[w]) != NULL;
+        if (!found) fail_msg("no model of the fixture has \"%s\"", words[w]);
+    }
+}
+
+static void test_models_match_pytorch(void **state)
+{
+    (void)state;
+    for (int k = 0; k < models(); k++) check_against_pytorch(k);
+}
+
+static void test_fused_passes_match_layer_by_layer(void **state)
+{
+    (void)state;
+    for (int k = 0; k < models(); k++) check_against_layers(k);
+}
+
+static void test_weights_bit_identical_across_threads(void **state)
+{
+    (void)state;
+    for (int k = 0; k < models(); k++) check_threads(k, CN_PRECISION_FP32);
+}
+
+/* bf16's products, where this CPU has them: the same bits on 1 and 3 threads. (Not against
+ * PyTorch: which products are bf16 depends on the plan and the CPU, and a gradient summed with
+ * cancellation moved by 11% in one model, as much as PyTorch with the same operands rounded.) */
+static void test_bf16_weights_bit_identical_across_threads(void **state)
+{
+    (void)state;
+    if (!cn_precision_supported(CN_PRECISION_BF16)) {
+        print_message("bf16 products: not on this CPU, skipped\n");
+        return;
+    }
+    for (int k = 0; k < models(); k++) check_threads(k, CN_PRECISION_BF16);
+}
+
+int main(void)
+{
+    if (tu_isa_unavailable()) return 0;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_models_cover_the_layers),
+        cmocka_unit_test(test_models_match_pytorch),
+        cmocka_unit_test(test_fused_passes_match_layer_by_layer),
+        cmocka_unit_test(test_weights_bit_identical_across_threads),
+        cmocka_unit_test(test_bf16_weights_bit_identical_across_threads),
+    };
+    return cmocka_run_group_tests(tests, load_fixture, free_fixture);
+}
