@@ -1,17 +1,20 @@
 /* test_model_random.c — models drawn at random by tools/gen_fixtures.py (random_models:
  * convolutions of any kernel, stride and padding on 1-3 channels of odd sizes, BatchNorm, relus,
- * max and average pools and dropout in the orders models use, then flat layers), each checked
- * three ways: (1) against PyTorch in float64, which ran it on the same parameters and batch with
- * the very dropout masks cnnc draws: log-probabilities in evaluation and training, the
- * gradient, BatchNorm's batch statistics; (2) the executor's fused and made-a-sample-at-a-time
- * passes against the same model layer by layer (a dropout with p = 0 after every layer keeps
- * every tensor in a buffer); (3) a short training run on generated images, the same bits on 1
- * and 3 threads, with bf16's products too where the CPU has them. The hand-written models of test_model_gradients.c and test_model_steps.c pin
- * particular paths; these find the combinations nobody wrote down. (Finite differences, tried
- * first, took pools and relus that switch within the step on these tiny batches for wrong
- * gradients, where PyTorch agreed with cnnc to 1e-7.) */
+ * max and average pools and dropout in the orders models use, then flat layers; the last ones
+ * wide enough for Winograd's algorithm), each checked three ways: (1) against PyTorch in
+ * float64, which ran it on the same parameters and batch with the very dropout masks cnnc
+ * draws: log-probabilities in evaluation and training, the gradient, BatchNorm's batch
+ * statistics; (2) the executor's fused and made-a-sample-at-a-time passes against the same
+ * model layer by layer (a dropout with p = 0 after every layer keeps every tensor in a buffer);
+ * (3) a short training run on generated images, the same bits on 1 and 3 threads, with bf16's
+ * products too where the CPU has them. The hand-written models of test_model_gradients.c and
+ * test_model_steps.c pin particular paths; these find the combinations nobody wrote down.
+ * (Finite differences, tried first, took pools and relus that switch within the step on these
+ * tiny batches for wrong gradients, where PyTorch agreed with cnnc to 1e-7.) */
 #include "testutil.h"
 
+#include "kernels/winograd.h"
+#include "layers/layer.h"
 #include "model/executor.h"
 #include "model/model.h"
 
@@ -171,8 +174,9 @@ static void check_against_pytorch(int k)
 }
 
 /* (2) The model's own passes against the same model layer by layer: the same numbers, within
- * sums taken in another order (a convolution into a pool sums its gradients over the picks when
- * fused, densely when not). */
+ * PyTorch's tolerance (a convolution into a pool sums its gradients over the picks when fused,
+ * densely, by Winograd's algorithm, when not: 0.73 of 1e-5 of a value plus 1e-6 of the largest
+ * apart in one model). */
 static void check_against_layers(int k)
 {
     char plain[TEXT_MAX], spaced[TEXT_MAX];
@@ -185,13 +189,14 @@ static void check_against_layers(int k)
         cn_forward(&a.plan, &a.w, BATCH, training);
         cn_forward(&b.plan, &b.w, BATCH, training);
         expect_near("log-probabilities", a.w.out[a.m->num_layers - 1],
-                    b.w.out[b.m->num_layers - 1], out, 1e-5, 1e-6, plain);
+                    b.w.out[b.m->num_layers - 1], out, PT_RTOL, PT_SCALE, plain);
     }
     cn_backward(&a.plan, &a.w);
     cn_backward(&b.plan, &b.w);
-    expect_near("gradient", a.w.dparams, b.w.dparams, a.m->num_params, 1e-5, 1e-6, plain);
+    expect_near("gradient", a.w.dparams, b.w.dparams, a.m->num_params, PT_RTOL, PT_SCALE, plain);
     assert_int_equal(a.m->num_report, b.m->num_report);
-    expect_near("batch statistics", a.w.report, b.w.report, a.m->num_report, 1e-5, 1e-6, plain);
+    expect_near("batch statistics", a.w.report, b.w.report, a.m->num_report, PT_RTOL, PT_SCALE,
+                plain);
     free_net(&a);
     free_net(&b);
 }
@@ -264,7 +269,8 @@ static void check_threads(int k, cn_precision precision)
 /* ------------------------------------------------------------------ the tests */
 
 /* The fixture's models cover what they are meant to: every layer type, BatchNorm with a pool
- * inside its passes, a relu into a pool, strides, padding, dropout, layers without bias. */
+ * inside its passes, a relu into a pool, strides, padding, dropout, layers without bias, and
+ * convolutions that Winograd's algorithm runs. */
 static void test_models_cover_the_layers(void **state)
 {
     (void)state;
@@ -278,6 +284,22 @@ static void test_models_cover_the_layers(void **state)
         for (int k = 0; k < models() && !found; k++) found = strstr(model_text(k), words[w]) != NULL;
         if (!found) fail_msg("no model of the fixture has \"%s\"", words[w]);
     }
+    int winograd = 0; /* convolutions that go through Winograd's algorithm */
+    for (int k = 0; k < models(); k++) {
+        cn_error err = {{0}};
+        const char *text = model_text(k);
+        cn_model *m = cn_model_from_text(text, strlen(text), "random.model", &err);
+        assert_non_null(m);
+        for (int i = 0; i < m->num_layers; i++) {
+            const cn_layer *l = &m->layers[i];
+            if (l->type != &cn_conv2d_type) continue;
+            cn_conv_shape cs = cn_conv_shape_of(l->in.c, l->in.h, l->in.w, l->out.c,
+                                                l->args.kernel, l->args.stride, l->args.padding);
+            winograd += cn_winograd_fits(&cs);
+        }
+        cn_model_free(m);
+    }
+    assert_true(winograd >= 4);
 }
 
 static void test_models_match_pytorch(void **state)

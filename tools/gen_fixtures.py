@@ -19,7 +19,7 @@ Outputs (in tests/fixtures/ unless --out is given):
   pytorch_model.safetensors   a model-only state_dict trained 1 epoch in PyTorch, with its test
                               accuracy in __metadata__ ("test_accuracy"); the data order is the
                               first one that leaves no test prediction near a tie
-  random_models.safetensors   24 models drawn at random (their text in __metadata__ "model.K"),
+  random_models.safetensors   32 models drawn at random (their text in __metadata__ "model.K"),
                               each with parameters, a batch, and PyTorch's float64
                               log-probabilities (evaluation and training), gradient and
                               BatchNorm batch statistics, dropout with cnnc's own masks
@@ -588,7 +588,7 @@ def gen_pytorch_model(path, train, test):
 
 # ---------------------------------------------------------------- random_models.safetensors
 
-RANDOM_MODELS, RANDOM_BATCH = 24, 6
+RANDOM_NARROW, RANDOM_MODELS, RANDOM_BATCH = 24, 32, 6  # the models after the narrow are wide
 DROPOUT_KEY = (7, 2, 5, 1)  # seed, epoch, step, replica of the step the test runs
 GOLDEN, MASK64 = 0x9e3779b97f4a7c15, (1 << 64) - 1
 
@@ -634,22 +634,28 @@ class Masked(nn.Module):
         return x * self.mask if self.training else x
 
 
-def draw_model(g, classes):
+def draw_model(g, classes, wide):
     """A random model file's text: 1-3 blocks (a convolution of any kernel, stride and padding,
     then BatchNorm, a relu and a pool in one of the orders models use, maybe dropout) on 1-3
     channels of 5-16 x 5-16, then global average pooling or flatten, maybe a hidden linear
-    layer (with BatchNorm1d, relu, dropout), and the classes."""
-    c, h, w = int(g.integers(1, 4)), int(g.integers(5, 17)), int(g.integers(5, 17))
+    layer (with BatchNorm1d, relu, dropout), and the classes. wide: 2-3 blocks of 8-16 channels
+    on 10-24 x 10-24, mostly 3 x 3 convolutions of stride 1 (those of 8 channels or more in and
+    out go through Winograd's algorithm), and global average pooling."""
+    lo, hi = (10, 25) if wide else (5, 17)
+    c, h, w = int(g.integers(1, 4)), int(g.integers(lo, hi)), int(g.integers(lo, hi))
     out = [f'input channels={c} height={h} width={w} mean=0 std=1']
 
     def conv():
         nonlocal c, h, w
         small = min(h, w)
         k, p = int(g.integers(1, 6)), int(g.integers(0, 3))
+        if wide and g.random() < 0.75:
+            k = 3
         p = min(p, k // 2)
         k = min(k, small + 2 * p)
         p = min(p, k // 2)
-        s, o = (2 if g.random() < 0.25 else 1), int(g.integers(2, 9))
+        s = 2 if g.random() < (0.15 if wide else 0.25) else 1
+        o = int(g.integers(8, 17) if wide else g.integers(2, 9))
         out.append(f'conv2d out={o} kernel={k} stride={s} padding={p} bias={int(g.integers(0, 2))}')
         c, h, w = o, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
 
@@ -663,7 +669,7 @@ def draw_model(g, classes):
         out.append(f'{"maxpool2d" if g.random() < 0.7 else "avgpool2d"} kernel={k} stride={s}')
         h, w = (h - k) // s + 1, (w - k) // s + 1
 
-    for _ in range(int(g.integers(1, 4))):
+    for _ in range(int(g.integers(2, 4) if wide else g.integers(1, 4))):
         conv()
         order = int(g.integers(0, 6))
         if order == 4:  # pool, relu, batchnorm: the seed's order
@@ -676,7 +682,7 @@ def draw_model(g, classes):
             pool()
         if g.random() < 0.2:
             out.append('dropout p=0.25')
-    if g.random() < 0.4:
+    if g.random() < (0.9 if wide else 0.4):
         out.append('global_avgpool')
         if g.random() < 0.5:
             out.append('flatten')
@@ -699,7 +705,7 @@ def random_model_case(k, g):
     (log-probabilities in evaluation and in training, the gradient of the mean NLL, each
     BatchNorm's batch mean and unbiased variance)."""
     classes = 3 + k % 3
-    text = draw_model(g, classes)
+    text = draw_model(g, classes, k >= RANDOM_NARROW)
     lines = cnnc_torch.parse_model(text, f'random model {k}')
     torch.manual_seed(k)
     seq, _ = cnnc_torch.build(lines)
