@@ -132,7 +132,7 @@ $(BUILD)/examples/%: examples/%.c include/cnnc.h $(BUILD)/libcnnc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -Iinclude -o $@ $< $(BUILD)/libcnnc.a $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testutil.h $(BUILD)/libcnnc.a
+$(BUILD)/tests/%: tests/%.c tests/testutil.h tests/test_world.h $(BUILD)/libcnnc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -Itests -o $@ $< $(TEST_OBJ) $(BUILD)/libcnnc.a $(TEST_LIBS) $(LDLIBS)
 

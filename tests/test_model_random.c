@@ -6,12 +6,15 @@
  * draws: log-probabilities in evaluation and training, the gradient, BatchNorm's batch
  * statistics; (2) the executor's fused and made-a-sample-at-a-time passes against the same
  * model layer by layer (a dropout with p = 0 after every layer keeps every tensor in a buffer);
- * (3) a short training run on generated images, the same bits on 1 and 3 threads, with bf16's
- * products too where the CPU has them. The hand-written models of test_model_gradients.c and
+ * (3) a short training run on generated images, the same bits on 1 and 3 threads and as 2
+ * processes (test_world.h's in-memory ranks), and on 1 and 3 threads with bf16's products too
+ * where the CPU has them. The hand-written models of test_model_gradients.c and
  * test_model_steps.c pin particular paths; these find the combinations nobody wrote down.
  * (Finite differences, tried first, took pools and relus that switch within the step on these
  * tiny batches for wrong gradients, where PyTorch agreed with cnnc to 1e-7.) */
 #include "testutil.h"
+
+#include "test_world.h"
 
 #include "kernels/winograd.h"
 #include "layers/layer.h"
@@ -104,14 +107,14 @@ typedef struct {
 
 /* text with model k's parameters, batch and labels, in the step the fixture's masks are
  * drawn for. */
-static net make_net(const char *text, int k, cn_precision precision)
+static net make_net(const char *text, int k)
 {
     net n = {0};
     cn_error err = {{0}};
     n.m = cn_model_from_text(text, strlen(text), "random.model", &err);
     if (!n.m) fail_msg("%s\n%s", err.msg, text);
     cn_model_init(n.m, 1);
-    assert_int_equal(cn_plan_init(&n.plan, n.m, BATCH, precision), 0);
+    assert_int_equal(cn_plan_init(&n.plan, n.m, BATCH, CN_PRECISION_FP32), 0);
     assert_int_equal(cn_workspace_init(&n.w, &n.plan), 0);
     memcpy(n.m->params, floats(k, "params", n.m->num_params), n.m->num_params * sizeof(float));
     size_t in = (size_t)BATCH * cn_model_input_size(n.m);
@@ -156,7 +159,7 @@ static void expect_near(const char *what, const float *got, const float *want, s
 static void check_against_pytorch(int k)
 {
     const char *text = model_text(k);
-    net n = make_net(text, k, CN_PRECISION_FP32);
+    net n = make_net(text, k);
     size_t out = (size_t)BATCH * cn_model_num_outputs(n.m);
     const float *logp = n.w.out[n.m->num_layers - 1];
     cn_forward(&n.plan, &n.w, BATCH, 0);
@@ -182,7 +185,7 @@ static void check_against_layers(int k)
     char plain[TEXT_MAX], spaced[TEXT_MAX];
     without_dropout(plain, model_text(k), 0);
     without_dropout(spaced, model_text(k), 1);
-    net a = make_net(plain, k, CN_PRECISION_FP32), b = make_net(spaced, k, CN_PRECISION_FP32);
+    net a = make_net(plain, k), b = make_net(spaced, k);
     for (int i = 0; i < b.m->num_layers; i++) assert_int_equal(cn_model_fusion(b.m, i, 0).layers, 0);
     size_t out = (size_t)BATCH * cn_model_num_outputs(a.m);
     for (int training = 0; training <= 1; training++) {
@@ -201,14 +204,18 @@ static void check_against_layers(int k)
     free_net(&b);
 }
 
-/* count generated images of model m's input shape, labels 0..classes-1. */
-static cn_dataset random_set(const cn_model *m, int count, uint64_t seed)
+/* count generated images of the input shape of model text, labels 0..classes-1. */
+static cn_dataset random_set(const char *text, int count, uint64_t seed)
 {
+    cn_error err = {{0}};
+    cn_model *m = cn_model_from_text(text, strlen(text), "random.model", &err);
+    assert_non_null(m);
     int classes = cn_model_num_outputs(m);
     size_t size = cn_model_input_size(m);
     cn_dataset ds = {.count = count, .channels = m->in_c, .height = m->in_h, .width = m->in_w,
                      .classes = classes, .pixels = malloc((size_t)count * size),
                      .labels = malloc((size_t)count)};
+    cn_model_free(m);
     assert_non_null(ds.pixels);
     assert_non_null(ds.labels);
     cn_rng rng;
@@ -221,49 +228,96 @@ static cn_dataset random_set(const cn_model *m, int count, uint64_t seed)
     return ds;
 }
 
-/* Two epochs of 3 replicas x 8 from a fresh model of text on threads threads: the parameters
- * then the running statistics, malloc'd. */
-static float *train_copy(const char *text, int threads, cn_precision precision, uint64_t seed,
-                         size_t *count)
+/* A short training run of a fresh model: two epochs of 4 replicas x 6 on threads threads, as
+ * one process (comm NULL) or one rank of several; state gets the parameters then the running
+ * statistics (malloc'd), or rc -1 and err. Runs on a rank's thread: no assertions here. */
+typedef struct {
+    const char *text;
+    const cn_dataset *ds;
+    int threads;
+    cn_precision precision;
+    uint64_t seed;
+    const cn_comm *comm;
+    float *state;
+    size_t count;
+    int rc;
+    cn_error err;
+} short_run;
+
+static void *train_short(void *arg)
 {
-    cn_error err = {{0}};
-    cn_model *m = cn_model_from_text(text, strlen(text), "random.model", &err);
-    assert_non_null(m);
-    cn_model_init(m, seed);
-    cn_dataset ds = random_set(m, 60, seed);
-    cn_train_config cfg = {.batch_size = 8, .num_replicas = 3, .threads = threads,
-                           .learning_rate = 0.02f, .momentum = 0.5f, .seed = seed,
-                           .precision = precision};
-    cn_trainer *t = cn_trainer_create(m, &cfg, &err);
-    if (!t) fail_msg("%s\n%s", err.msg, text);
-    for (int e = 1; e <= 2; e++) {
-        float loss;
-        if (cn_trainer_epoch(t, &ds, e, NULL, NULL, &loss, NULL, &err) != 0)
-            fail_msg("%s\n%s", err.msg, text);
+    short_run *r = arg;
+    cn_error *err = &r->err;
+    cn_trainer *t = NULL;
+    cn_model *m = cn_model_from_text(r->text, strlen(r->text), "random.model", err);
+    if (m) {
+        cn_model_init(m, r->seed);
+        cn_train_config cfg = {.batch_size = 6, .num_replicas = 4, .threads = r->threads,
+                               .learning_rate = 0.02f, .momentum = 0.5f, .seed = r->seed,
+                               .precision = r->precision};
+        t = cn_trainer_create_distributed(m, &cfg, r->comm, err);
     }
-    *count = m->num_params + m->num_running;
-    float *copy = malloc(*count * sizeof *copy);
-    assert_non_null(copy);
-    memcpy(copy, m->params, m->num_params * sizeof *copy);
-    memcpy(copy + m->num_params, m->running, m->num_running * sizeof *copy);
+    r->rc = t ? 0 : -1;
+    for (int e = 1; e <= 2 && r->rc == 0; e++) {
+        float loss;
+        r->rc = cn_trainer_epoch(t, r->ds, e, NULL, NULL, &loss, NULL, err);
+    }
+    if (r->rc == 0) {
+        r->count = m->num_params + m->num_running;
+        r->state = malloc(r->count * sizeof *r->state);
+        r->rc = r->state ? 0 : -1;
+    }
+    if (r->rc == 0) {
+        memcpy(r->state, m->params, m->num_params * sizeof *r->state);
+        memcpy(r->state + m->num_params, m->running, m->num_running * sizeof *r->state);
+    }
     cn_trainer_free(t);
     cn_model_free(m);
-    cn_dataset_free(&ds);
-    return copy;
+    return NULL;
 }
 
-/* (3) The same bits on 1 and 3 threads, with the model's dropout. */
+/* run's state equals one's, bit for bit. */
+static void expect_same_state(const short_run *one, const short_run *run, const char *what)
+{
+    if (run->rc != 0) fail_msg("%s: %s\n%s", what, run->err.msg, run->text);
+    assert_int_equal(one->count, run->count);
+    if (memcmp(one->state, run->state, one->count * sizeof *one->state) != 0)
+        fail_msg("%s trained other weights than one thread\n%s", what, run->text);
+}
+
+/* (3) The same bits on 1 and 3 threads, and (with fp32) as 2 processes (the in-memory
+ * communicator of test_world.h, a rank on 1 thread and one on 2), with the model's dropout. */
 static void check_threads(int k, cn_precision precision)
 {
-    size_t n1 = 0, n3 = 0;
-    float *one = train_copy(model_text(k), 1, precision, 100 + (uint64_t)k, &n1);
-    float *three = train_copy(model_text(k), 3, precision, 100 + (uint64_t)k, &n3);
-    assert_int_equal(n1, n3);
-    if (memcmp(one, three, n1 * sizeof *one) != 0)
-        fail_msg("%s: 1 and 3 threads trained other weights\n%s", cn_precision_name(precision),
-                 model_text(k));
-    free(one);
-    free(three);
+    const char *text = model_text(k);
+    uint64_t seed = 100 + (uint64_t)k;
+    cn_dataset ds = random_set(text, 60, seed);
+    short_run one = {.text = text, .ds = &ds, .threads = 1, .precision = precision, .seed = seed};
+    short_run three = one;
+    three.threads = 3;
+    train_short(&one);
+    if (one.rc != 0) fail_msg("%s\n%s", one.err.msg, text);
+    train_short(&three);
+    expect_same_state(&one, &three, "3 threads");
+    free(three.state);
+    if (precision == CN_PRECISION_FP32) {
+        world w;
+        rank_ctx ctx[MAX_RANKS];
+        short_run ranks[2];
+        world_init(&w, 2, ctx);
+        for (int p = 0; p < 2; p++) {
+            ranks[p] = one;
+            ranks[p].threads = 1 + p, ranks[p].comm = &ctx[p].comm, ranks[p].state = NULL;
+        }
+        run_ranks(2, train_short, ranks, sizeof ranks[0]);
+        world_finish(&w);
+        for (int p = 0; p < 2; p++) {
+            expect_same_state(&one, &ranks[p], "2 processes");
+            free(ranks[p].state);
+        }
+    }
+    free(one.state);
+    cn_dataset_free(&ds);
 }
 
 /* ------------------------------------------------------------------ the tests */
@@ -314,7 +368,7 @@ static void test_fused_passes_match_layer_by_layer(void **state)
     for (int k = 0; k < models(); k++) check_against_layers(k);
 }
 
-static void test_weights_bit_identical_across_threads(void **state)
+static void test_weights_bit_identical_across_threads_and_processes(void **state)
 {
     (void)state;
     for (int k = 0; k < models(); k++) check_threads(k, CN_PRECISION_FP32);
@@ -340,7 +394,7 @@ int main(void)
         cmocka_unit_test(test_models_cover_the_layers),
         cmocka_unit_test(test_models_match_pytorch),
         cmocka_unit_test(test_fused_passes_match_layer_by_layer),
-        cmocka_unit_test(test_weights_bit_identical_across_threads),
+        cmocka_unit_test(test_weights_bit_identical_across_threads_and_processes),
         cmocka_unit_test(test_bf16_weights_bit_identical_across_threads),
     };
     return cmocka_run_group_tests(tests, load_fixture, free_fixture);
