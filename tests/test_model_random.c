@@ -65,8 +65,7 @@ static const void *tensor(int k, const char *what, cn_dtype dtype, size_t n)
     snprintf(name, sizeof name, "%d.%s", k, what);
     const cn_tensor_ref *t = cn_safetensors_get(fixture, name);
     if (!t) fail_msg("%s: missing from the fixture", name);
-    size_t count = 1;
-    for (int d = 0; d < t->ndim; d++) count *= (size_t)t->shape[d];
+    size_t count = tu_ref_bytes(t) / (t->dtype == CN_I64 ? sizeof(int64_t) : sizeof(float));
     if (t->dtype != dtype || count != n) fail_msg("%s: %zu values, %zu expected", name, count, n);
     return t->data;
 }
@@ -262,11 +261,8 @@ static void *train_short(void *arg)
         float loss;
         r->rc = cn_trainer_epoch(t, r->ds, e, NULL, NULL, &loss, NULL, err);
     }
-    if (r->rc == 0) {
-        r->count = m->num_params + m->num_running;
-        r->state = malloc(r->count * sizeof *r->state);
-        r->rc = r->state ? 0 : -1;
-    }
+    r->count = r->rc == 0 ? m->num_params + m->num_running : 0;
+    if (r->rc == 0 && !(r->state = malloc(r->count * sizeof *r->state))) r->rc = -1;
     if (r->rc == 0) {
         memcpy(r->state, m->params, m->num_params * sizeof *r->state);
         memcpy(r->state + m->num_params, m->running, m->num_running * sizeof *r->state);
