@@ -81,6 +81,13 @@ cifar = [json.load(open(f"{build}/bench-cifar-cnnc-{r}.json")) for r in range(1,
 date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 cpu = os.environ.get("CNNC_CPU") or "unknown"
 result = {"date": date, "cpu": cpu, "rounds": rounds, "cnnc": cnnc, "cifar10_cnnc": cifar}
+# The settings that hold either side to other kernels than its best (docs/speed.md, "Both sides
+# held to 256-bit vectors"), recorded where they were set.
+held = {k: os.environ[k] for k in ("CNNC_ISA", "CNNC_BF16", "ONEDNN_MAX_CPU_ISA",
+                                   "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if k in os.environ}
+if held:
+    result["environment"] = held
+    print("kernels held by:", " ".join("%s=%s" % kv for kv in sorted(held.items())))
 
 
 def epoch_rate(path):
