@@ -1,5 +1,6 @@
 /* gemm_compare.c — cnnc's GEMM kernels against OpenBLAS (Debian's libopenblas-dev, one thread)
- * on the exact matrix shapes one training sample of the seed's model produces, then the patch
+ * on the exact matrix shapes one training sample of the seed's model produces (and two of
+ * models/cifar10.model's Winograd products, against the FMA peak it prints), then the patch
  * copies (im2col, im2row, col2im) of those convolutions and the gradients taken from a
  * max-pool's picks, which have no OpenBLAS counterpart. Prints the time per call and GFLOP/s
  * (or GB/s) for each, best of many repetitions. Run by `make bench-gemm`; the result decides
@@ -28,6 +29,10 @@ static const shape shapes[] = {
     {"fc1 forward     x[128x320] W^T", 0, 1, 128, 50, 320, 0},
     {"fc1 dW          dout^T[50x128] x", 1, 0, 50, 320, 128, 0},
     {"fc1 dx          dout[128x50] W[50x320]", 0, 0, 128, 320, 50, 0},
+    /* models/cifar10.model: one of F(4 x 4, 3 x 3)'s 36 products of a block of 128 tiles, U[xi]
+     * [OC, C] * V[xi] [C, tiles], as conv2 (32 -> 32) and conv4 (64 -> 64) run them. */
+    {"cifar conv2 Winograd U[32x32] V[32x128]", 0, 0, 32, 128, 32, 0},
+    {"cifar conv4 Winograd U[64x64] V[64x128]", 0, 0, 64, 128, 64, 0},
 };
 
 static double now_seconds(void)
@@ -212,8 +217,14 @@ static double time_bf16(const shape *s, const float *A, const float *B, float *C
 int main(void)
 {
     openblas_set_num_threads(1);
-    printf("one thread; cnnc kernels: %s; OpenBLAS: %s\n", cn_isa_name(cn_isa_active()),
-           openblas_get_config());
+    double peak = 0;
+    cn_error err = {0};
+    if (cn_peak_gflops(1, &peak, &err) != 0) {
+        fprintf(stderr, "gemm_compare: %s\n", err.msg);
+        return 1;
+    }
+    printf("one thread; cnnc kernels: %s (FMA peak %.1f GFLOP/s); OpenBLAS: %s\n",
+           cn_isa_name(cn_isa_active()), peak, openblas_get_config());
     printf("%-42s %12s %12s %8s %12s\n", "shape (M x N x K)", "cnnc us", "OpenBLAS us", "ratio",
            "cnnc bf16 us");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
