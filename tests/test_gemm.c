@@ -563,62 +563,65 @@ static void test_winograd4_input_transform(void **state)
     check_winograd4_input(9, 70, 1, 1, &rng);  /* rows of 18 tiles */
 }
 
-/* B^T of the four values d, in wino_down_column's order (winograd_kernels.inc). */
-static void bt4(float r[4], const float d[4])
+/* A y of the four values y (F(4x4, 3x3)'s A^T transposed), in wino4_a's order
+ * (winograd_kernels.inc). */
+static void a4(float r[6], const float y[4])
 {
-    r[0] = d[0] - d[2], r[1] = d[1] + d[2], r[2] = d[2] - d[1], r[3] = d[1] - d[3];
+    float a = y[0] + y[2], b = y[1] + y[3], c = y[0] + 4.0f * y[2];
+    float d = 2.0f * y[1] + 8.0f * y[3];
+    r[0] = y[0], r[1] = a + b, r[2] = a - b, r[3] = c + d, r[4] = c - d, r[5] = y[3];
 }
 
-/* cn_winograd_input_rows (F(2x2, 3x3)'s input, positions as rows, channels as columns) against
- * B^T d B of each tile's 4 x 4 block of each channel, down the columns then across, in scalar
- * code: bit for bit, for C channels of planes IH x IW padded by pad; channel counts of part
- * vectors, one and several on every instruction set; nothing written past the tiles' rows. */
-static void check_winograd_input_rows(int C, int IH, int IW, int pad, cn_rng *rng)
+/* cn_winograd4_gradient_rows (the weight gradient's transform of the output gradient,
+ * positions as rows, channels as columns) against A dY A^T of each tile's 4 x 4 block of each
+ * channel, down the columns then across, in scalar code: bit for bit, for C channels of
+ * gradients OH x OW; channel counts of part vectors, one and several on every instruction set;
+ * tiles cut by the edges (zeros past them); nothing written past the tiles' rows. */
+static void check_winograd4_gradient_rows(int C, int OH, int OW, cn_rng *rng)
 {
-    int OH = IH + 2 * pad - 2, OW = IW + 2 * pad - 2, TH = (OH + 1) / 2, TW = (OW + 1) / 2;
-    int T = TH * TW, PH = 2 * TH + 2, PW = 2 * TW + 2;
-    size_t xs = (size_t)T * C + 5, n = (size_t)PH * PW * C;
-    cn_winograd_plane s = {IH, IW, pad, OH, OW, TH, TW, 1, 0, 0};
-    float *x = calloc(n, sizeof *x), *v = malloc(16 * xs * sizeof *v);
-    assert_true(x && v);
-    for (int y = 0; y < IH; y++) /* the plane inside its padding, a channel a column */
-        for (int i = 0; i < IW; i++)
+    int TH = (OH + 3) / 4, TW = (OW + 3) / 4, T = TH * TW, PW = 4 * TW;
+    size_t xs = (size_t)T * C + 5, n = (size_t)4 * TH * PW * C;
+    cn_winograd_plane s = {OH + 2, OW + 2, 1, OH, OW, TH, TW, 1, 0, 0};
+    float *d = calloc(n, sizeof *d), *m = malloc(36 * xs * sizeof *m);
+    assert_true(d && m);
+    for (int y = 0; y < OH; y++) /* the gradient inside its zeros, a channel a column */
+        for (int i = 0; i < OW; i++)
             for (int c = 0; c < C; c++)
-                x[((size_t)(y + pad) * PW + i + pad) * C + c] = 2.0f * cn_rng_uniform(rng) - 1.0f;
-    for (size_t i = 0; i < 16 * xs; i++) v[i] = NAN;
-    cn_winograd_input_rows(v, (ptrdiff_t)xs, x, &s, C);
+                d[((size_t)y * PW + i) * C + c] = 2.0f * cn_rng_uniform(rng) - 1.0f;
+    for (size_t i = 0; i < 36 * xs; i++) m[i] = NAN;
+    cn_winograd4_gradient_rows(m, (ptrdiff_t)xs, d, &s, C);
     for (int t = 0; t < T; t++)
         for (int c = 0; c < C; c++) {
-            float cols[4][4], want[4][4]; /* B^T down column j, then across row i */
+            float cols[6][4], want[6][6]; /* A down column j, then across row i */
             for (int j = 0; j < 4; j++) {
-                float d[4], r4[4];
+                float y[4], r6[6];
                 for (int r = 0; r < 4; r++)
-                    d[r] = x[((size_t)(2 * (t / TW) + r) * PW + 2 * (t % TW) + j) * C + c];
-                bt4(r4, d);
-                for (int i = 0; i < 4; i++) cols[i][j] = r4[i];
+                    y[r] = d[((size_t)(4 * (t / TW) + r) * PW + 4 * (t % TW) + j) * C + c];
+                a4(r6, y);
+                for (int i = 0; i < 6; i++) cols[i][j] = r6[i];
             }
-            for (int i = 0; i < 4; i++) bt4(want[i], cols[i]);
-            for (int xi = 0; xi < 16; xi++)
-                if (memcmp(&v[xi * xs + (size_t)t * C + c], &want[xi / 4][xi % 4], sizeof(float)))
-                    fail_msg("winograd input rows %d x %dx%d pad %d: tile %d channel %d entry %d",
-                             C, IH, IW, pad, t, c, xi);
+            for (int i = 0; i < 6; i++) a4(want[i], cols[i]);
+            for (int xi = 0; xi < 36; xi++)
+                if (memcmp(&m[xi * xs + (size_t)t * C + c], &want[xi / 6][xi % 6], sizeof(float)))
+                    fail_msg("winograd4 gradient rows %d x %dx%d: tile %d channel %d entry %d",
+                             C, OH, OW, t, c, xi);
         }
-    for (int xi = 0; xi < 16; xi++)
-        for (size_t i = (size_t)T * C; i < xs; i++) assert_true(isnan(v[xi * xs + i]));
-    free(x), free(v);
+    for (int xi = 0; xi < 36; xi++)
+        for (size_t i = (size_t)T * C; i < xs; i++) assert_true(isnan(m[xi * xs + i]));
+    free(d), free(m);
 }
 
-static void test_winograd_input_rows(void **state)
+static void test_winograd4_gradient_rows(void **state)
 {
     (void)state;
     cn_rng rng;
     cn_rng_seed(&rng, 43);
-    check_winograd_input_rows(32, 32, 32, 1, &rng); /* models/cifar10.model's */
-    check_winograd_input_rows(64, 16, 16, 1, &rng);
-    check_winograd_input_rows(8, 7, 9, 1, &rng);    /* part vectors, odd tiles cut by the edge */
-    check_winograd_input_rows(20, 6, 5, 2, &rng);   /* padding 2 */
-    check_winograd_input_rows(3, 9, 10, 0, &rng);   /* valid */
-    check_winograd_input_rows(17, 1, 1, 2, &rng);   /* a single position */
+    check_winograd4_gradient_rows(32, 32, 32, &rng); /* models/cifar10.model's */
+    check_winograd4_gradient_rows(64, 16, 16, &rng);
+    check_winograd4_gradient_rows(8, 7, 9, &rng);    /* part vectors, tiles cut by the edges */
+    check_winograd4_gradient_rows(20, 5, 6, &rng);
+    check_winograd4_gradient_rows(3, 14, 14, &rng);  /* fewer channels than a vector */
+    check_winograd4_gradient_rows(17, 1, 1, &rng);   /* a single position */
 }
 
 typedef void transpose_fn(float *, int, const float *, int, int, int);
@@ -710,7 +713,7 @@ int main(void)
         cmocka_unit_test(test_bf16_pool_pairs),
         cmocka_unit_test(test_chained_products_and_transposes),
         cmocka_unit_test(test_winograd4_input_transform),
-        cmocka_unit_test(test_winograd_input_rows),
+        cmocka_unit_test(test_winograd4_gradient_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

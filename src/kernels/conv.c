@@ -13,9 +13,8 @@
  * The _bf16 variants (--precision bf16) do the same products on bf16 operands packed in pairs
  * (cn_gemm_bf16), whole planes only, most of their patches read in place (see below). In
  * fp32, 3x3 convolutions of stride 1 with 8 channels or more on each side go through
- * Winograd's algorithm instead (winograd.c: 4 times fewer
- * multiplications forward and for the input gradient, 2.25 times fewer for the weight
- * gradient; cn_conv2d_batched). No dilation or groups. */
+ * Winograd's algorithm instead (winograd.c: 4 times fewer multiplications in each of the
+ * three products; cn_conv2d_batched). No dilation or groups. */
 #include <assert.h>
 #include <string.h>
 

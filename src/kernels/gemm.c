@@ -18,7 +18,6 @@ typedef struct {
     void (*nt)(int, int, int, const float *, int, const float *, int, float *, int);
     float (*burn)(long, float, double *);
     void (*chained)(int, int, int, const float *, int, const float *, int, float *, int);
-    int (*chained_sums)(void);
     void (*transpose)(float *, int, const float *, int, int, int);
     void (*transpose_streamed)(float *, int, const float *, int, int, int);
     void (*copy_streamed)(float *, const float *, size_t);
@@ -38,11 +37,11 @@ typedef struct {
     void (*picks_sorted)(int, int, const float *, const int32_t *, int, int32_t *);
     void (*picked_input)(const int32_t *, int, const float *, int, int, float *);
     void (*row2im)(float *, const float *, int, int, int, int, int);
-    void (*wino_input_rows)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, int);
-    void (*wino_gradient)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
     void (*wino4_input)(float *, ptrdiff_t, const float *, const cn_winograd_plane *, float *);
     void (*wino4_output)(float *, const float *, ptrdiff_t, const cn_winograd_plane *, float,
                          float *);
+    void (*wino4_gradient_rows)(float *, ptrdiff_t, const float *, const cn_winograd_plane *,
+                                int);
     void (*bn_sums)(double *, const float *, const cn_bn_planes *, float);
     void (*bn_normalise)(float *, const float *, const cn_bn_planes *, const cn_bn_channel *);
     void (*bn_gradient_sums)(double *, const float *, const float *, const cn_bn_planes *,
@@ -53,14 +52,14 @@ typedef struct {
 
 #define KERNELS_OF(isa)                                                                        \
     {cn_gemm_nn_##isa, cn_gemm_nt_##isa, cn_fma_burn_##isa, cn_gemm_nn_chained_##isa,          \
-     cn_chained_sums_##isa, cn_transpose_##isa, cn_transpose_streamed_##isa,                  \
+     cn_transpose_##isa, cn_transpose_streamed_##isa,                                         \
      cn_copy_streamed_##isa, cn_im2col_##isa,                                                 \
      cn_shifted_planes_##isa, cn_pad_rows_##isa, cn_crop_rows_##isa, cn_im2row_##isa,          \
      cn_col2im_##isa, cn_conv_picked_weight_gradient_##isa, cn_maxpool2_planes_##isa,          \
      cn_maxpool2_rows_##isa, cn_maxpool2_gradient_##isa,                                       \
      cn_picked_rows_weight_gradient_##isa, cn_picks_by_position_##isa,                         \
-     cn_picked_rows_input_gradient_##isa, cn_row2im_##isa, cn_winograd_input_rows_##isa,      \
-     cn_winograd_gradient_##isa, cn_winograd4_input_##isa, cn_winograd4_output_##isa,         \
+     cn_picked_rows_input_gradient_##isa, cn_row2im_##isa, cn_winograd4_input_##isa,          \
+     cn_winograd4_output_##isa, cn_winograd4_gradient_rows_##isa,                             \
      cn_bn_sums_##isa, cn_bn_normalise_##isa, cn_bn_gradient_sums_##isa,                      \
      cn_bn_input_gradient_##isa}
 
@@ -164,7 +163,6 @@ void cn_sgemm_chained(int M, int N, int K, const float *A, int lda, const float 
     kernels_by_isa[cn_isa_active()].chained(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
-int cn_chained_sums(void) { return kernels_by_isa[cn_isa_active()].chained_sums(); }
 
 void cn_transpose(float *dst, int ldd, const float *src, int lds, int rows, int cols)
 {
@@ -258,18 +256,6 @@ void cn_row2im(float *din, const float *rows, int ld, int C, int H, int W, int K
     kernels_by_isa[cn_isa_active()].row2im(din, rows, ld, C, H, W, K);
 }
 
-void cn_winograd_input_rows(float *v, ptrdiff_t xs, const float *x, const cn_winograd_plane *s,
-                            int C)
-{
-    kernels_by_isa[cn_isa_active()].wino_input_rows(v, xs, x, s, C);
-}
-
-void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
-                          float *row)
-{
-    kernels_by_isa[cn_isa_active()].wino_gradient(m, xs, d, s, row);
-}
-
 void cn_winograd4_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
                         float *row)
 {
@@ -280,6 +266,12 @@ void cn_winograd4_output(float *y, const float *m, ptrdiff_t xs, const cn_winogr
                          float bias, float *row)
 {
     kernels_by_isa[cn_isa_active()].wino4_output(y, m, xs, s, bias, row);
+}
+
+void cn_winograd4_gradient_rows(float *m, ptrdiff_t xs, const float *d,
+                                const cn_winograd_plane *s, int C)
+{
+    kernels_by_isa[cn_isa_active()].wino4_gradient_rows(m, xs, d, s, C);
 }
 
 void cn_bn_sums(double *sums, const float *x, const cn_bn_planes *p, float shift)

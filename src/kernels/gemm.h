@@ -42,10 +42,6 @@ float cn_fma_burn(long iters, float seed, double *flops);
 #define CN_CHAIN 16
 void cn_sgemm_chained(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                       float *C, int ldc);
-/* 1 when the kernels in use run such long sums faster that way, over a transposed operand, than
- * as cn_sgemm's dot products (trans_b); 0 for the portable ones (no fused multiply-adds and 16
- * registers: a row's total and chain leave too few for the broadcasts). */
-int cn_chained_sums(void);
 
 /* dst [cols, rows] (row stride ldd) = the transpose of src [rows, cols] (row stride lds). */
 void cn_transpose(float *dst, int ldd, const float *src, int lds, int rows, int cols);
@@ -125,43 +121,32 @@ void cn_maxpool2_rows(float *y, int32_t *where, const float *x, int H, int W, in
 void cn_maxpool2_gradient(float *dx, const float *dy, const int32_t *where, int planes, int H,
                           int W);
 
-/* ---- the transforms of Winograd's algorithm, one plane at a time (winograd.c) ----
- * A plane of IH x IW inputs zero-padded by pad, with OH x OW outputs in TH x TW tiles. The
- * weight gradient's F(2x2, 3x3): tiles of 2 x 2, a tile's 16 transformed entries xs floats
- * apart, the tiles of the plane contiguous in row order; additions and subtractions only, the
- * same bits on every instruction set. */
+/* ---- the transforms of Winograd's algorithm F(4x4, 3x3) (winograd.c) ----
+ * A plane of IH x IW inputs zero-padded by pad, with OH x OW outputs in TH x TW tiles of 4 x 4,
+ * a tile's 36 entries (6x6 input blocks) xs floats apart. Multiplications by powers of two
+ * only: the same bits on every instruction set. */
 typedef struct {
     int IH, IW, pad;
     int OH, OW, TH, TW;
-    /* F(4x4, 3x3)'s only (1 for the others): the planes one call transforms, stride floats
-     * apart, their tiles consecutive in the transformed rows, so that planes of fewer tiles
-     * than a vector share vectors (the same channel of a few samples) */
+    /* the input and output transforms' (1 for the gradient's): the planes one call
+     * transforms, stride floats apart, their tiles consecutive in the transformed rows, so
+     * that planes of fewer tiles than a vector share vectors (the same channel of a few
+     * samples) */
     int planes;
     ptrdiff_t stride;
-    int stream; /* F(4x4, 3x3)'s output: 1 stores whole vectors around the caches (cn_streamed) */
+    int stream; /* the output's: 1 stores whole vectors around the caches (cn_streamed) */
 } cn_winograd_plane;
-/* v [16 entries xs apart][TH * TW tiles][C] = B^T d B of each tile's 4x4 input block d of each
- * of C channels, from x [2 TH + 2, 2 TW + 2, C]: positions as rows (a channel a column), the
- * zero padding made, tile (ty, tx)'s block at rows 2 ty.., columns 2 tx.. . */
-void cn_winograd_input_rows(float *v, ptrdiff_t xs, const float *x, const cn_winograd_plane *s,
-                            int C);
-/* m = A dY A^T of each tile's 2x2 block dY of the output gradient d [OH, OW] (zeros past its
- * edges); row: as the input's. */
-void cn_winograd_gradient(float *m, ptrdiff_t xs, const float *d, const cn_winograd_plane *s,
-                          float *row);
-/* The gradient's scratch: 8 rows of 2 floats a tile and 2 vectors of 16 more, and a vector
- * (it takes 4 (TH TW + 16)). */
-static inline size_t cn_winograd_row_floats(const cn_winograd_plane *s)
-{
-    return 8 * (2 * (size_t)s->TH * s->TW + 32) + 16;
-}
-/* The same for F(4x4, 3x3), the forward algorithm's: TH x TW tiles of 4 x 4 outputs, a tile's
- * 36 entries (6x6 input blocks) xs floats apart. Multiplications by powers of two only: the
- * same bits on every instruction set. row: cn_winograd4_row_floats(s) floats of scratch. */
+/* v = B^T d B of each tile's 6x6 input block of the planes; y = A^T m A (+ bias) of each tile's
+ * entries; row: cn_winograd4_row_floats(s) floats of scratch. */
 void cn_winograd4_input(float *v, ptrdiff_t xs, const float *plane, const cn_winograd_plane *s,
                         float *row);
 void cn_winograd4_output(float *y, const float *m, ptrdiff_t xs, const cn_winograd_plane *s,
                          float bias, float *row);
+/* m [36 entries xs apart][TH * TW tiles][C] = A dY A^T of each tile's 4x4 block dY of each of C
+ * channels of the output gradient turned round, d [4 TH, 4 TW, C] (positions as rows, zeros
+ * past its edges): the weight gradient's F(4x4, 3x3). */
+void cn_winograd4_gradient_rows(float *m, ptrdiff_t xs, const float *d,
+                                const cn_winograd_plane *s, int C);
 /* 12 rows of 4 floats a tile (of every plane) and 4 vectors of 16 more, and a vector. */
 static inline size_t cn_winograd4_row_floats(const cn_winograd_plane *s)
 {
@@ -307,7 +292,6 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
     float cn_fma_burn_##isa(long iters, float seed, double *flops);                          \
     void cn_gemm_nn_chained_##isa(int M, int N, int K, const float *A, int lda, const float *B, \
                                   int ldb, float *C, int ldc);                                \
-    int cn_chained_sums_##isa(void);                                                          \
     void cn_transpose_##isa(float *dst, int ldd, const float *src, int lds, int rows,         \
                             int cols);                                                        \
     void cn_transpose_streamed_##isa(float *dst, int ldd, const float *src, int lds,         \
@@ -339,14 +323,12 @@ void cn_gemm_bf16_rows_from(int M, int N, int Kp, const cn_bf16_pair *A, ptrdiff
                                              const float *weight, int L, int ld,             \
                                              float *drows);                                  \
     void cn_row2im_##isa(float *din, const float *rows, int ld, int C, int H, int W, int K);   \
-    void cn_winograd_input_rows_##isa(float *v, ptrdiff_t xs, const float *x,                 \
-                                      const cn_winograd_plane *s, int C);                      \
-    void cn_winograd_gradient_##isa(float *m, ptrdiff_t xs, const float *d,                    \
-                                    const cn_winograd_plane *s, float *row);                   \
     void cn_winograd4_input_##isa(float *v, ptrdiff_t xs, const float *plane,                  \
                                   const cn_winograd_plane *s, float *row);                     \
     void cn_winograd4_output_##isa(float *y, const float *m, ptrdiff_t xs,                     \
                                    const cn_winograd_plane *s, float bias, float *row);        \
+    void cn_winograd4_gradient_rows_##isa(float *m, ptrdiff_t xs, const float *d,              \
+                                          const cn_winograd_plane *s, int C);                  \
     void cn_bn_sums_##isa(double *sums, const float *x, const cn_bn_planes *p, float shift);   \
     void cn_bn_normalise_##isa(float *y, const float *x, const cn_bn_planes *p,                \
                                const cn_bn_channel *c);                                        \

@@ -9,5 +9,4 @@
 #define CN_BURN_CHAINS 12      /* vector multiply-add chains that fit the registers */
 #define CN_TILE_ROWS 6         /* rows of C a GEMM tile keeps in registers */
 #define CN_DOT_ROWS 2          /* rows of C a block of dot products covers */
-#define CN_CHAINED_SUMS 0      /* long sums as dot products: faster without fused multiply-adds */
 #include "kernels/gemm_kernels.inc"

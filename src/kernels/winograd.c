@@ -1,21 +1,22 @@
 /* winograd.c — 3x3 convolutions of stride 1 (zero padding 0, 1 or 2) by Winograd's minimal
- * filtering (Lavin and Gray, 2016). With V = B^T d B the transformed input blocks, U = G g G^T
- * the transformed kernels and Y = A^T (U . V) A the output blocks, the products for all tiles
- * of a few samples are matrix products M[xi] = U[xi] [OC, C] * V[xi] [C, tiles] (cn_sgemm), one
- * for each entry xi of a transformed block.
- * - The forward pass, F(4x4, 3x3): each 4x4 tile of an output plane from the 6x6 block of input
- *   around it, 36 products per pair of channels instead of 144 (4 times fewer).
+ * filtering F(4x4, 3x3) (Lavin and Gray, 2016): each 4x4 tile of an output plane from the 6x6
+ * block of input around it. With V = B^T d B the transformed input blocks, U = G g G^T the
+ * transformed kernels and Y = A^T (U . V) A the output blocks, the products for all tiles of a
+ * few samples are matrix products, one for each of the 36 entries xi of a block.
+ * - The forward pass: M[xi] = U[xi] [OC, C] * V[xi] [C, tiles] (cn_sgemm), 36 products per
+ *   pair of channels for 16 outputs instead of 144 (4 times fewer).
  * - The input gradient: the same, run on the output gradient with the kernels turned by 180
  *   degrees and padding 2 - pad.
- * - The weight gradient, F(2x2, 3x3): G^T (sum over tiles of (A dY A^T) . V) G with 4x4 blocks,
- *   16 products dU[xi] += dM[xi] [OC, tiles] * V[xi]^T (2.25 times fewer than direct), V
- *   transformed turned round (tiles as rows, from the input sample turned round: positions as
- *   rows) so that they are plain products, summed in chains (cn_sgemm_chained).
- *   Its sums over many tiles of F(4x4, 3x3)'s larger terms, folded back with sixths and 24ths,
- *   rounded past the tolerance of the PyTorch fixtures; F(2x2, 3x3)'s stay within it.
- * The transforms, a plane at a time (F(4x4, 3x3)'s: the same plane of a few samples at once
- * where a plane has fewer tiles than a line, so that its vectors fill; the weight gradient's
- * input a sample at a time, turned round), are vector kernels of each instruction set (gemm.h,
+ * - The weight gradient: G^T (sum over tiles of (A dY A^T) . V) G, the products dU[xi]^T [C, OC]
+ *   += V[xi] [C, tiles] * (A dY A^T)[xi] [tiles, OC], summed in chains (cn_sgemm_chained), 4
+ *   times fewer than direct; V as the forward pass makes it, the output gradient transformed
+ *   turned round (tiles as rows, from the sample turned round: positions as rows). Its sums of
+ *   terms up to 64 times the direct sums', folded back with sixths and 24ths, land further
+ *   from exact than those of F(2x2, 3x3) (2.25 times fewer than direct, not 4): 1.1e-6 of the
+ *   largest element at worst on the PyTorch fixture (docs/speed.md).
+ * The transforms (the input and output ones a plane at a time, the same plane of a few samples
+ * at once where a plane has fewer tiles than a line, so that its vectors fill; the output
+ * gradient's a sample at a time) are vector kernels of each instruction set (gemm.h,
  * winograd_kernels.inc). Every sum runs in an order fixed by the shapes and the instruction
  * set. Not for other kernel sizes or strides, and not for bf16 (conv.c keeps its patch products
  * for those). */
@@ -25,12 +26,12 @@
 #include "kernels/winograd.h"
 #include "layers/layers.h"
 
-#define XI4 36          /* the entries of a transformed 6x6 block of F(4x4, 3x3) */
-#define BLOCK_TILES 256 /* about this many tiles of F(2x2, 3x3) (whole samples) go through the
-                         * products at once */
-#define BLOCK_TILES4 64 /* ... of F(4x4, 3x3): with the outputs stored around the caches,
-                         * 3-6% faster in training than 128 (docs/speed.md), though slower on
-                         * one thread in hot caches (valid 64 -> 64 on 18 x 18) */
+#define XI4 36         /* the entries of a transformed 6x6 block */
+#define BLOCK_TILES 64 /* about this many tiles (whole samples) go through the products at
+                        * once: with the outputs stored around the caches, 3-6% faster in
+                        * training than 128 (docs/speed.md), though slower on one thread in hot
+                        * caches (valid 64 -> 64 on 18 x 18); the weight gradient's too (128:
+                        * within the noise, 256: 6-18% slower in training) */
 #define MIN_CHANNELS 8  /* fewer channels make products too thin to gain from the transforms */
 
 /* A convolution as the algorithm sees it: the input gradient's is the forward one of another. */
@@ -38,10 +39,11 @@ typedef struct {
     int C, IH, IW; /* input planes, zero-padded by pad on every side */
     int OC, pad;
     int OH, OW;
-    int m, xi;     /* m x m output tiles from (m + 2) x (m + 2) input blocks of xi entries */
+    int xi;        /* the entries of a transformed block (4x4 output tiles, 6x6 blocks) */
     int TH, TW, T; /* output tiles: per column, per row, per sample */
+    int weights;   /* 1: the weight gradient's (its scratch differs) */
     int nb;        /* samples per block */
-    int group;     /* samples whose planes one transform call takes: F(4x4, 3x3)'s planes of
+    int group;     /* samples whose planes one input or output transform takes: planes of
                     * fewer tiles than a line share vectors (gemm.h, cn_winograd_plane) */
     int ld;        /* the rows of V and M: nb * T tiles, on whole lines */
     size_t vs, ms; /* from one entry's block of V [C, ld] (of M [OC, ld]) to the next's */
@@ -56,35 +58,36 @@ static size_t block_stride(size_t n)
     return (lines | 1) * CN_LINE_FLOATS;
 }
 
-static plan plan_of(int C, int H, int W, int OC, int pad, int m)
+static plan plan_of(int C, int H, int W, int OC, int pad, int tiles)
 {
-    plan p = {C, H, W, OC, pad, H + 2 * pad - 2, W + 2 * pad - 2, m, (m + 2) * (m + 2),
-              0, 0, 0, 0, 0, 0, 0, 0};
-    p.TH = (p.OH + m - 1) / m, p.TW = (p.OW + m - 1) / m, p.T = p.TH * p.TW;
-    int tiles = m == 4 ? BLOCK_TILES4 : BLOCK_TILES;
+    plan p = {C, H, W, OC, pad, H + 2 * pad - 2, W + 2 * pad - 2, XI4, 0, 0, 0, 0, 0, 0, 0, 0,
+              0};
+    p.TH = (p.OH + 3) / 4, p.TW = (p.OW + 3) / 4, p.T = p.TH * p.TW;
     p.nb = tiles / p.T > 1 ? tiles / p.T : 1;
-    p.group = m == 4 && p.T < CN_LINE_FLOATS ? CN_LINE_FLOATS / p.T : 1;
+    p.group = p.T < CN_LINE_FLOATS ? CN_LINE_FLOATS / p.T : 1;
     p.group = p.group < p.nb ? p.group : p.nb;
     p.ld = (int)cn_whole_lines((size_t)p.nb * p.T);
     p.vs = block_stride((size_t)p.C * p.ld), p.ms = block_stride((size_t)p.OC * p.ld);
     return p;
 }
 
-/* The forward algorithm, F(4x4, 3x3): the forward pass and the input gradient. */
+/* The forward pass, and the input gradient. */
 static plan forward_plan(const cn_conv_shape *s)
 {
-    return plan_of(s->C, s->H, s->W, s->OC, s->pad, 4);
+    return plan_of(s->C, s->H, s->W, s->OC, s->pad, BLOCK_TILES);
 }
 
 static plan input_gradient_plan(const cn_conv_shape *s)
 {
-    return plan_of(s->OC, s->OH, s->OW, s->C, 2 - s->pad, 4);
+    return plan_of(s->OC, s->OH, s->OW, s->C, 2 - s->pad, BLOCK_TILES);
 }
 
-/* The weight gradient, F(2x2, 3x3): its sums over the tiles of larger terms rounded worse. */
+/* The weight gradient: the forward pass's tiles and blocks, its own scratch. */
 static plan weight_gradient_plan(const cn_conv_shape *s)
 {
-    return plan_of(s->C, s->H, s->W, s->OC, s->pad, 2);
+    plan p = forward_plan(s);
+    p.weights = 1;
+    return p;
 }
 
 int cn_winograd_fits(const cn_conv_shape *s)
@@ -101,26 +104,20 @@ typedef struct {
     float *M;   /* [xi, OC, ld]: products (transformed output gradients in backward) */
     float *row;  /* the transforms' scratch: rows between their passes */
     float *zero; /* [OC] zeros: where the products' sums start */
-    float *Vt;   /* the weight gradient's dot products (cn_chained_sums 0): [C, ld], one entry's
-                  * block of V turned back */
-    float *made; /* samples made where no buffer holds them (cn_samples): F(4x4, 3x3)'s, a
-                  * group of input samples; the weight gradient's, an input sample and then a
-                  * block of output gradients */
-    float *shown; /* F(4x4, 3x3)'s: a block's outputs, when shown (cn_taker) on their way */
-    float *padded; /* F(2x2, 3x3)'s: an input sample turned round (positions as rows), its zero
-                    * padding made (cn_winograd_input_rows) */
+    float *made; /* samples made where no buffer holds them (cn_samples): a group of input
+                  * samples; the weight gradient's, then a block of output gradients */
+    float *shown;  /* the passes': a block's outputs, when shown (cn_taker) on their way */
+    float *turned; /* the weight gradient's: an output gradient sample turned round (positions
+                    * as rows), inside zeros (cn_winograd4_gradient_rows) */
 } parts;
 
 /* The floats of one sample of the plan's input, and of its output. */
 static size_t input_floats(const plan *p) { return (size_t)p->C * p->IH * p->IW; }
 static size_t output_floats(const plan *p) { return (size_t)p->OC * p->OH * p->OW; }
 
-/* F(2x2, 3x3)'s input sample turned round, with its zero padding: 2 TH + 2 rows of 2 TW + 2
- * positions of C channels (cn_winograd_input_rows). */
-static size_t padded_floats(const plan *p)
-{
-    return (size_t)(2 * p->TH + 2) * (2 * p->TW + 2) * p->C;
-}
+/* The weight gradient's output gradient sample turned round, inside zeros: 4 TH rows of 4 TW
+ * positions of OC channels (cn_winograd4_gradient_rows). */
+static size_t turned_floats(const plan *p) { return (size_t)16 * p->TH * p->TW * p->OC; }
 
 /* The shape of the planes for the transforms (gemm.h): count of them, stride floats apart. */
 static cn_winograd_plane plane_of(const plan *p, int count, size_t stride)
@@ -134,22 +131,18 @@ static size_t carve(const plan *p, float *at, parts *out)
     size_t u = cn_whole_lines((size_t)p->xi * p->OC * p->C);
     size_t v = (size_t)p->xi * p->vs, m = (size_t)p->xi * p->ms;
     cn_winograd_plane s = plane_of(p, p->group, 0);
-    size_t r = cn_whole_lines(p->m == 4 ? cn_winograd4_row_floats(&s)
-                                        : cn_winograd_row_floats(&s));
+    size_t r = cn_whole_lines(cn_winograd4_row_floats(&s));
     size_t z = cn_whole_lines((size_t)p->OC);
-    size_t t = p->m == 2 ? cn_whole_lines((size_t)p->ld * p->C) : 0;
-    size_t k = p->m == 4 ? cn_whole_lines((size_t)p->group * input_floats(p))
-                         : cn_whole_lines(input_floats(p)) +
-                               cn_whole_lines((size_t)p->nb * output_floats(p));
-    size_t o = p->m == 4 ? cn_whole_lines((size_t)p->nb * output_floats(p))
-                         : cn_whole_lines(padded_floats(p));
+    size_t outputs = cn_whole_lines((size_t)p->nb * output_floats(p));
+    size_t k = cn_whole_lines((size_t)p->group * input_floats(p)) + (p->weights ? outputs : 0);
+    size_t o = p->weights ? cn_whole_lines(turned_floats(p)) : outputs;
     if (out) {
-        float *after = at + u + v + m + r + z + t + k;
+        float *after = at + u + v + m + r + z + k;
         *out = (parts){at, at + u, at + u + v, at + u + v + m, at + u + v + m + r,
-                       at + u + v + m + r + z, at + u + v + m + r + z + t,
-                       p->m == 4 ? after : NULL, p->m == 2 ? after : NULL};
+                       at + u + v + m + r + z, p->weights ? NULL : after,
+                       p->weights ? after : NULL};
     }
-    return u + v + m + r + z + t + k + o;
+    return u + v + m + r + z + k + o;
 }
 
 /* The forward pass's parts, or the backward's: the weight gradient's and the input gradient's
@@ -204,71 +197,67 @@ static void transform_kernels4(float *U, const float *w, int OC, int C, int turn
     }
 }
 
-/* dweight [OC, C, 3, 3] += G^T u G for each u of dU [16, OC, C]. */
-static void fold_kernels(float *dweight, const float *dU, int OC, int C)
+/* o = G^T v of the six entries v0..v5 (the G of g6): the rows (1/4, -1/6, -1/6, 1/24, 1/24,
+ * 0), (0, -1/6, 1/6, 1/12, -1/12, 0) and (0, -1/6, -1/6, 1/6, 1/6, 1) times v. */
+static void gt6(float o[3], const float v[6])
+{
+    const float sixth = 1.0f / 6.0f, twelfth = 1.0f / 12.0f, twenty_fourth = 1.0f / 24.0f;
+    float s12 = v[1] + v[2], s34 = v[3] + v[4];
+    o[0] = (0.25f * v[0] - s12 * sixth) + s34 * twenty_fourth;
+    o[1] = (v[2] - v[1]) * sixth + (v[3] - v[4]) * twelfth;
+    o[2] = (s34 - s12) * sixth + v[5];
+}
+
+/* dweight [OC, C, 3, 3] += G^T u G for each u of dUt [36, C, OC] (entry 6 i + j: the i-th
+ * down, the j-th across). */
+static void fold_kernels4(float *dweight, const float *dUt, int OC, int C)
 {
     size_t plane = (size_t)OC * C;
-    for (size_t k = 0; k < plane; k++) {
-        float t[3][4]; /* G^T u */
-        for (int j = 0; j < 4; j++) {
-            float u0 = dU[(size_t)j * plane + k], u1 = dU[(size_t)(4 + j) * plane + k];
-            float u2 = dU[(size_t)(8 + j) * plane + k], u3 = dU[(size_t)(12 + j) * plane + k];
-            t[0][j] = u0 + 0.5f * (u1 + u2), t[1][j] = 0.5f * (u1 - u2);
-            t[2][j] = 0.5f * (u1 + u2) + u3;
+    for (size_t k = 0; k < plane; k++) { /* dUt's [c, oc] */
+        float t[3][6];                     /* G^T u, by column j of u */
+        for (int j = 0; j < 6; j++) {
+            float v[6], o[3];
+            for (int i = 0; i < 6; i++) v[i] = dUt[(size_t)(6 * i + j) * plane + k];
+            gt6(o, v);
+            for (int r = 0; r < 3; r++) t[r][j] = o[r];
         }
-        float *g = dweight + k * 9;
+        float *g = dweight + (k % (size_t)OC * (size_t)C + k / (size_t)OC) * 9;
         for (int r = 0; r < 3; r++) {
-            const float *a = t[r];
-            g[3 * r] += a[0] + 0.5f * (a[1] + a[2]);
-            g[3 * r + 1] += 0.5f * (a[1] - a[2]);
-            g[3 * r + 2] += 0.5f * (a[1] + a[2]) + a[3];
+            float o[3];
+            gt6(o, t[r]);
+            for (int c = 0; c < 3; c++) g[3 * r + c] += o[c];
         }
     }
 }
 
-/* A transform of one plane into its tiles' entries (gemm.h): cn_winograd4_input or
- * cn_winograd_gradient. */
-typedef void plane_transform(float *to, ptrdiff_t xs, const float *plane,
-                             const cn_winograd_plane *s, float *row);
-
-/* The columns tb.. of X [xi, planes, ld] (entries xs apart) = f of each of the planes [planes,
- * h, w] of count samples (sample_floats apart): their input blocks (f = cn_winograd4_input:
- * planes C of IH x IW, X = V) or their output gradient's (cn_winograd_gradient, one sample: OC
- * of OH x OW, X = M). */
-static void transform_planes(plane_transform *f, float *X, size_t xs, const float *sample,
-                             int count, size_t sample_floats, int planes, size_t plane_floats,
-                             int tb, const plan *p, float *row)
-{
-    cn_winograd_plane s = plane_of(p, count, sample_floats);
-    for (int i = 0; i < planes; i++)
-        f(X + (size_t)i * p->ld + tb, (ptrdiff_t)xs, sample + (size_t)i * plane_floats, &s, row);
-}
-
+/* The columns tb.. of V [xi, C, ld] (entries vs apart) = the input blocks of the C planes of
+ * count samples x [count, C, IH, IW] (cn_winograd4_input, the same channel of the samples a
+ * call). */
 static void transform_input(float *V, const float *x, int count, int tb, const plan *p,
                             float *row)
 {
     size_t plane = (size_t)p->IH * p->IW;
-    transform_planes(cn_winograd4_input, V, p->vs, x, count, p->C * plane, p->C, plane, tb, p,
-                     row);
+    cn_winograd_plane s = plane_of(p, count, p->C * plane);
+    for (int c = 0; c < p->C; c++)
+        cn_winograd4_input(V + (size_t)c * p->ld + tb, (ptrdiff_t)p->vs, x + c * plane, &s, row);
 }
 
-/* The rows tb.. of V [xi, ld, C] (entries vs apart) = F(2x2, 3x3)'s input blocks of the sample
- * x [C, IH, IW]: x turned round into padded's rows inside its zero padding (which the caller
- * zeroed once), then transformed there. */
-static void transform_input_rows(float *V, const float *x, int tb, const plan *p, float *padded)
+/* The rows tb.. of M [xi, ld, OC] (entries ms apart) = A dY A^T of the tiles of the output
+ * gradient d [OC, OH, OW] of one sample: d turned round into turned's rows (whole, or row by
+ * row where a row of tiles is wider than the plane), inside the zeros the caller made once,
+ * then transformed there. */
+static void transform_gradient_rows(float *M, const float *d, int tb, const plan *p,
+                                    float *turned)
 {
-    size_t row = (size_t)(2 * p->TW + 2) * p->C, plane = (size_t)p->IH * p->IW;
-    for (int y = 0; y < p->IH; y++)
-        cn_transpose(padded + (y + p->pad) * row + (size_t)p->pad * p->C, p->C,
-                     x + (size_t)y * p->IW, (int)plane, p->C, p->IW);
+    int plane = p->OH * p->OW;
+    if (4 * p->TW == p->OW)
+        cn_transpose(turned, p->OC, d, plane, p->OC, plane);
+    else
+        for (int y = 0; y < p->OH; y++)
+            cn_transpose(turned + (size_t)y * 4 * p->TW * p->OC, p->OC, d + (size_t)y * p->OW,
+                         plane, p->OC, p->OW);
     cn_winograd_plane s = plane_of(p, 1, 0);
-    cn_winograd_input_rows(V + (size_t)tb * p->C, (ptrdiff_t)p->vs, padded, &s, p->C);
-}
-
-static void transform_gradient(float *M, const float *d, int tb, const plan *p, float *row)
-{
-    size_t plane = (size_t)p->OH * p->OW;
-    transform_planes(cn_winograd_gradient, M, p->ms, d, 1, 0, p->OC, plane, tb, p, row);
+    cn_winograd4_gradient_rows(M + (size_t)tb * p->OC, (ptrdiff_t)p->ms, turned, &s, p->OC);
 }
 
 /* The outputs y [count, OC, OH, OW] of count samples from the products in M's columns tb..
@@ -284,20 +273,13 @@ static void transform_output(float *y, const float *M, int count, int tb, const 
                             bias ? bias[oc] : 0.0f, row);
 }
 
-/* dU [OC, C] += M [OC, n] V [n, C] over n tiles (M's rows ld apart): a plain product
- * (broadcasts from M, whole vectors of V's rows) in chains of CN_CHAIN tiles
- * (cn_sgemm_chained). A single chain over every tile rounded twice as badly as the dot products
- * (lanes folded in a tree), past the PyTorch fixtures' tolerance. The portable kernels keep the
- * dot products (cn_chained_sums), V turned back into Vt [C, n] for them. */
-static void weight_gradient_product(float *dU, const float *M, const float *V, int n,
-                                    const plan *p, parts w)
+/* dUt [C, OC] += V [C, n] M [n, OC] over n tiles (V's rows ld apart): a plain product
+ * (broadcasts from V, whole vectors of M's rows) in chains of CN_CHAIN tiles
+ * (cn_sgemm_chained), each element's sum over the tiles of a batch rounded about as a tree. */
+static void weight_gradient_product(float *dUt, const float *V, const float *M, int n,
+                                    const plan *p)
 {
-    if (!cn_chained_sums()) {
-        cn_transpose(w.Vt, p->ld, V, p->C, n, p->C);
-        cn_sgemm(0, 1, p->OC, p->C, n, M, p->ld, w.Vt, p->ld, 1, dU, p->C);
-        return;
-    }
-    cn_sgemm_chained(p->OC, p->C, n, M, p->ld, V, p->C, dU, p->C);
+    cn_sgemm_chained(p->C, p->OC, n, V, p->ld, M, p->OC, dUt, p->OC);
 }
 
 /* ---- the passes ---- */
@@ -373,25 +355,27 @@ void cn_winograd_backward(float *din, float *dweight, const cn_samples *dout,
     parts w, g;
     carve(&q, scratch + carve(&p, scratch, &w), &g);
     size_t in_floats = input_floats(&p), out_floats = output_floats(&p);
-    float *made_dout = w.made + cn_whole_lines(in_floats);
+    float *made_dout = w.made + cn_whole_lines((size_t)p.group * in_floats);
     int stream = cn_streamed((size_t)B * in_floats);
     if (din) transform_kernels4(g.U, weight, s->OC, s->C, 1);
     memset(w.U, 0, (size_t)p.xi * s->OC * s->C * sizeof *w.U);
-    memset(w.padded, 0, padded_floats(&p) * sizeof *w.padded);
+    memset(w.turned, 0, turned_floats(&p) * sizeof *w.turned);
     for (int b0 = 0; b0 < B; b0 += p.nb) {
         int nb = B - b0 < p.nb ? B - b0 : p.nb;
         const float *d = cn_samples_at(dout, b0, nb, out_floats, made_dout);
-        for (int b = 0; b < nb; b++) {
-            transform_input_rows(w.V, cn_samples_at(in, b0 + b, 1, in_floats, w.made), b * p.T,
-                                 &p, w.padded);
-            transform_gradient(w.M, d + (size_t)b * out_floats, b * p.T, &p, w.row);
+        for (int b = 0; b < nb; b += p.group) {
+            int count = group_at(&p, nb, b);
+            transform_input(w.V, cn_samples_at(in, b0 + b, count, in_floats, w.made), count,
+                            b * p.T, &p, w.row);
         }
+        for (int b = 0; b < nb; b++)
+            transform_gradient_rows(w.M, d + (size_t)b * out_floats, b * p.T, &p, w.turned);
         for (int xi = 0; xi < p.xi; xi++)
-            weight_gradient_product(w.U + (size_t)xi * s->OC * s->C, w.M + xi * p.ms,
-                                    w.V + xi * p.vs, nb * p.T, &p, w);
+            weight_gradient_product(w.U + (size_t)xi * s->OC * s->C, w.V + xi * p.vs,
+                                    w.M + xi * p.ms, nb * p.T, &p);
         if (din)
             convolve(din + (size_t)b0 * in_floats, &(cn_samples){.at = d}, g.U, NULL, nb, stream,
                      &q, g, shown, b0);
     }
-    fold_kernels(dweight, w.U, s->OC, s->C);
+    fold_kernels4(dweight, w.U, s->OC, s->C);
 }

@@ -1,4 +1,4 @@
-/* winograd.h — 3x3 convolutions of stride 1 by Winograd's minimal filtering F(2x2, 3x3): the
+/* winograd.h — 3x3 convolutions of stride 1 by Winograd's minimal filtering F(4x4, 3x3): the
  * fp32 forward and backward passes that conv.c takes for them (cn_winograd_fits). The arguments
  * are those of cn_conv2d_forward and cn_conv2d_backward; the scratch is cn_winograd_floats(s)
  * floats. Nothing here allocates, and there is no bf16 variant. */
@@ -10,7 +10,7 @@
 #include "kernels/conv.h"
 
 /* 1 for a 3x3 kernel, stride 1, padding 0, 1 or 2, and enough channels on both sides for the
- * 16 products of each block to fill vectors. */
+ * 36 products of each block to fill vectors. */
 int cn_winograd_fits(const cn_conv_shape *s);
 size_t cn_winograd_floats(const cn_conv_shape *s);
 /* in [B,C,H,W] -> out [B,OC,OH,OW] (+ bias [OC], or none when bias is NULL). */

@@ -12,5 +12,4 @@
 #define CN_BURN_CHAINS 24      /* vector FMA chains: enough for four pipes of latency four */
 #define CN_TILE_ROWS 10        /* rows of C a GEMM tile keeps in registers */
 #define CN_DOT_ROWS 4          /* rows of C a block of dot products covers */
-#define CN_CHAINED_SUMS 1      /* long sums as chained broadcasts (1) or dot products (0) */
 #include "kernels/gemm_kernels.inc"

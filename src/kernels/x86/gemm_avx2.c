@@ -7,5 +7,4 @@
 #define CN_BURN_CHAINS 12 /* vector FMA chains that fit the registers of avx2 */
 #define CN_TILE_ROWS 6 /* rows of C a GEMM tile keeps in registers */
 #define CN_DOT_ROWS 2 /* rows of C a block of dot products covers */
-#define CN_CHAINED_SUMS 1 /* long sums as chained broadcasts (1) or dot products (0) */
 #include "kernels/gemm_kernels.inc"
