@@ -142,9 +142,7 @@ static void free_net(net *n)
 static void expect_near(const char *what, const float *got, const float *want, size_t n,
                         double rtol, double scale, const char *text)
 {
-    double largest = 0; /* (a loop of fmax crashed the arm64 cross compiler, GCC 12.2) */
-    for (size_t i = 0; i < n; i++)
-        if (fabs(want[i]) > largest) largest = fabs(want[i]);
+    double largest = tu_largest_abs(want, n);
     double v = tu_max_violation(got, want, n, scale * largest, rtol);
     if (!(v <= 1)) {
         for (size_t i = 0; i < n; i++)

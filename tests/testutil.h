@@ -245,6 +245,16 @@ static inline double tu_max_violation(const float *a, const float *b, size_t n, 
     return worst;
 }
 
+/* The largest |x[i]| of n values (a comparison, not fmax: a loop of fmax crashed the arm64
+ * cross compiler, GCC 12.2). */
+static inline double tu_largest_abs(const float *x, size_t n)
+{
+    double largest = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)x[i]) > largest) largest = fabs((double)x[i]);
+    return largest;
+}
+
 /* Fails the test when some |got - want| > atol + rtol * |want|, printing every value off. */
 static inline void tu_expect_close(const char *what, const float *got, const float *want,
                                    size_t n, double atol, double rtol)
