@@ -72,6 +72,8 @@ INSTALLED := $(BINDIR)/cnnc $(LIBDIR)/libcnnc.a $(LIBDIR)/$(SHLIB) $(LIBDIR)/$(S
 FUZZ_TARGETS := idx safetensors image cli model_file cifar10 folder
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
 FUZZ_SECONDS ?= 60
+SOAK_MODELS ?= 2000
+SOAK_SEED ?= 1
 
 TRAIN_ARGS ?=
 # The recipe of `make train-best` (docs/training.md says how it was chosen); TRAIN_ARGS add to it.
@@ -86,7 +88,7 @@ BENCH_PRECISION ?= fp32
 # bench-train-best's rounds of cnnc then PyTorch (a round of the whole recipe: half an hour)
 TRAIN_BEST_ROUNDS ?= 1
 
-.PHONY: all deps deps-test deps-bench deps-fuzz train train-best test test-sanitize fuzz check bench bench-run \
+.PHONY: all deps deps-test deps-bench deps-fuzz train train-best test test-sanitize fuzz soak check bench bench-run \
         test-hosts test-arm64 test-portable bench-gemm bench-conv bench-mpi bench-train-best clean install uninstall
 all: $(BUILD)/libcnnc.a $(BUILD)/cnnc
 
@@ -243,6 +245,12 @@ $(BUILD)/fuzz/replay_cli: tests/fuzz/fuzz_cli.c tests/fuzz/replay.c tests/fuzz/f
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -Icli -Itests/fuzz -o $@ $< tests/fuzz/replay.c $(FUZZ_CLI_OBJ) $(BUILD)/libcnnc.a $(LDLIBS) $(MPI_LIBS)
 
+
+# SOAK_MODELS random models from SOAK_SEED against PyTorch (test_model_random on a fixture
+# drawn for the purpose, tests/soak.sh), once per instruction set; not part of `make test`.
+soak: deps-test
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/test_model_random
+	@tests/soak.sh $(BUILD) $(SOAK_MODELS) $(SOAK_SEED)
 
 # Each fuzz target for FUZZ_SECONDS seconds with libFuzzer (clang); fails on any finding.
 fuzz: deps-fuzz
