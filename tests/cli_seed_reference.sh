@@ -32,7 +32,8 @@ tensor_sum() {
   tail -c +$((len + 9)) "$1" | sha256sum | cut -d' ' -f1
 }
 
-runs=$("$cnnc" info | sed -n 's/^SIMD: .*this CPU runs: \([a-z0-9 ]*\);.*/\1/p')
+. "$root/tests/lib/isas.sh"
+runs=$(isas "$cnnc")
 [ -n "$runs" ] || fail "cnnc info does not say which instruction sets this CPU runs"
 [ "$write" -eq 1 ] && : >"$reference.new"
 for isa in $runs; do

@@ -9,7 +9,8 @@ build=${1:-build}
 kernel_tests="test_gemm test_layers test_model_steps test_model_gradients test_model_random test_trainer"
 passed=0
 failed=0
-isas=$("$build/cnnc" info --threads 1 2>/dev/null | sed -n 's/^SIMD: .*this CPU runs: \([a-z0-9 ]*\);.*/\1/p')
+. "$(dirname "$0")/lib/isas.sh"
+isas=$(isas "$build/cnnc")
 [ -n "$isas" ] || { echo "FAILED: $build/cnnc info does not list the instruction sets"; exit 1; }
 # The bf16 products' kernels other than the default one (AVX512_BF16's beside AMX's) get the
 # tests of those products too.

@@ -10,7 +10,8 @@ out=$build/soak/seed-$seed
 mkdir -p "$out" || exit 1
 /usr/bin/python3 tools/gen_fixtures.py --only random_models --out "$out" \
   --random-models "$models" --random-seed "$seed" --soak || exit 1
-isas=$("$build/cnnc" info --threads 1 2>/dev/null | sed -n 's/^SIMD: .*this CPU runs: \([a-z0-9 ]*\);.*/\1/p')
+. "$(dirname "$0")/lib/isas.sh"
+isas=$(isas "$build/cnnc")
 [ -n "$isas" ] || { echo "soak: $build/cnnc info does not list the instruction sets" >&2; exit 1; }
 failed=0
 for isa in $isas; do
