@@ -6,6 +6,7 @@
  * layer types' (layer.h); this file knows only the words and their value types. It does not run
  * anything. */
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,12 +91,14 @@ static const char *value_of(const line_words *lw, const char *key)
     return NULL;
 }
 
+/* A whole number of digits only; one of more than 9 digits after its leading zeros reads as
+ * LONG_MAX, above every range, so that the range check, not this, refuses it. */
 static int parse_int(const char *s, long *out)
 {
-    if (!isdigit((unsigned char)s[0]) || strlen(s) > 9) return -1;
-    char *end;
-    *out = strtol(s, &end, 10);
-    return *end ? -1 : 0;
+    size_t digits = strspn(s, "0123456789"), zeros = strspn(s, "0");
+    if (digits == 0 || s[digits]) return -1;
+    *out = digits - zeros > 9 ? LONG_MAX : strtol(s, NULL, 10);
+    return 0;
 }
 
 static int parse_float(const char *s, double *out)
@@ -202,7 +205,8 @@ static int size_in_range(parser *p, const char *kind, const line_words *lw, cons
 {
     long n = int_of(lw, key, least);
     if (n < least || n > MAX_SIZE)
-        return refuse(p, "%s: %s=%ld: must be %ld to %d", kind, key, n, least, MAX_SIZE);
+        return refuse(p, "%s: %s=%.40s: must be %ld to %d", kind, key, value_of(lw, key), least,
+                      MAX_SIZE);
     return 0;
 }
 
