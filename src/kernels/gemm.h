@@ -155,7 +155,9 @@ static inline size_t cn_winograd4_row_floats(const cn_winograd_plane *s)
 
 /* Asks for the n floats at p ahead of their turn, a 64-byte line at a time. Sweeps over planes
  * of 32 x 32 floats (whole 4 KB pages, where the hardware's prefetchers stop) fetch the next
- * plane while they work one (batchnorm.c, cn_winograd4_input). */
+ * plane while they work one (batchnorm.c, cn_winograd4_input). A function that does nothing
+ * but call this must be always inlined: GCC drops the calls to a function it finds without
+ * effects, and prefetches have none (tests/cli_fetch_ahead.sh). */
 static inline void cn_fetch_ahead(const float *p, int n)
 {
     for (int i = 0; i < n; i += 16) __builtin_prefetch(p + i);
