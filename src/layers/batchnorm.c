@@ -148,16 +148,16 @@ static void run_pass(bn_pass pass, const bn_operands *o, int j, size_t at, const
     }
 }
 
-/* Fetches the plane at `at` of x (and of dy) ahead of its pass, or of make_output's and
- * make_input_gradient's work on it: each plane of a sample begins a 4 KB page, where the
- * hardware's prefetch stops. (A pool's gradient and picks, a quarter of that, were fetched too:
- * slower.) Always inlined: GCC 12 takes a function that does nothing but fetch for one without
- * effects ("looping pure") and drops the calls to it. */
-static inline __attribute__((always_inline)) void fetch_plane(const bn_operands *o, size_t at,
-                                                              int HW)
+/* Fetches the plane at `at` of x (and of dy, unless NULL) ahead of its pass, or of
+ * make_output's and make_input_gradient's work on it: each plane of a sample begins a 4 KB page,
+ * where the hardware's prefetch stops. (A pool's gradient and picks, a quarter of that, were
+ * fetched too: slower.) Always inlined: GCC 12 takes a function that does nothing but fetch for
+ * one without effects ("looping pure") and drops the calls to it. */
+static inline __attribute__((always_inline)) void fetch_plane(const float *x, const float *dy,
+                                                              size_t at, int HW)
 {
-    cn_fetch_ahead(o->x + at, HW);
-    if (o->dy) cn_fetch_ahead(o->dy + at, HW);
+    cn_fetch_ahead(x + at, HW);
+    if (dy) cn_fetch_ahead(dy + at, HW);
 }
 
 /* One pass over the planes of channels c0 .. c0 + g - 1 of the batch: a small batch channel by
@@ -174,7 +174,7 @@ static void sweep(bn_pass pass, const bn_operands *o, int B, int C, int HW, int 
     cn_bn_planes p = {HW, 1, stride, o->rectify};
     for (int b = 0; b < B; b++)
         for (int j = 0; j < g; j++) {
-            fetch_plane(o, next_plane(b, j, B, C, HW, c0, g), HW);
+            fetch_plane(o->x, o->dy, next_plane(b, j, B, C, HW, c0, g), HW);
             run_pass(pass, o, j, plane(b, C, HW, c0 + j), &p);
         }
 }
@@ -492,9 +492,8 @@ static void make_output(const cn_layer_pass *p, const cn_layer_pass *next, int c
     const float *gamma = p->params, *beta = p->params + C;
     int relu = inside_or_none(next, count).relu;
     cn_bn_planes one = {HW, 1, (size_t)HW, 0};
-    const bn_operands ahead = {.x = p->x};
     for (int c = 0; c < C; c++) {
-        if (c + 1 < C) fetch_plane(&ahead, plane(b, C, HW, c + 1), HW);
+        if (c + 1 < C) fetch_plane(p->x, NULL, plane(b, C, HW, c + 1), HW);
         cn_bn_channel ch = p->training
                                ? channel(p->report[c], p->state[c], gamma[c], beta[c], relu)
                                : eval_channel(p->running, p->running + C, c, gamma[c], beta[c],
@@ -514,9 +513,8 @@ static void make_input_gradient(const cn_layer_pass *p, const cn_layer_pass *nex
     bn_pool q;
     const bn_pool *pool = pool_of(p, &in, &q);
     cn_bn_planes one = {HW, 1, (size_t)HW, 0};
-    const bn_operands ahead = {.x = p->x, .dy = pool ? NULL : dy};
     for (int c = 0; c < C; c++) {
-        if (c + 1 < C) fetch_plane(&ahead, plane(b, C, HW, c + 1), HW);
+        if (c + 1 < C) fetch_plane(p->x, pool ? NULL : dy, plane(b, C, HW, c + 1), HW);
         cn_bn_channel ch = channel(p->report[c], p->state[c], gamma[c], beta[c], in.relu);
         ch.mean_dy = p->state[C + c], ch.mean_dy_xhat = p->state[2 * C + c];
         size_t at = plane(b, C, HW, c);
