@@ -555,6 +555,8 @@ static void test_winograd4_input_transform(void **state)
     check_winograd4_input(13, 15, 1, 1, &rng); /* a last column short of the window */
     check_winograd4_input(8, 16, 1, 3, &rng);  /* two rows of tiles a plane, 3 planes a call */
     check_winograd4_input(30, 30, 2, 1, &rng); /* padding 2: rows of 8 tiles */
+    check_winograd4_input(14, 14, 2, 2, &rng); /* padding 2: rows of 4, 2 planes a call */
+    check_winograd4_input(6, 6, 2, 3, &rng);   /* padding 2: rows of 2 (in registers on AVX2) */
     check_winograd4_input(16, 16, 0, 2, &rng); /* valid, rows of 4 tiles cut by the edge */
     check_winograd4_input(14, 32, 0, 1, &rng); /* valid, rows of 8 */
     check_winograd4_input(18, 18, 0, 1, &rng); /* valid: columns past the window (two passes) */
