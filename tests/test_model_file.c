@@ -337,6 +337,25 @@ static void test_refused_bytes_and_sizes(void **state)
     static const char nul[] = INPUT "relu\0\nflatten\nlog_softmax\n";
     assert_null(cn_model_from_text(nul, sizeof nul - 1, "m", &err));
     assert_string_equal(err.msg, "m:2: a NUL byte: not a text file");
+    /* What a model file is mistaken for: each named, not a NUL byte on line 1. */
+    static const struct {
+        const char *bytes;
+        size_t len;
+        const char *message;
+    } others[] = {
+        {"\x1f\x8b\x08\0\0\0\0\0", 8, "m: not a model file but gzip data: decompress it first"},
+        {"PK\3\4\x14\0\0\0", 8,
+         "m: not a model file but a zip archive (torch.save's format?): cnnc reads weights "
+         "from safetensors"},
+        {"\x02\0\0\0\0\0\0\0{}", 10,
+         "m: not a model file but safetensors weights: give a checkpoint or saved model as the "
+         "checkpoint"},
+        {"\x03\0\0\0\0\0\0\0{}", 10, "m:1: a NUL byte: not a text file"}, /* too long */
+    };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        assert_null(cn_model_from_text(others[i].bytes, others[i].len, "m", &err));
+        assert_string_equal(err.msg, others[i].message);
+    }
     char many[300 * 5 + 128];
     size_t len = (size_t)snprintf(many, sizeof many, "%s", INPUT);
     for (int i = 0; i < 300; i++) len += (size_t)snprintf(many + len, sizeof many - len, "relu\n");

@@ -388,8 +388,28 @@ static cn_model *build(parser *p, const int *lines)
     return m;
 }
 
+/* What bytes that are not a model's text look like, for the refusal: a checkpoint or saved
+ * model (safetensors: a little-endian header length that fits, then its JSON), gzip data, a
+ * zip archive (torch.save's .pt files); NULL for none of them. */
+static const char *not_a_model(const unsigned char *b, size_t len)
+{
+    if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b) return "gzip data: decompress it first";
+    if (len >= 4 && memcmp(b, "PK\3\4", 4) == 0)
+        return "a zip archive (torch.save's format?): cnnc reads weights from safetensors";
+    uint64_t header = 0;
+    for (int i = 7; len >= 9 && i >= 0; i--) header = header << 8 | b[i];
+    if (len >= 9 && b[8] == '{' && header <= len - 8)
+        return "safetensors weights: give a checkpoint or saved model as the checkpoint";
+    return NULL;
+}
+
 cn_model *cn_model_from_text(const char *text, size_t len, const char *source, cn_error *err)
 {
+    const char *other = not_a_model((const unsigned char *)text, len);
+    if (other) {
+        cn_fail(err, "%s: not a model file but %s", source, other);
+        return NULL;
+    }
     parser *p = calloc(1, sizeof *p);
     int *lines = calloc(CN_MODEL_MAX_LAYERS, sizeof *lines);
     char *copy = malloc(len + 1);
