@@ -3,8 +3,9 @@
  * half the picks' gradients zero as after the seed's relu; conv1 as a first layer, without an
  * input gradient) and on the layers of a small CIFAR-10 network (3x3 kernels, padding 1, 32 to 64
  * channels on 32x32, 16x16 and 8x8 planes; those of models/fashion_mnist_best.model on 14x14 and
- * 7x7), with a padded layer beside the valid convolution of
- * the same size that it amounts to, and a stride-2 layer. For each: forward, backward (weight,
+ * 7x7; the CIFAR network's conv1 also as the first layer it is, without an input gradient), with
+ * a padded layer beside the valid convolution of the same size that it amounts to, and a
+ * stride-2 layer. For each: forward, backward (weight,
  * bias and input gradients) and both, in ms per batch and GFLOP/s (2 flops per multiply-add of
  * the three products), best of several rounds, in fp32 and, where the CPU has AVX512_BF16, in
  * bf16. Run by `make bench-conv` (`build/conv_bench [--bf16] [TEXT]`: the layers whose name
@@ -29,7 +30,7 @@ typedef struct {
 static const layer layers[] = {
     {"seed conv1 1->10 5x5 28x28", 1, 28, 28, 10, 5, 1, 0, 2, 1},
     {"seed conv2 10->20 5x5 12x12", 10, 12, 12, 20, 5, 1, 0, 2, 0},
-    {"cifar 3->32 3x3 pad 1 32x32", 3, 32, 32, 32, 3, 1, 1, 0, 0},
+    {"cifar 3->32 3x3 pad 1 32x32", 3, 32, 32, 32, 3, 1, 1, 0, 1},
     {"cifar 32->32 3x3 pad 1 32x32", 32, 32, 32, 32, 3, 1, 1, 0, 0},
     {"  valid 32->32 3x3 34x34", 32, 34, 34, 32, 3, 1, 0, 0, 0},
     {"cifar 32->64 3x3 pad 1 16x16", 32, 16, 16, 64, 3, 1, 1, 0, 0},
@@ -104,10 +105,10 @@ static void free_buffers(buffers *b)
 }
 
 /* part 0: forward, 1: backward, 2: backward from the picks of window 2, 3: the same as a first
- * layer. */
+ * layer, 4: backward as a first layer (no input gradient). */
 static void run(int part, int bf16, const cn_conv_shape *s, buffers *b)
 {
-    if (part >= 2)
+    if (part == 2 || part == 3)
         cn_conv2d_pool_backward(part == 3 ? NULL : b->dx, b->dw, b->db, b->dpool, b->picks, NULL,
                                 b->x, b->w, BATCH, s, 2, b->pool_col);
     else if (part == 0 && bf16)
@@ -115,10 +116,10 @@ static void run(int part, int bf16, const cn_conv_shape *s, buffers *b)
     else if (part == 0)
         cn_conv2d_forward(b->y, b->x, b->w, b->b, BATCH, s, b->col);
     else if (bf16)
-        cn_conv2d_backward_bf16(b->dx, b->dw, b->db, b->dy, b->x, b->w, BATCH, s, b->col,
+        cn_conv2d_backward_bf16(part == 4 ? NULL : b->dx, b->dw, b->db, b->dy, b->x, b->w, BATCH, s, b->col,
                                 b->packed);
     else
-        cn_conv2d_backward(b->dx, b->dw, b->db, b->dy, b->x, b->w, BATCH, s, b->col);
+        cn_conv2d_backward(part == 4 ? NULL : b->dx, b->dw, b->db, b->dy, b->x, b->w, BATCH, s, b->col);
 }
 
 /* Seconds per call of part, best of ROUNDS rounds of enough calls for about 20 ms each. */
@@ -148,6 +149,11 @@ static void report(const layer *l, int bf16)
     printf("%-34s %4s %8.3f %7.1f %8.3f %7.1f %8.3f %7.1f\n", l->what, bf16 ? "bf16" : "fp32",
            1e3 * fwd, 2 * macs / fwd * 1e-9, 1e3 * bwd, 4 * macs / bwd * 1e-9, 1e3 * (fwd + bwd),
            6 * macs / (fwd + bwd) * 1e-9);
+    if (l->first && !l->pool) { /* the weight and bias gradients only */
+        double first = seconds_per_call(4, bf16, &s, &b);
+        printf("%-34s %4s %8s %7s %8.3f %7.1f\n", "  backward as a first layer",
+               bf16 ? "bf16" : "fp32", "", "", 1e3 * first, 2 * macs / first * 1e-9);
+    }
     if (l->pool == 2 && !bf16) { /* the products it does: a quarter of the dense ones */
         make_picks(&b, &s, l->pool);
         double picked = seconds_per_call(l->first ? 3 : 2, 0, &s, &b);
