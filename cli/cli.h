@@ -211,12 +211,14 @@ typedef struct {
     const char *dir;     /* --data-dir */
     const char *format;  /* --data-format: "auto", "idx", "cifar10", "folder"; NULL: auto */
     const char *classes; /* --classes FILE; NULL: what the data says */
+    int resize;          /* --resize: folder images scaled to the model's height and width */
 } cli_data;
-/* Loads split ("train" or "test") of data, folder images as channels (the model's) asks, and
- * keeps only the first limit samples (0: all). CLI_OK, or CLI_FAILURE after the library's
- * message; ds is then empty. */
-int cli_load_dataset(cn_dataset *ds, const cli_data *data, int channels, const char *split,
-                     int limit);
+/* Loads split ("train" or "test") of data, folder images with the channels the model reads
+ * (scaled to its size with resize), and keeps only the first limit samples (0: all). CLI_OK,
+ * or CLI_FAILURE after the library's message (or for --resize on data that is not a folder's);
+ * ds is then empty. */
+int cli_load_dataset(cn_dataset *ds, const cli_data *data, const cn_model *model,
+                     const char *split, int limit);
 /* Checks the --data-format word of command; CLI_OK and *out = text, or CLI_USAGE. */
 int cli_parse_data_format(const char *command, const char *text, const char **out);
 

@@ -548,8 +548,12 @@ int cli_check_model_data(const cn_model *m, const char *model_what, const cn_dat
 {
     cn_error err = {{0}};
     if (cn_model_fits_data(m, ds, &err) == 0) return CLI_OK;
-    return cli_failure("%s: %s (%s, %s)", model_what, err.msg, data_dir,
-                       cn_data_format_name(ds->format));
+    int c, h, w;
+    cn_model_input_shape(m, &c, &h, &w);
+    int scalable = ds->format == CN_DATA_FOLDER && (h != ds->height || w != ds->width);
+    return cli_failure("%s: %s (%s, %s)%s", model_what, err.msg, data_dir,
+                       cn_data_format_name(ds->format),
+                       scalable ? "; --resize scales the images to the model's size" : "");
 }
 
 int cli_read_model(const char *path, cn_model **model)
@@ -583,11 +587,13 @@ int cli_checkpoint_model_or(const cn_safetensors *f, const char *path, const cha
     return *model ? CLI_OK : cli_failure("%s", err.msg);
 }
 
-int cli_load_dataset(cn_dataset *ds, const cli_data *data, int channels, const char *split,
-                     int limit)
+int cli_load_dataset(cn_dataset *ds, const cli_data *data, const cn_model *model,
+                     const char *split, int limit)
 {
     cn_error err = {{0}};
-    cn_data_source src = {.dir = data->dir, .channels = channels, .classes_file = data->classes};
+    cn_data_source src = {.dir = data->dir, .classes_file = data->classes};
+    cn_model_input_shape(model, &src.channels, &src.height, &src.width);
+    if (!data->resize) src.height = src.width = 0;
     memset(ds, 0, sizeof *ds);
     if (cn_data_format_from_name(data->format ? data->format : "auto", &src.format) != 0)
         return cli_failure("--data-format: '%s' is not auto, idx, cifar10 or folder",
@@ -595,6 +601,12 @@ int cli_load_dataset(cn_dataset *ds, const cli_data *data, int channels, const c
     if (cn_dataset_read(ds, &src, split, &err) != 0) {
         memset(ds, 0, sizeof *ds);
         return cli_library_error(&err, NULL);
+    }
+    if (data->resize && ds->format != CN_DATA_FOLDER) {
+        int rc = cli_failure("--resize: %s holds %s data: only the images of folder data are "
+                             "scaled", data->dir, cn_data_format_name(ds->format));
+        cn_dataset_free(ds);
+        return rc;
     }
     if (limit > 0 && limit < ds->count)
         ds->count = limit;

@@ -12,7 +12,7 @@
 typedef struct {
     const char *checkpoint; /* required */
     const char *model_path; /* --model: the network of a file that records none */
-    cli_data data;          /* --data-dir, --data-format, --classes */
+    cli_data data;          /* --data-dir, --data-format, --classes, --resize */
     int test_samples;       /* 0: all */
     int threads;
     int threads_given;      /* --threads was on the command line */
@@ -30,6 +30,7 @@ enum {
     OPT_CONFUSION,
     OPT_DATA_FORMAT,
     OPT_CLASSES,
+    OPT_RESIZE,
 };
 
 static const struct option eval_options[] = {
@@ -38,6 +39,7 @@ static const struct option eval_options[] = {
     {"data-dir", required_argument, NULL, OPT_DATA_DIR},
     {"data-format", required_argument, NULL, OPT_DATA_FORMAT},
     {"classes", required_argument, NULL, OPT_CLASSES},
+    {"resize", no_argument, NULL, OPT_RESIZE},
     {"test-samples", required_argument, NULL, OPT_TEST_SAMPLES},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
@@ -63,6 +65,9 @@ void cli_eval_help(FILE *out)
             "  --data-format F      auto, idx, cifar10 or folder (default: auto: from the\n"
             "                       files present; see cnnc train --help)\n"
             "  --classes FILE       class names, one per line (default: the data's)\n"
+            "  --resize             scale folder images to the model's height and width,\n"
+            "                       as cnnc train --resize (default: every image must have\n"
+            "                       the model's size)\n"
             "  --test-samples N     score only the first N test images, 0 = all (default: 0)\n"
             "  --threads N          the most worker threads, 1..1024, one a batch\n"
             "                       (default: the CPUs this process may use, here %d)\n"
@@ -82,6 +87,7 @@ static int apply_option(eval_settings *s, int c, const char *arg)
     case OPT_DATA_FORMAT:
         return cli_parse_data_format("eval", arg, &s->data.format) == CLI_OK ? 0 : -1;
     case OPT_CLASSES: s->data.classes = arg; return 0;
+    case OPT_RESIZE: s->data.resize = 1; return 0;
     case OPT_TEST_SAMPLES:
         return cli_parse_int("eval", "--test-samples", arg, 0, INT_MAX, &s->test_samples);
     case OPT_THREADS:
@@ -171,9 +177,7 @@ static int score(const eval_settings *s, cn_model *model, const cn_dataset *test
  * takes its class names. */
 static int load_test_data(const eval_settings *s, cn_model *model, cn_dataset *test)
 {
-    int channels, h, w;
-    cn_model_input_shape(model, &channels, &h, &w);
-    int rc = cli_load_dataset(test, &s->data, channels, "test", s->test_samples);
+    int rc = cli_load_dataset(test, &s->data, model, "test", s->test_samples);
     if (rc == CLI_OK)
         rc = cli_check_model_data(model, s->checkpoint, test, s->data.dir);
     if (rc == CLI_OK)

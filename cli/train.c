@@ -47,6 +47,7 @@ enum {
     OPT_CLASSES,
     OPT_VAL_SAMPLES,
     OPT_KEEP_BEST,
+    OPT_RESIZE,
     OPT_AUGMENT,
     OPT_OPTIMIZER,
     OPT_NESTEROV,
@@ -61,6 +62,7 @@ static const struct option train_options[] = {
     {"data-dir", required_argument, NULL, OPT_DATA_DIR},
     {"data-format", required_argument, NULL, OPT_DATA_FORMAT},
     {"classes", required_argument, NULL, OPT_CLASSES},
+    {"resize", no_argument, NULL, OPT_RESIZE},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
     {"learning-rate", required_argument, NULL, OPT_LEARNING_RATE},
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
@@ -118,6 +120,9 @@ void cli_train_help(FILE *out)
             "  --classes FILE       class names, one per line (default: the format's, else\n"
             "                       DIR/classes.txt, else Fashion-MNIST's for its labels,\n"
             "                       else the label numbers)\n"
+            "  --resize             scale folder images to the model's height and width\n"
+            "                       (as predict does; no aspect ratio kept); defines the\n"
+            "                       math (default: every image must have the model's size)\n"
             "  --batch-size N       samples per replica per step, 1..65536 (default: 128)\n"
             "  --learning-rate X    per replica, > 0; the step uses X times --num-cores\n"
             "                       (default: 0.01)\n"
@@ -359,6 +364,7 @@ static unsigned given_bit(int c)
     case OPT_THREADS: return TRAIN_GIVEN_THREADS;
     case OPT_VAL_SAMPLES: return TRAIN_GIVEN_VAL_SAMPLES;
     case OPT_KEEP_BEST: return TRAIN_GIVEN_KEEP_BEST;
+    case OPT_RESIZE: return TRAIN_GIVEN_RESIZE;
     case OPT_AUGMENT: return TRAIN_GIVEN_AUGMENT;
     case OPT_OPTIMIZER: return TRAIN_GIVEN_OPTIMIZER;
     case OPT_NESTEROV: return TRAIN_GIVEN_NESTEROV;
@@ -403,6 +409,7 @@ static int apply_option(train_settings *s, int c, const char *arg)
     case OPT_VAL_SAMPLES:
         return cli_parse_int("train", "--val-samples", arg, 0, INT_MAX, &s->val_samples);
     case OPT_KEEP_BEST: s->keep_best = 1; return 0;
+    case OPT_RESIZE: s->resize = 1; return 0;
     case OPT_SAVE: s->save_path = optional_path(arg); return 0;
     case OPT_RESULT_IMAGE: s->result_image = optional_path(arg); return 0;
     case OPT_METRICS_FILE: s->metrics_path = optional_path(arg); return 0;
@@ -688,11 +695,9 @@ static int check_splits_agree(const train_settings *s, const cn_dataset *a, cons
  * (which takes their class names). */
 static int load_data(const train_settings *s, train_run *run)
 {
-    cli_data data = {s->data_dir, s->data_format, s->classes_file};
-    int channels, h, w;
-    cn_model_input_shape(run->model, &channels, &h, &w);
-    if (cli_load_dataset(&run->train, &data, channels, "train", s->train_samples) != CLI_OK ||
-        cli_load_dataset(&run->test, &data, channels, "test", s->test_samples) != CLI_OK)
+    cli_data data = {s->data_dir, s->data_format, s->classes_file, s->resize};
+    if (cli_load_dataset(&run->train, &data, run->model, "train", s->train_samples) != CLI_OK ||
+        cli_load_dataset(&run->test, &data, run->model, "test", s->test_samples) != CLI_OK)
         return CLI_FAILURE;
     int rc = check_splits_agree(s, &run->train, &run->test);
     if (rc == CLI_OK)

@@ -43,6 +43,7 @@ typedef struct {
     const char *model_path;   /* --model FILE; NULL: the seed's network */
     int val_samples;          /* the last of the training samples used, held out; 0: none */
     int keep_best;            /* --keep-best: DIR/best.safetensors after each best epoch */
+    int resize;               /* --resize: folder images scaled to the model's size */
     /* --augment: random crops and flips of the training samples; {0, 0}: none */
     cn_augment augment;
     cn_optimizer optimizer;   /* --optimizer: sgd or adamw */
@@ -89,6 +90,8 @@ enum {
     TRAIN_GIVEN_LR_STEP_EPOCHS = 1u << 26,
     TRAIN_GIVEN_LR_GAMMA = 1u << 27,
 };
+/* The last bit, past the range of an enumerator (an int). */
+#define TRAIN_GIVEN_RESIZE (1u << 31)
 
 /* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */
 #define TRAIN_MAX_EPOCHS 100000 /* --num-epochs, --save-every and --keep */
@@ -153,7 +156,7 @@ int write_metrics_line(FILE *f, const epoch_report *r);
 /* The settings that shape a run besides its math (train_run_settings.c), recorded in every
  * checkpoint: RUN_SETTINGS_COUNT key/value pairs into meta (2 * RUN_SETTINGS_COUNT pointers),
  * numbers written into text; the paths point into s. */
-#define RUN_SETTINGS_COUNT 14
+#define RUN_SETTINGS_COUNT 15
 #define RUN_VALUE_MAX 24
 void run_settings_record(const train_settings *s, char text[][RUN_VALUE_MAX], const char **meta);
 /* Takes the recorded settings of the --resume checkpoint f (at path) that the command line did

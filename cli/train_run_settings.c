@@ -1,14 +1,14 @@
 /* train_run_settings.c — the settings of `cnnc train` recorded under "run.*" keys besides the
  * math the library records: the planned epochs, the test images, the log interval, the
  * checkpoint cadence and how many are kept, the data (folder, format and class-names file), the
- * output files, --keep-best, and the validation split (--val-samples, which defines the math);
- * and the best validation accuracy so far with its epoch. Every checkpoint records them and
- * --resume takes them back, so that a resumed run is the run that was started. A flag given on
- * the resume line wins, apart from --val-samples, which cannot change; --num-epochs may make the
- * run longer or shorter, never end it at or before the epochs already done. The other math
- * settings are train_checkpoint.c's business; what changes only how a run looks or how fast it
- * goes (--threads, --quiet, --verbose, --metrics-debug) is not recorded. Paths are recorded as
- * they were given. */
+ * output files, --keep-best, the validation split (--val-samples) and --resize, which define
+ * the math; and the best validation accuracy so far with its epoch. Every checkpoint records
+ * them and --resume takes them back, so that a resumed run is the run that was started. A flag
+ * given on the resume line wins, apart from --val-samples and --resize, which cannot change;
+ * --num-epochs may make the run longer or shorter, never end it at or before the epochs
+ * already done. The other math settings are train_checkpoint.c's business; what changes only
+ * how a run looks or how fast it goes (--threads, --quiet, --verbose, --metrics-debug) is not
+ * recorded. Paths are recorded as they were given. */
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -55,6 +55,7 @@ static const run_setting run_settings[] = {
     {"run.val_samples", "--val-samples", TRAIN_GIVEN_VAL_SAMPLES, RUN_MATH, AT(val_samples), 0,
      INT_MAX},
     {"run.keep_best", "--keep-best", TRAIN_GIVEN_KEEP_BEST, RUN_INT, AT(keep_best), 0, 1},
+    {"run.resize", "--resize", TRAIN_GIVEN_RESIZE, RUN_MATH, AT(resize), 0, 1},
 };
 #undef AT
 _Static_assert(sizeof run_settings / sizeof run_settings[0] == RUN_SETTINGS_COUNT,
@@ -132,6 +133,10 @@ static int check_math(train_settings *s, train_settings *recorded, const run_set
 {
     if (r->kind != RUN_MATH || !(s->given & r->given) || *int_at(s, r) == *int_at(recorded, r))
         return CLI_OK;
+    if (r->max == 1) /* a switch (--resize), given here: the run had it off */
+        return cli_usage_error("train", "%s: the run of %s went without it, and a resumed run "
+                               "keeps the settings that define the math; leave it out", r->flag,
+                               path);
     char mine[16], theirs[16];
     snprintf(mine, sizeof mine, "%d", *int_at(s, r));
     snprintf(theirs, sizeof theirs, "%d", *int_at(recorded, r));

@@ -95,6 +95,9 @@ typedef struct {
     cn_data_format format;    /* CN_DATA_AUTO: from the files present */
     int channels;             /* folders: 1 (grey) or 3 (colour) images; 0: as the first image */
     const char *classes_file; /* one class name per line; may be NULL */
+    /* Folders: every image scaled to height x width (cn_image_resize), whatever its size; 0, 0:
+     * taken as they are, every one the first one's size. */
+    int height, width;
 } cn_data_source;
 
 /* Images and labels of one split. Filled by cn_dataset_read; a caller may lower count to use
@@ -119,7 +122,8 @@ typedef struct {
  * cn_dataset_free); on failure ds is left empty (all zero). Errors name the file: a missing
  * folder or file (with how to install Fashion-MNIST for the default folder), a folder holding
  * no known format, a truncated or oversized file, a bad header, a label past the class count,
- * a bad or unreadable image, images of mixed sizes, an empty class folder, a bad class name. */
+ * a bad or unreadable image, images of mixed sizes (folders without a size to scale to), an
+ * empty class folder, a bad class name. */
 CN_API int cn_dataset_read(cn_dataset *ds, const cn_data_source *src, const char *split,
                            cn_error *err);
 /* cn_dataset_read of dir with every other setting at its default; split "train", or "test"

@@ -140,7 +140,29 @@ cp -r "$tmp/three" "$tmp/bad"
 one=$(ls "$tmp/bad/train" | sed -n 1p)
 some=$(ls "$tmp/bad/train/$one" | sed -n 1p)
 "$py" -c "from PIL import Image; Image.new('L', (27, 28)).save('$tmp/bad/train/$one/zz.png')"
-refused "images of mixed sizes" "zz.png: .*27x28" --data-dir "$tmp/bad" \
+refused "images of mixed sizes" "zz.png: .*27x28.*(--resize scales them" --data-dir "$tmp/bad" \
+  --model "$root/models/lenet5.model"
+# --resize: scaled to the model's size, as predict scales them (test_folder checks the pixels);
+# recorded, so that --resume (which refuses to switch it on) and eval take the same images.
+sed 's/out=10/out=3/' "$root/models/lenet5.model" >"$tmp/lenet3.model"
+run train --model "$tmp/lenet3.model" --data-dir "$tmp/bad" --resize --num-epochs 1 \
+  --num-cores 1 --batch-size 8 --threads 2 --plot none -q --checkpoint-dir "$tmp/rs-ck" \
+  --result-image none
+[ "$status" -eq 0 ] || fail "--resize: train: $(cat "$tmp/err")"
+grep -q '"run.resize":"1"' "$tmp/rs-ck/checkpoint-epoch-0001.safetensors" ||
+  fail "--resize: the checkpoint does not record it"
+run train --resume "$tmp/rs-ck" --num-epochs 2 --threads 2 -q --plot none --result-image none
+[ "$status" -eq 0 ] || fail "--resize: resume without it: $(cat "$tmp/err")"
+run eval --checkpoint "$tmp/rs-ck" --data-dir "$tmp/bad" --resize
+grep -q "^Accuracy=" "$tmp/out" || fail "--resize: eval: $(cat "$tmp/err")"
+expect 2 "--resize: the run of .*c10-ck.* went without it" train --resume "$tmp/c10-ck" \
+  --num-epochs 7 --resize
+refused "--resize on CIFAR-10" "--resize: $tmp/c10 holds cifar10 data: only the images of \
+folder data are scaled" --data-dir "$tmp/c10" --model "$root/models/cifar10.model" --resize
+gen --format folder --out "$tmp/big" --classes 10 --channels 1 --height 30 --width 28 \
+  --train 20 --test 10
+refused "folder images of another size" "the data has 1x30x28 images in 10 classes ($tmp/big, \
+folder); --resize scales the images to the model's size" --data-dir "$tmp/big" \
   --model "$root/models/lenet5.model"
 rm "$tmp/bad/train/$one/zz.png"
 printf 'not an image' >"$tmp/bad/train/$one/zz.png"

@@ -112,6 +112,14 @@ static void free_dataset(cn_dataset *ds)
 
 /* ---------------------------------------------------------------- reading */
 
+/* cn_folder_split_read of root/split as channels, at the images' own size. */
+static int read_split(cn_dataset *ds, const char *root, const char *split, int channels,
+                      cn_error *err)
+{
+    cn_data_source src = {.dir = root, .channels = channels};
+    return cn_folder_split_read(ds, &src, split, err);
+}
+
 enum { H = 4, W = 5 };
 
 /* Image i of ds is test image id as channels: colour planes or their luma. */
@@ -156,7 +164,7 @@ static void test_colour_classes_and_labels(void **state)
     for (int k = 0; k < 3; k++) {
         cn_dataset ds = {0};
         cn_error err = {{0}};
-        if (cn_folder_split_read(&ds, root, "train", channels[k], &err) != 0)
+        if (read_split(&ds, root, "train", channels[k], &err) != 0)
             fail_msg("%s", err.msg);
         int want_channels = channels[k] ? channels[k] : 3;
         assert_int_equal(ds.count, 5);
@@ -189,7 +197,7 @@ static void test_grey_and_jpeg(void **state)
     write_jpeg(root, "test/b/3.jpeg", H, W, 0, grey);
     cn_dataset ds = {0};
     cn_error err = {{0}};
-    if (cn_folder_split_read(&ds, root, "test", 0, &err) != 0) fail_msg("%s", err.msg);
+    if (read_split(&ds, root, "test", 0, &err) != 0) fail_msg("%s", err.msg);
     assert_int_equal(ds.channels, 1);
     assert_int_equal(ds.count, 3);
     for (int r = 0; r < H; r++)
@@ -200,7 +208,7 @@ static void test_grey_and_jpeg(void **state)
         assert_true(abs(ds.pixels[2 * H * W + i] - 90) <= 2);
     }
     free_dataset(&ds);
-    if (cn_folder_split_read(&ds, root, "test", 3, &err) != 0) fail_msg("%s", err.msg);
+    if (read_split(&ds, root, "test", 3, &err) != 0) fail_msg("%s", err.msg);
     assert_int_equal(ds.channels, 3);
     size_t plane = H * W;
     for (int ch = 0; ch < 3; ch++)
@@ -213,6 +221,57 @@ static void test_grey_and_jpeg(void **state)
     remove_tree(root);
 }
 
+/* With a size to scale to, images of any sizes (PNG and JPEG, grey and colour, one already
+ * of that size) are each the pixels cn_image_read_resized gives for its file: scaled as
+ * `cnnc predict` scales them. A size with a side of 0 or too large is refused. */
+static void test_scaled_to_a_size(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    static const uint8_t teal[3] = {20, 140, 150};
+    static const char *const files[] = {"train/a/1.png", "train/a/2.jpg", "train/b/3.png",
+                                        "train/b/4.png"};
+    write_png(root, files[0], 1, 6, 8, 1); /* the size asked for */
+    write_jpeg(root, files[1], 11, 13, 1, teal);
+    write_png(root, files[2], 2, 3, 5, 0);
+    write_png(root, files[3], 3, 17, 4, 1);
+    static const int channels[] = {0, 1, 3};
+    for (int k = 0; k < 3; k++) {
+        cn_dataset ds = {0};
+        cn_error err = {{0}};
+        cn_data_source src = {.dir = root, .channels = channels[k], .height = 6, .width = 8};
+        if (cn_folder_split_read(&ds, &src, "train", &err) != 0) fail_msg("%s", err.msg);
+        int want_channels = channels[k] ? channels[k] : 3;
+        assert_int_equal(ds.count, 4);
+        assert_int_equal(ds.channels, want_channels);
+        assert_int_equal(ds.height, 6);
+        assert_int_equal(ds.width, 8);
+        size_t size = (size_t)want_channels * 6 * 8;
+        for (int i = 0; i < 4; i++) {
+            uint8_t want[3 * 6 * 8];
+            char *path = tu_join(root, files[i]);
+            if (cn_image_read_resized(path, want_channels, 6, 8, want, NULL, NULL, &err) != 0)
+                fail_msg("%s", err.msg);
+            free(path);
+            if (memcmp(ds.pixels + (size_t)i * size, want, size) != 0)
+                fail_msg("%s as %d channels: not the pixels of cn_image_read_resized", files[i],
+                         want_channels);
+        }
+        assert_memory_equal(ds.labels, ((const uint8_t[]){0, 0, 1, 1}), 4);
+        free_dataset(&ds);
+    }
+    static const int bad[][2] = {{6, 0}, {0, 8}, {-1, 8}, {CN_IMAGE_MAX_SIDE + 1, 8}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cn_dataset ds = {0};
+        cn_error err = {{0}};
+        cn_data_source src = {.dir = root, .height = bad[i][0], .width = bad[i][1]};
+        assert_int_equal(cn_folder_split_read(&ds, &src, "train", &err), -1);
+        assert_non_null(strstr(err.msg, "cannot scale images to"));
+        free_dataset(&ds);
+    }
+    remove_tree(root);
+}
+
 /* ---------------------------------------------------------------- refusals */
 
 /* Reading split of root (channels 0) fails with each of the texts (NULL-terminated) in its
@@ -221,7 +280,7 @@ static void expect_refused(const char *root, const char *split, const char *cons
 {
     cn_dataset ds = {0};
     cn_error err = {{0}};
-    int rc = cn_folder_split_read(&ds, root, split, 0, &err);
+    int rc = read_split(&ds, root, split, 0, &err);
     free_dataset(&ds);
     if (rc != -1) fail_msg("%s/%s: read, expected \"%s\"", root, split, texts[0]);
     for (int i = 0; texts[i]; i++)
@@ -279,7 +338,7 @@ static void test_missing_split_and_classes(void **state)
     remove_tree(root);
     cn_dataset ds = {0};
     cn_error err = {{0}};
-    assert_int_equal(cn_folder_split_read(&ds, "/tmp", "train", 2, &err), -1);
+    assert_int_equal(read_split(&ds, "/tmp", "train", 2, &err), -1);
     assert_non_null(strstr(err.msg, "as 2 channels"));
 }
 
@@ -336,6 +395,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_colour_classes_and_labels),
         cmocka_unit_test(test_grey_and_jpeg),
+        cmocka_unit_test(test_scaled_to_a_size),
         cmocka_unit_test(test_mixed_sizes),
         cmocka_unit_test(test_empty_class_folder),
         cmocka_unit_test(test_undecodable_files),

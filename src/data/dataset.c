@@ -41,7 +41,7 @@ static int read_cifar10(cn_dataset *ds, const cn_data_source *src, const char *s
 static int read_folder(cn_dataset *ds, const cn_data_source *src, const char *split,
                        cn_error *err)
 {
-    return cn_folder_split_read(ds, src->dir, split, src->channels, err);
+    return cn_folder_split_read(ds, src, split, err);
 }
 
 /* Each format: its name, its reader, and the files whose presence shows it (auto). */

@@ -2,10 +2,12 @@
  * DIR/SPLIT/CLASS/IMAGE: the class folders and, in each, the image files are listed and sorted
  * first (so the pixel buffer is sized once, from the number of files and the first image's
  * size), then every file is read once and decoded straight into its place in the dataset
- * (image.c and its decoders, PNG and JPEG only, converted to the channels asked for). Files
- * are opened as regular files only, so a named pipe or a device is refused, never waited on.
- * It does not resize, crop or augment images, look into folders below the class folders, or
- * follow any list of files other than the folders themselves. */
+ * (image.c and its decoders, PNG and JPEG only, converted to the channels asked for), or,
+ * when a size is asked for, decoded at its own size and scaled into its place (resize.c).
+ * Files are opened as regular files only, so a named pipe or a device is refused, never
+ * waited on. It does not crop, pad or augment images, keep their aspect ratio when it scales
+ * them, look into folders below the class folders, or follow any list of files other than the
+ * folders themselves. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -162,59 +164,76 @@ static int copy_class_names(cn_dataset *ds, const name_list *classes, cn_error *
     return 0;
 }
 
-/* The first image sets the shape; the arrays are allocated for plan->total images of it. */
-static int start_pixels(cn_dataset *ds, const folder_plan *plan, const char *first, int channels,
-                        cn_error *err)
+/* The image at path, decoded at its own size, scaled into dst (ds's size): the pixels of
+ * cn_image_read_resized. */
+static int read_scaled(const cn_dataset *ds, const char *path, uint8_t *dst, cn_error *err)
 {
-    cn_image_want want = {channels, 0, 0, NULL, NULL, 1};
+    cn_image_want any = {ds->channels, 0, 0, NULL, NULL, 1};
     cn_image img;
-    int rc = cn_image_load(first, &want, &img, err);
-    size_t size = (size_t)img.channels * (size_t)img.height * (size_t)img.width;
+    cn_error why = {{0}};
+    int rc = cn_image_load(path, &any, &img, err);
+    if (rc == 0 && cn_image_resize(img.pixels, img.channels, img.height, img.width, dst,
+                                   ds->height, ds->width, &why) != 0)
+        rc = cn_fail(err, "%s: %s", path, why.msg);
+    cn_image_free(&img);
+    return rc;
+}
+
+/* The first image sets the shape (its size, or src's to scale to); the arrays are allocated
+ * for plan->total images of it. */
+static int start_pixels(cn_dataset *ds, const folder_plan *plan, const char *first,
+                        const cn_data_source *src, cn_error *err)
+{
+    cn_image_want want = {src->channels, 0, 0, NULL, NULL, 1};
+    cn_image img;
+    int rc = cn_image_load(first, &want, &img, err), scale = src->height > 0;
+    int height = scale ? src->height : img.height, width = scale ? src->width : img.width;
+    size_t size = (size_t)img.channels * (size_t)height * (size_t)width;
     if (rc == 0 && size > SIZE_MAX / (size_t)plan->total)
         rc = cn_fail(err, "%s: %d images of %dx%d pixels are more than fit in memory",
-                     plan->split_dir, plan->total, img.width, img.height);
+                     plan->split_dir, plan->total, width, height);
     if (rc == 0 && (!(ds->pixels = malloc(size * (size_t)plan->total)) ||
                     !(ds->labels = malloc((size_t)plan->total))))
         rc = cn_fail(err, "%s: out of memory for %d images of %dx%d pixels (%zu bytes)",
-                     plan->split_dir, plan->total, img.width, img.height,
-                     size * (size_t)plan->total);
+                     plan->split_dir, plan->total, width, height, size * (size_t)plan->total);
     if (rc == 0) {
-        memcpy(ds->pixels, img.pixels, size);
         ds->channels = img.channels;
-        ds->height = img.height;
-        ds->width = img.width;
+        ds->height = height;
+        ds->width = width;
     }
     cn_image_free(&img);
     return rc;
 }
 
-/* Image i (label c) of the dataset from path; image 0 has been read by start_pixels. */
+/* Image i (label c) of the dataset from path, the first image's path first, scaled to ds's
+ * size when scale is set. */
 static int read_one(cn_dataset *ds, int i, int c, const char *path, const char *first,
-                    cn_error *err)
+                    int scale, cn_error *err)
 {
     size_t size = (size_t)ds->channels * (size_t)ds->height * (size_t)ds->width;
+    uint8_t *dst = ds->pixels + (size_t)i * size;
     ds->labels[i] = (uint8_t)c;
-    if (i == 0) return 0;
-    cn_image_want want = {ds->channels, ds->height, ds->width, ds->pixels + (size_t)i * size,
-                          first, 1};
+    if (scale) return read_scaled(ds, path, dst, err);
+    cn_image_want want = {ds->channels, ds->height, ds->width, dst, first, 1};
     cn_image img;
     int rc = cn_image_load(path, &want, &img, err);
     cn_image_free(&img);
     return rc;
 }
 
-static int read_images(cn_dataset *ds, const folder_plan *plan, int channels, cn_error *err)
+static int read_images(cn_dataset *ds, const folder_plan *plan, const cn_data_source *src,
+                       cn_error *err)
 {
     char *first = join(plan->split_dir, plan->classes.names[0]), *first_file = NULL;
     int rc = first && (first_file = join(first, plan->files[0].names[0]))
-                 ? start_pixels(ds, plan, first_file, channels, err)
+                 ? start_pixels(ds, plan, first_file, src, err)
                  : cn_fail(err, "%s: out of memory", plan->split_dir);
     free(first);
     for (int c = 0, i = 0; rc == 0 && c < plan->classes.n; c++) {
         char *dir = join(plan->split_dir, plan->classes.names[c]);
         for (int k = 0; rc == 0 && k < plan->files[c].n; k++, i++) {
             char *path = dir ? join(dir, plan->files[c].names[k]) : NULL;
-            rc = path ? read_one(ds, i, c, path, first_file, err)
+            rc = path ? read_one(ds, i, c, path, first_file, src->height > 0, err)
                       : cn_fail(err, "%s: out of memory", plan->split_dir);
             free(path);
         }
@@ -225,19 +244,24 @@ static int read_images(cn_dataset *ds, const folder_plan *plan, int channels, cn
     return rc;
 }
 
-int cn_folder_split_read(cn_dataset *ds, const char *dir, const char *split, int channels,
+int cn_folder_split_read(cn_dataset *ds, const cn_data_source *src, const char *split,
                          cn_error *err)
 {
-    if (channels != 0 && channels != 1 && channels != 3)
+    const char *dir = src->dir;
+    if (src->channels != 0 && src->channels != 1 && src->channels != 3)
         return cn_fail(err, "%s: cannot read images as %d channels (1 grey, 3 colour, 0 as "
-                       "they are)", dir, channels);
+                       "they are)", dir, src->channels);
+    int h = src->height, w = src->width;
+    if ((h || w) && (h < 1 || w < 1 || h > CN_IMAGE_MAX_SIDE || w > CN_IMAGE_MAX_SIDE))
+        return cn_fail(err, "%s: cannot scale images to %dx%d (sides 1 to %d)", dir, w, h,
+                       CN_IMAGE_MAX_SIDE);
     folder_plan plan = {0};
     plan.split_dir = join(dir, split);
     int rc = plan.split_dir ? 0 : cn_fail(err, "%s: out of memory", dir);
     if (rc == 0) rc = list_classes(&plan, err);
     if (rc == 0) rc = list_files(&plan, err);
     if (rc == 0) rc = copy_class_names(ds, &plan.classes, err);
-    if (rc == 0) rc = read_images(ds, &plan, channels, err);
+    if (rc == 0) rc = read_images(ds, &plan, src, err);
     if (rc == 0) ds->format = CN_DATA_FOLDER;
     free_plan(&plan);
     return rc;

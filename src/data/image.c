@@ -21,8 +21,8 @@ static int size_refused(const char *path, long width, long height, const cn_imag
 {
     if (want->first)
         return cn_fail(err, "%s: image is %ldx%ld pixels, the first image (%s) is %dx%d: images of "
-                       "mixed sizes", path, width, height, want->first, want->width,
-                       want->height);
+                       "mixed sizes (--resize scales them to the model's size)", path, width,
+                       height, want->first, want->width, want->height);
     return cn_fail(err, "%s: image is %ldx%ld pixels; the model takes %dx%d (images are not "
                    "resized)", path, width, height, want->width, want->height);
 }

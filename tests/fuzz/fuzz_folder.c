@@ -3,9 +3,10 @@
  * many bytes of file; at most 8 records, a record cut short by the end of the input is left
  * out. The records are written as DIR/train/cK/fN (K the class, N the record) in a folder made
  * once per process under $TMPDIR and emptied for each input; the split is then read as channels
- * 0, 1 and 3. A read must give one image per record with labels below its classes; a refusal
- * must say why. Built with libFuzzer by `make fuzz`, and with tests/fuzz/replay.c for
- * `make test`. The seed corpus is made by tests/fuzz/make_folder_corpus.py. */
+ * 0, 1 and 3, and as 1 channel scaled to 5 x 7. A read must give one image per record (of the
+ * size asked for) with labels below its classes; a refusal must say why. Built with libFuzzer
+ * by `make fuzz`, and with tests/fuzz/replay.c for `make test`. The seed corpus is made by
+ * tests/fuzz/make_folder_corpus.py. */
 #include <sys/stat.h>
 
 #include "cnnc.h"
@@ -78,14 +79,17 @@ static int write_tree(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     int records = write_tree(data, size);
-    static const int channels[] = {0, 1, 3};
-    for (int k = 0; k < 3; k++) {
+    static const int channels[] = {0, 1, 3, 1}, side[] = {0, 0, 0, 5}; /* last: scaled */
+    for (int k = 0; k < 4; k++) {
         cn_dataset ds = {0};
         cn_error err = {{0}};
-        int rc = cn_folder_split_read(&ds, fuzz_root, "train", channels[k], &err);
+        cn_data_source src = {.dir = fuzz_root, .channels = channels[k], .height = side[k],
+                              .width = side[k] + 2};
+        int rc = cn_folder_split_read(&ds, &src, "train", &err);
         if (rc != 0 && err.msg[0] == '\0') abort();
         if (rc == 0 && (ds.count != records || ds.classes < 1 || ds.classes > CLASSES ||
-                        (channels[k] && ds.channels != channels[k])))
+                        (channels[k] && ds.channels != channels[k]) ||
+                        (side[k] && (ds.height != side[k] || ds.width != side[k] + 2))))
             abort();
         for (int i = 0; rc == 0 && i < ds.count; i++)
             if (ds.labels[i] >= ds.classes) abort();
