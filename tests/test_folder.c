@@ -1,7 +1,8 @@
 /* test_folder.c — the image folder reader (cn_folder_split_read) on small ImageFolder trees
  * written here in a temporary folder: PNG files by cairo (colour, and grey from A8 surfaces)
- * and JPEG files by libjpeg; the classes, labels and pixels against what was written, in
- * sorted order, hidden files skipped; grey and colour conversions (and channels 0, as the
+ * and JPEG files by libjpeg; the classes, labels and pixels against what was written, each
+ * class's files in sorted order and spread over the split by (k + 1/2) / n, hidden files
+ * skipped; images scaled to a size asked for; grey and colour conversions (and channels 0, as the
  * first image is); one test per refusal, each with its message naming the file or folder. It
  * does not test cn_dataset_load's choice of format. */
 #include "testutil.h"
@@ -176,9 +177,11 @@ static void test_colour_classes_and_labels(void **state)
         assert_string_equal(ds.class_names[0], "ant");
         assert_string_equal(ds.class_names[1], "cat");
         assert_string_equal(ds.class_names[2], "dog");
-        static const uint8_t labels[] = {0, 1, 1, 2, 2};
+        /* cat's and dog's first files (at 1/4 of the split), ant's only one (1/2), their
+         * second ones (3/4); within cat, strcmp order: "10.png" before "2.png" */
+        static const uint8_t labels[] = {1, 2, 0, 1, 2};
         assert_memory_equal(ds.labels, labels, 5);
-        static const int ids[] = {0, 1, 2, 3, 4}; /* strcmp order: "10.png" before "2.png" */
+        static const int ids[] = {1, 3, 0, 2, 4};
         for (int i = 0; i < 5; i++) expect_image(&ds, i, ids[i], want_channels);
         free_dataset(&ds);
     }
@@ -200,12 +203,13 @@ static void test_grey_and_jpeg(void **state)
     if (read_split(&ds, root, "test", 0, &err) != 0) fail_msg("%s", err.msg);
     assert_int_equal(ds.channels, 1);
     assert_int_equal(ds.count, 3);
+    assert_memory_equal(ds.labels, ((const uint8_t[]){0, 1, 0}), 3); /* a/1, b/3, a/2 */
     for (int r = 0; r < H; r++)
         for (int c = 0; c < W; c++) assert_int_equal(ds.pixels[r * W + c], sample(5, 0, r, c));
     int luma = (200 * 19595 + 100 * 38470 + 50 * 7471 + 0x8000) >> 16;
     for (int i = 0; i < H * W; i++) {
-        assert_true(abs(ds.pixels[H * W + i] - luma) <= 2);
-        assert_true(abs(ds.pixels[2 * H * W + i] - 90) <= 2);
+        assert_true(abs(ds.pixels[H * W + i] - 90) <= 2);
+        assert_true(abs(ds.pixels[2 * H * W + i] - luma) <= 2);
     }
     free_dataset(&ds);
     if (read_split(&ds, root, "test", 3, &err) != 0) fail_msg("%s", err.msg);
@@ -214,9 +218,34 @@ static void test_grey_and_jpeg(void **state)
     for (int ch = 0; ch < 3; ch++)
         for (size_t i = 0; i < plane; i++) {
             assert_int_equal(ds.pixels[ch * plane + i], ds.pixels[i]); /* grey repeated */
-            assert_true(abs(ds.pixels[(3 + ch) * plane + i] - orange[ch]) <= 2);
-            assert_true(abs(ds.pixels[(6 + ch) * plane + i] - 90) <= 2);
+            assert_true(abs(ds.pixels[(3 + ch) * plane + i] - 90) <= 2);
+            assert_true(abs(ds.pixels[(6 + ch) * plane + i] - orange[ch]) <= 2);
         }
+    free_dataset(&ds);
+    remove_tree(root);
+}
+
+/* Classes of 6, 3 and 1 files are spread over the split by (k + 1/2) / n, ties in class order
+ * (b's second file and c's only one, both at 1/2): any run of it holds about their shares. */
+static void test_classes_spread_over_the_split(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    static const struct {
+        const char *file;
+        int id;
+    } files[] = {{"train/a/0.png", 0}, {"train/a/1.png", 1}, {"train/a/2.png", 2},
+                 {"train/a/3.png", 3}, {"train/a/4.png", 4}, {"train/a/5.png", 5},
+                 {"train/b/0.png", 6}, {"train/b/1.png", 7}, {"train/b/2.png", 8},
+                 {"train/c/0.png", 9}};
+    for (int i = 0; i < 10; i++) write_png(root, files[i].file, files[i].id, H, W, 1);
+    cn_dataset ds = {0};
+    cn_error err = {{0}};
+    if (read_split(&ds, root, "train", 3, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(ds.count, 10);
+    assert_memory_equal(ds.labels, ((const uint8_t[]){0, 1, 0, 0, 1, 2, 0, 0, 1, 0}), 10);
+    static const int ids[] = {0, 6, 1, 2, 7, 9, 3, 4, 8, 5};
+    for (int i = 0; i < 10; i++) expect_image(&ds, i, ids[i], 3);
     free_dataset(&ds);
     remove_tree(root);
 }
@@ -229,11 +258,12 @@ static void test_scaled_to_a_size(void **state)
     (void)state;
     char *root = tu_make_temp_dir("folder");
     static const uint8_t teal[3] = {20, 140, 150};
-    static const char *const files[] = {"train/a/1.png", "train/a/2.jpg", "train/b/3.png",
+    /* in the dataset's order: each class's first file, then each one's second */
+    static const char *const files[] = {"train/a/1.png", "train/b/3.png", "train/a/2.jpg",
                                         "train/b/4.png"};
     write_png(root, files[0], 1, 6, 8, 1); /* the size asked for */
-    write_jpeg(root, files[1], 11, 13, 1, teal);
-    write_png(root, files[2], 2, 3, 5, 0);
+    write_jpeg(root, files[2], 11, 13, 1, teal);
+    write_png(root, files[1], 2, 3, 5, 0);
     write_png(root, files[3], 3, 17, 4, 1);
     static const int channels[] = {0, 1, 3};
     for (int k = 0; k < 3; k++) {
@@ -257,7 +287,7 @@ static void test_scaled_to_a_size(void **state)
                 fail_msg("%s as %d channels: not the pixels of cn_image_read_resized", files[i],
                          want_channels);
         }
-        assert_memory_equal(ds.labels, ((const uint8_t[]){0, 0, 1, 1}), 4);
+        assert_memory_equal(ds.labels, ((const uint8_t[]){0, 1, 0, 1}), 4);
         free_dataset(&ds);
     }
     static const int bad[][2] = {{6, 0}, {0, 8}, {-1, 8}, {CN_IMAGE_MAX_SIDE + 1, 8}};
@@ -395,6 +425,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_colour_classes_and_labels),
         cmocka_unit_test(test_grey_and_jpeg),
+        cmocka_unit_test(test_classes_spread_over_the_split),
         cmocka_unit_test(test_scaled_to_a_size),
         cmocka_unit_test(test_mixed_sizes),
         cmocka_unit_test(test_empty_class_folder),

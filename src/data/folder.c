@@ -1,9 +1,10 @@
 /* folder.c — one split of an image folder in torchvision's ImageFolder layout,
  * DIR/SPLIT/CLASS/IMAGE: the class folders and, in each, the image files are listed and sorted
  * first (so the pixel buffer is sized once, from the number of files and the first image's
- * size), then every file is read once and decoded straight into its place in the dataset
- * (image.c and its decoders, PNG and JPEG only, converted to the channels asked for), or,
- * when a size is asked for, decoded at its own size and scaled into its place (resize.c).
+ * size), then every file is read once and decoded straight into its place in the dataset, the
+ * classes spread evenly over it (compare_places): by image.c and its decoders, PNG and JPEG
+ * only, converted to the channels asked for, or, when a size is asked for, decoded at its own
+ * size and scaled into its place (resize.c).
  * Files are opened as regular files only, so a named pipe or a device is refused, never
  * waited on. It does not crop, pad or augment images, keep their aspect ratio when it scales
  * them, look into folders below the class folders, or follow any list of files other than the
@@ -221,26 +222,59 @@ static int read_one(cn_dataset *ds, int i, int c, const char *path, const char *
     return rc;
 }
 
+/* File k of class c, of n files. */
+typedef struct {
+    int c, k, n;
+} file_ref;
+
+/* Places in the dataset: file k of a class of n files by (k + 1/2) / n, ties in class order.
+ * Every class is spread evenly over the whole split, so that any run of it (the first N, the
+ * last N) holds the classes in about their proportions. Compared exactly, in integers:
+ * (2k + 1) n' against (2k' + 1) n, below 2^62 for counts below 2^30. */
+static int compare_places(const void *pa, const void *pb)
+{
+    const file_ref *a = pa, *b = pb;
+    int64_t x = (2 * (int64_t)a->k + 1) * b->n, y = (2 * (int64_t)b->k + 1) * a->n;
+    if (x != y) return x < y ? -1 : 1;
+    return (a->c > b->c) - (a->c < b->c);
+}
+
+/* The plan's files in dataset order (compare_places): a malloc'd array of plan->total. */
+static file_ref *dataset_order(const folder_plan *plan)
+{
+    file_ref *order = malloc((size_t)plan->total * sizeof *order);
+    if (!order) return NULL;
+    for (int c = 0, i = 0; c < plan->classes.n; c++)
+        for (int k = 0; k < plan->files[c].n; k++) order[i++] = (file_ref){c, k, plan->files[c].n};
+    qsort(order, (size_t)plan->total, sizeof *order, compare_places);
+    return order;
+}
+
+/* DIR/SPLIT/CLASS/FILE of f, malloc'd (NULL: out of memory). */
+static char *file_path(const folder_plan *plan, file_ref f)
+{
+    char *dir = join(plan->split_dir, plan->classes.names[f.c]);
+    char *path = dir ? join(dir, plan->files[f.c].names[f.k]) : NULL;
+    free(dir);
+    return path;
+}
+
 static int read_images(cn_dataset *ds, const folder_plan *plan, const cn_data_source *src,
                        cn_error *err)
 {
-    char *first = join(plan->split_dir, plan->classes.names[0]), *first_file = NULL;
-    int rc = first && (first_file = join(first, plan->files[0].names[0]))
-                 ? start_pixels(ds, plan, first_file, src, err)
-                 : cn_fail(err, "%s: out of memory", plan->split_dir);
-    free(first);
-    for (int c = 0, i = 0; rc == 0 && c < plan->classes.n; c++) {
-        char *dir = join(plan->split_dir, plan->classes.names[c]);
-        for (int k = 0; rc == 0 && k < plan->files[c].n; k++, i++) {
-            char *path = dir ? join(dir, plan->files[c].names[k]) : NULL;
-            rc = path ? read_one(ds, i, c, path, first_file, src->height > 0, err)
-                      : cn_fail(err, "%s: out of memory", plan->split_dir);
-            free(path);
-        }
-        free(dir);
-        if (rc == 0) ds->count += plan->files[c].n;
+    file_ref *order = dataset_order(plan);
+    char *first = order ? file_path(plan, order[0]) : NULL;
+    int rc = first ? start_pixels(ds, plan, first, src, err)
+                   : cn_fail(err, "%s: out of memory", plan->split_dir);
+    for (int i = 0; rc == 0 && i < plan->total; i++) {
+        char *path = file_path(plan, order[i]);
+        rc = path ? read_one(ds, i, order[i].c, path, first, src->height > 0, err)
+                  : cn_fail(err, "%s: out of memory", plan->split_dir);
+        free(path);
+        if (rc == 0) ds->count++;
     }
-    free(first_file);
+    free(first);
+    free(order);
     return rc;
 }
 

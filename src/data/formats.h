@@ -45,8 +45,9 @@ int cn_cifar10_parse(cn_dataset *ds, const uint8_t *bytes, size_t len, const cha
  * read (cn_image_resize); else every image must have the first image's height and width.
  * Fills ds (zeroed by the caller): count, channels, height, width, classes, class_names
  * (malloc'd array of malloc'd strings, freed by cn_dataset_free), pixels [count, channels,
- * height, width], labels. Images are taken class by class, within a class in sorted file-name
- * order. Errors (one line, naming the file or folder): missing DIR/SPLIT, no class folders, an
+ * height, width], labels. Each class's files are taken in sorted file-name order and spread
+ * over the split: file k of a class of n by (k + 1/2) / n, ties in class order, so that the
+ * first or last N images hold the classes in about their shares. Errors (one line, naming the file or folder): missing DIR/SPLIT, no class folders, an
  * empty class folder, more than CN_MAX_CLASSES classes, a class name longer than
  * CN_CLASS_NAME_MAX bytes or with a control character, a file that is not an image or does not
  * decode, an image of another size than the first ("images of mixed sizes", without a size to
