@@ -361,7 +361,13 @@ static void test_missing_split_and_classes(void **state)
 {
     (void)state;
     char *root = tu_make_temp_dir("folder");
-    REFUSED(root, "train", "/train: cannot open the folder");
+    REFUSED(root, "train", "/train: no such folder (a folder dataset holds train/CLASS/IMAGE and "
+                           "test/CLASS/IMAGE)");
+    write_file(root, "train", "a file", 6);
+    REFUSED(root, "train", "/train: cannot open the folder: Not a directory");
+    char *file = tu_join(root, "train");
+    assert_int_equal(unlink(file), 0);
+    free(file);
     make_folder(root, "train");
     write_file(root, "train/loose.png", "x", 1);
     REFUSED(root, "train", "/train: no class folders");

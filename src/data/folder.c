@@ -117,6 +117,10 @@ static int check_class_name(const char *split_dir, const char *name, int c, cn_e
 
 static int list_classes(folder_plan *plan, cn_error *err)
 {
+    struct stat st;
+    if (stat(plan->split_dir, &st) != 0 && errno == ENOENT)
+        return cn_fail(err, "%s: no such folder (a folder dataset holds train/CLASS/IMAGE and "
+                       "test/CLASS/IMAGE)", plan->split_dir);
     if (list_folder(plan->split_dir, 1, CN_MAX_CLASSES, "class folders", &plan->classes, err))
         return -1;
     if (plan->classes.n == 0)
