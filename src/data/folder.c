@@ -184,8 +184,8 @@ static int read_scaled(const cn_dataset *ds, const char *path, uint8_t *dst, cn_
     return rc;
 }
 
-/* The first image sets the shape (its size, or src's to scale to); the arrays are allocated
- * for plan->total images of it. */
+/* The first image sets the shape (its channels, and its size or src's to scale to); the
+ * arrays are allocated for plan->total images of it, which read_one then fills. */
 static int start_pixels(cn_dataset *ds, const folder_plan *plan, const char *first,
                         const cn_data_source *src, cn_error *err)
 {
@@ -210,8 +210,8 @@ static int start_pixels(cn_dataset *ds, const folder_plan *plan, const char *fir
     return rc;
 }
 
-/* Image i (label c) of the dataset from path, the first image's path first, scaled to ds's
- * size when scale is set. */
+/* Image i (label c) of the dataset from path, scaled to ds's size when scale is set, else of
+ * that size (first: the image that set it, for the refusal of another). */
 static int read_one(cn_dataset *ds, int i, int c, const char *path, const char *first,
                     int scale, cn_error *err)
 {
