@@ -175,17 +175,15 @@ static int read_scaled(const cn_dataset *ds, const char *path, uint8_t *dst, cn_
 {
     cn_image_want any = {ds->channels, 0, 0, NULL, NULL, 1};
     cn_image img;
-    cn_error why = {{0}};
     int rc = cn_image_load(path, &any, &img, err);
-    if (rc == 0 && cn_image_resize(img.pixels, img.channels, img.height, img.width, dst,
-                                   ds->height, ds->width, &why) != 0)
-        rc = cn_fail(err, "%s: %s", path, why.msg);
+    if (rc == 0) rc = cn_image_scale_into(&img, path, dst, ds->height, ds->width, err);
     cn_image_free(&img);
     return rc;
 }
 
 /* The first image sets the shape (its channels, and its size or src's to scale to); the
- * arrays are allocated for plan->total images of it, which read_one then fills. */
+ * arrays are allocated for plan->total images of it, and it becomes image 0 (copied, or
+ * scaled). */
 static int start_pixels(cn_dataset *ds, const folder_plan *plan, const char *first,
                         const cn_data_source *src, cn_error *err)
 {
@@ -205,19 +203,25 @@ static int start_pixels(cn_dataset *ds, const folder_plan *plan, const char *fir
         ds->channels = img.channels;
         ds->height = height;
         ds->width = width;
+        if (scale)
+            rc = cn_image_scale_into(&img, first, ds->pixels, height, width, err);
+        else
+            memcpy(ds->pixels, img.pixels, size);
     }
     cn_image_free(&img);
     return rc;
 }
 
 /* Image i (label c) of the dataset from path, scaled to ds's size when scale is set, else of
- * that size (first: the image that set it, for the refusal of another). */
+ * that size (first: the image that set it, for the refusal of another); image 0 has been read
+ * by start_pixels. */
 static int read_one(cn_dataset *ds, int i, int c, const char *path, const char *first,
                     int scale, cn_error *err)
 {
     size_t size = (size_t)ds->channels * (size_t)ds->height * (size_t)ds->width;
     uint8_t *dst = ds->pixels + (size_t)i * size;
     ds->labels[i] = (uint8_t)c;
+    if (i == 0) return 0;
     if (scale) return read_scaled(ds, path, dst, err);
     cn_image_want want = {ds->channels, ds->height, ds->width, dst, first, 1};
     cn_image img;

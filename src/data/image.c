@@ -126,17 +126,24 @@ int cn_image_read(const char *path, int channels, int height, int width, uint8_t
     return rc;
 }
 
+int cn_image_scale_into(const cn_image *img, const char *path, uint8_t *dst, int height,
+                        int width, cn_error *err)
+{
+    cn_error why = {{0}};
+    if (cn_image_resize(img->pixels, img->channels, img->height, img->width, dst, height, width,
+                        &why) == 0)
+        return 0;
+    return cn_fail(err, "%s: %s", path, why.msg);
+}
+
 int cn_image_read_resized(const char *path, int channels, int height, int width,
                           uint8_t *pixels, int *file_height, int *file_width, cn_error *err)
 {
     if (shape_ok(path, channels, height, width, err)) return -1;
     cn_image_want any = {channels, 0, 0, NULL, NULL, 0};
     cn_image img;
-    cn_error why = {{0}};
     int rc = cn_image_load(path, &any, &img, err);
-    if (rc == 0 && cn_image_resize(img.pixels, channels, img.height, img.width, pixels, height,
-                                   width, &why) != 0)
-        rc = cn_fail(err, "%s: %s", path, why.msg);
+    if (rc == 0) rc = cn_image_scale_into(&img, path, pixels, height, width, err);
     if (rc == 0 && file_height) *file_height = img.height;
     if (rc == 0 && file_width) *file_width = img.width;
     cn_image_free(&img);

@@ -37,6 +37,11 @@ typedef struct {
 int cn_image_start(const char *path, const char *format, long width, long height,
                    int file_channels, const cn_image_want *want, cn_image *img, cn_error *err);
 
+/* img's pixels scaled to height x width into dst by cn_image_resize (dst: img->channels *
+ * height * width bytes); a failure is refused naming path. */
+int cn_image_scale_into(const cn_image *img, const char *path, uint8_t *dst, int height,
+                        int width, cn_error *err);
+
 /* Frees img's pixels when it owns them and zeroes it. */
 void cn_image_free(cn_image *img);
 

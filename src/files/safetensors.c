@@ -24,6 +24,7 @@
 #include "cnnc.h"
 #include "error.h"
 #include "files/file_read.h"
+#include "files/safetensors.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c writes tensor bytes as the host holds them: little-endian hosts only"
@@ -358,6 +359,11 @@ static uint64_t read_le64(const uint8_t *p)
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
     return v;
+}
+
+int cn_safetensors_signature(const uint8_t *bytes, size_t len)
+{
+    return len >= 9 && bytes[8] == '{' && read_le64(bytes) <= len - 8;
 }
 
 /* Whether the 8-byte header length can begin a safetensors file of size bytes: a text file, a

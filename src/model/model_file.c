@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "files/file_read.h"
+#include "files/safetensors.h"
 #include "model/model.h"
 
 #define MAX_WORDS 16
@@ -389,16 +390,13 @@ static cn_model *build(parser *p, const int *lines)
 }
 
 /* What bytes that are not a model's text look like, for the refusal: a checkpoint or saved
- * model (safetensors: a little-endian header length that fits, then its JSON), gzip data, a
- * zip archive (torch.save's .pt files); NULL for none of them. */
+ * model (safetensors), gzip data, a zip archive (torch.save's .pt files); NULL for none. */
 static const char *not_a_model(const unsigned char *b, size_t len)
 {
     if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b) return "gzip data: decompress it first";
     if (len >= 4 && memcmp(b, "PK\3\4", 4) == 0)
         return "a zip archive (torch.save's format?): cnnc reads weights from safetensors";
-    uint64_t header = 0;
-    for (int i = 7; len >= 9 && i >= 0; i--) header = header << 8 | b[i];
-    if (len >= 9 && b[8] == '{' && header <= len - 8)
+    if (cn_safetensors_signature(b, len))
         return "safetensors weights: give a checkpoint or saved model as the checkpoint";
     return NULL;
 }
