@@ -140,14 +140,14 @@ grep -q "wrong-size.pgm: .*%) \[resized from 27x28\]$" out || fail "27x28: $(gre
 
 # ---------------------------------------------------------------- a colour model
 # models/cifar10.model (3x32x32, 10 named classes) with PyTorch's weights: each image read as
-# colour and scaled to 32x32 gets PyTorch's probabilities on PIL's pixels (tests/
+# colour (a CMYK JPEG too) and scaled to 32x32 gets PyTorch's probabilities on PIL's pixels (tests/
 # predict_colour.py); a light grey image is not inverted for a colour model; IDX input, grey
 # only, is refused.
 if /usr/bin/python3 "$root/tests/predict_colour.py" "$root" "$tmp" >colour.torch 2>err; then
-  run predict --checkpoint colour.safetensors colour.png light.png colour.jpg
+  run predict --checkpoint colour.safetensors colour.png light.png colour.jpg cmyk.jpg
   [ "$status" -eq 0 ] || fail "predict with a colour model: exit status $status: $(cat err)"
   cp out colour.out
-  for name in colour.png light.png colour.jpg; do
+  for name in colour.png light.png colour.jpg cmyk.jpg; do
     grep -A 10 "^$name: " colour.out >one.out
     read -r _ class p <<EOF2
 $(grep "^$name " colour.torch)
@@ -155,6 +155,7 @@ EOF2
     case $name in
       colour.png) note=" [resized from 48x40]" ;;
       colour.jpg) note=" [resized from 28x28]" ;;
+      cmyk.jpg) note=" [resized from 36x30]" ;;
       *) note="" ;;
     esac
     case $(head -n 1 one.out) in

@@ -2,7 +2,7 @@
 models/cifar10.model with PyTorch's random weights (and random BatchNorm statistics) as a
 safetensors file with its model text and class names (the last layer's weights scaled up, so
 that the probabilities differ widely), three images (a colour PNG of 48x40, a
-light grey PNG of 32x32, a copy of a 28x28 colour JPEG fixture), and prints for each the ten
+light grey PNG of 32x32, a copy of a 28x28 colour JPEG fixture, a CMYK JPEG of 36x30), and prints for each the ten
 probabilities PyTorch gives to the pixels that cnnc should see: PIL's convert("RGB"), then
 resize to 32x32 with BOX where a side shrinks and BILINEAR where it grows.
 Usage: python3 tests/predict_colour.py ROOT OUT_DIR"""
@@ -37,6 +37,11 @@ Image.fromarray(rng.integers(0, 256, (40, 48, 3), dtype=np.uint8), 'RGB').save(
     f'{out}/colour.png')
 Image.fromarray(rng.integers(180, 256, (32, 32), dtype=np.uint8), 'L').save(f'{out}/light.png')
 shutil.copy(f'{root}/tests/fixtures/predict/t10k-9-colour.jpg', f'{out}/colour.jpg')
+Image.fromarray(rng.integers(0, 256, (30, 36, 4), dtype=np.uint8), 'CMYK').save(
+    f'{out}/cmyk.jpg', quality=90)
+
+
+FILES = ('colour.png', 'light.png', 'colour.jpg', 'cmyk.jpg')
 
 
 def as_cnnc(path):
@@ -49,9 +54,9 @@ def as_cnnc(path):
     return np.asarray(img).transpose(2, 0, 1)
 
 
-pixels = np.stack([as_cnnc(f'{out}/{n}') for n in ('colour.png', 'light.png', 'colour.jpg')])
+pixels = np.stack([as_cnnc(f'{out}/{n}') for n in FILES])
 x = ct.normalize(pixels, ct.channel_values(lines, 'mean'), ct.channel_values(lines, 'std'))
 with torch.no_grad():
     probs = model(x).exp().numpy()
-for name, p in zip(('colour.png', 'light.png', 'colour.jpg'), probs):
+for name, p in zip(FILES, probs):
     print(name, NAMES[int(p.argmax())], ' '.join(f'{v:.6f}' for v in p))

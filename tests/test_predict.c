@@ -1,5 +1,5 @@
 /* test_predict.c — reading images for prediction (PGM P2/P5, PNG in grey, colour and with
- * transparency, JPEG in grey and colour, each as 1 or 3 channels; one refusal per kind of bad
+ * transparency, JPEG in grey, colour and CMYK, each as 1 or 3 channels; one refusal per kind of bad
  * file, each with its message), scaling them, plane by plane for colour (values computed by hand,
  * and PIL's own pixels from tests/fixtures/predict/pil), the light background test (by hand and
  * over Fashion-MNIST's test set), and cn_model_predict against cn_evaluate. The command line
@@ -383,7 +383,7 @@ static void test_png_damaged_inside(void **state)
 /* ---------------------------------------------------------------- JPEG */
 
 /* A JPEG (quality 95) made by libjpeg from width x height pixels of components bytes each in
- * colour space space (JCS_GRAYSCALE, JCS_RGB or JCS_CMYK). */
+ * colour space space (JCS_GRAYSCALE, JCS_RGB, JCS_CMYK or JCS_YCCK). */
 static char *jpeg_file(const uint8_t *pixels, int width, int height, int components,
                        J_COLOR_SPACE space, int progressive)
 {
@@ -491,9 +491,35 @@ static void test_jpeg_refusals(void **state)
                    "image is 28x40000 pixels, more than cnnc reads (at most 32767 on a side");
     expect_refused(jpeg_claiming(8192, 8192), "and 33554432 in all)");
     expect_refused_exact(jpeg_claiming(28, 30), "image is 30x28 pixels; the model takes 28x28");
-    uint8_t cmyk[SIDE * SIDE * 4] = {0};
-    expect_refused(jpeg_file(cmyk, SIDE, SIDE, 4, JCS_CMYK, 0),
-                   "a CMYK JPEG; only grey and colour (YCbCr, RGB) JPEG files are read");
+}
+
+/* Every pixel of path, read at 28x28 in colour, within 2 of rgb, and in grey within 2 of grey. */
+static void expect_near_rgb(char *path, const uint8_t rgb[3], int grey)
+{
+    cn_error err = {{0}};
+    uint8_t got[3 * PIXELS];
+    if (cn_image_read(path, 3, SIDE, SIDE, got, &err) != 0) fail_msg("%s", err.msg);
+    for (int i = 0; i < 3 * PIXELS; i++)
+        if (abs(got[i] - rgb[i / PIXELS]) > 2)
+            fail_msg("%s: plane %d, pixel %d is %d, not %d", path, i / PIXELS, i % PIXELS, got[i],
+                     rgb[i / PIXELS]);
+    expect_near(path, grey);
+}
+
+/* CMYK and YCCK files (Photoshop's print images) are made RGB as PIL does: the values inverted
+ * (Adobe's polarity), then (255 - K)(1 - C / 255): file values (200, 100, 50, 128) are RGB
+ * (100, 50, 25), whose luma is 62. PIL's own pixels for a random CMYK file are compared in
+ * tests/cli_predict.sh. */
+static void test_jpeg_cmyk_and_ycck(void **state)
+{
+    (void)state;
+    uint8_t cmyk[SIDE * SIDE * 4];
+    for (int i = 0; i < SIDE * SIDE; i++)
+        cmyk[4 * i] = 200, cmyk[4 * i + 1] = 100, cmyk[4 * i + 2] = 50, cmyk[4 * i + 3] = 128;
+    static const uint8_t rgb[3] = {100, 50, 25};
+    expect_near_rgb(jpeg_file(cmyk, SIDE, SIDE, 4, JCS_CMYK, 0), rgb, 62);
+    expect_near_rgb(jpeg_file(cmyk, SIDE, SIDE, 4, JCS_CMYK, 1), rgb, 62);
+    expect_near_rgb(jpeg_file(cmyk, SIDE, SIDE, 4, JCS_YCCK, 0), rgb, 62);
 }
 
 /* ---------------------------------------------------------------- resizing */
@@ -779,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_png_damaged_inside),
         cmocka_unit_test(test_jpeg_grey_and_colour),
         cmocka_unit_test(test_jpeg_refusals),
+        cmocka_unit_test(test_jpeg_cmyk_and_ycck),
         cmocka_unit_test(test_resize_by_hand),
         cmocka_unit_test(test_resize_keeps_constants),
         cmocka_unit_test(test_resized_files_as_pil),

@@ -192,8 +192,9 @@ static inline uint32_t tu_pixel(cairo_surface_t *s, int x, int y)
 }
 
 /* A JPEG made by libjpeg at quality (1..100) from width x height pixels of components bytes
- * each (interleaved) in colour space space (JCS_GRAYSCALE, JCS_RGB or JCS_CMYK), progressive or
- * not: its bytes (malloc'd; the caller frees them) and their number in *len. */
+ * each (interleaved) in colour space space (JCS_GRAYSCALE, JCS_RGB, JCS_CMYK, or JCS_YCCK: CMYK
+ * pixels stored as YCCK), progressive or not: its bytes (malloc'd; the caller frees them) and
+ * their number in *len. */
 static inline unsigned char *tu_jpeg_bytes(const uint8_t *pixels, int width, int height,
                                            int components, J_COLOR_SPACE space, int quality,
                                            int progressive, unsigned long *len)
@@ -208,8 +209,9 @@ static inline unsigned char *tu_jpeg_bytes(const uint8_t *pixels, int width, int
     c.image_width = (JDIMENSION)width;
     c.image_height = (JDIMENSION)height;
     c.input_components = components;
-    c.in_color_space = space;
+    c.in_color_space = space == JCS_YCCK ? JCS_CMYK : space;
     jpeg_set_defaults(&c);
+    if (space == JCS_YCCK) jpeg_set_colorspace(&c, JCS_YCCK);
     jpeg_set_quality(&c, quality, TRUE);
     if (progressive) jpeg_simple_progression(&c);
     jpeg_start_compress(&c, TRUE);

@@ -1,13 +1,15 @@
 /* jpeg.c — JPEG files for the image reader, decoded from memory by libjpeg-turbo (baseline,
- * progressive and arithmetic-coded; grey, YCbCr and RGB). Colour is decoded to RGB, and made grey
- * with the same luma as PNG when grey is asked for, so the pixels are those of PIL's
- * Image.open().convert("L") or convert("RGB") with the same library. libjpeg's fatal errors come
+ * progressive and arithmetic-coded; grey, YCbCr, RGB, CMYK and YCCK). Colour is decoded to RGB
+ * (CMYK as PIL converts it: Adobe's inverted polarity, which PIL assumes for every 4-channel
+ * JPEG, and its integer arithmetic), and made grey with the same luma as PNG when grey is asked
+ * for, so the pixels are those of PIL's Image.open().convert("L") or convert("RGB") with the
+ * same library. libjpeg's fatal errors come
  * back here through longjmp, never exit(); its warnings about damaged data (a truncated file, a
  * bad Huffman code, ...) are fatal too, so a damaged file is refused rather than predicted from
  * grey filler; only warnings about metadata (an unknown JFIF revision, a bad ICC profile, which is
  * not used) are let through. The size is checked from the header before any pixel is decoded,
  * libjpeg's memory is capped, and so is the number of progressive scans, against files crafted to
- * decode forever. It does not read CMYK / YCCK files, apply EXIF orientation, or write JPEG. */
+ * decode forever. It does not apply ICC profiles or EXIF orientation, or write JPEG. */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +69,8 @@ static void on_progress(j_common_ptr cinfo)
     stop(cinfo);
 }
 
-/* Grey stays grey; YCbCr and RGB are decoded to RGB; the rest is refused. */
+/* Grey stays grey; YCbCr and RGB are decoded to RGB, YCCK to CMYK (made RGB row by row); the
+ * rest is refused. */
 static int choose_colour(j_decompress_ptr d, const char *path, cn_error *err)
 {
     switch (d->jpeg_color_space) {
@@ -75,32 +78,48 @@ static int choose_colour(j_decompress_ptr d, const char *path, cn_error *err)
     case JCS_YCbCr:
     case JCS_RGB: d->out_color_space = JCS_RGB; return 0;
     case JCS_CMYK:
-    case JCS_YCCK:
-        return cn_fail(err, "%s: a CMYK JPEG; only grey and colour (YCbCr, RGB) JPEG files are "
-                       "read", path);
+    case JCS_YCCK: d->out_color_space = JCS_CMYK; return 0;
     default:
         return cn_fail(err, "%s: a JPEG in an unknown colour space (%d components)", path,
                        d->num_components);
     }
 }
 
+/* One of R, G, B from a CMYK pixel's value v of C, M or Y and its k, as the file holds them:
+ * PIL reads them inverted (C = 255 - v, K = 255 - k) and makes (255 - K)(1 - C / 255), rounded
+ * by its MULDIV255. */
+static uint8_t cmyk_to_rgb(int v, int k)
+{
+    int t = (255 - v) * k + 128;
+    return (uint8_t)(k - (((t >> 8) + t) >> 8));
+}
+
+/* Puts decoded row r (out: 1, 3 or 4 samples a pixel) into img. */
+static void put_row(cn_image *img, int r, const JSAMPLE *row, int out)
+{
+    for (int c = 0; c < img->width; c++, row += out)
+        if (out == 1) cn_image_put_grey(img, r, c, row[0]);
+        else if (out == 3) cn_image_put_rgb(img, r, c, row[0], row[1], row[2]);
+        else
+            cn_image_put_rgb(img, r, c, cmyk_to_rgb(row[0], row[3]), cmyk_to_rgb(row[1], row[3]),
+                             cmyk_to_rgb(row[2], row[3]));
+}
+
 static int read_rows(jpeg_job *job, const char *path, cn_image *img, cn_error *err)
 {
     j_decompress_ptr d = &job->cinfo;
-    int colour = d->out_color_space == JCS_RGB;
+    int out = d->out_color_space == JCS_GRAYSCALE ? 1 : d->out_color_space == JCS_RGB ? 3 : 4;
     if ((int)d->output_width != img->width || (int)d->output_height != img->height ||
-        d->output_components != (colour ? 3 : 1))
+        d->output_components != out)
         return cn_fail(err, "%s: the JPEG decodes to another shape than its header gives", path);
-    if (!(job->row = malloc((size_t)img->width * 3)))
+    if (!(job->row = malloc((size_t)img->width * (size_t)out)))
         return cn_fail(err, "%s: out of memory for a JPEG row of %d pixels", path, img->width);
     while ((int)d->output_scanline < img->height) {
         int r = (int)d->output_scanline;
         JSAMPROW row = job->row;
         if (jpeg_read_scanlines(d, &row, 1) != 1)
             return cn_fail(err, "%s: the JPEG decoder returned no row", path);
-        for (int c = 0; c < img->width; c++)
-            if (colour) cn_image_put_rgb(img, r, c, row[3 * c], row[3 * c + 1], row[3 * c + 2]);
-            else cn_image_put_grey(img, r, c, row[c]);
+        put_row(img, r, job->row, out);
     }
     return 0;
 }
