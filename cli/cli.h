@@ -184,6 +184,9 @@ int cli_name_classes(cn_model *m, const cn_dataset *ds, const char *model_what);
 int cli_class_name_width(const cn_model *m);
 /* Where a dataset's class names came from, for messages. */
 const char *cli_data_names_source(const cn_dataset *ds);
+/* For folder data with files left out (cn_dataset.skipped): a line saying how many, after
+ * indent. */
+void cli_print_skipped(const char *indent, const cn_dataset *train, const cn_dataset *test);
 /* CLI_OK when the model reads the data's images into its classes (cn_model_fits_data); else
  * CLI_FAILURE after "MODEL_WHAT: the model reads ... but the data has ... (DATA_DIR, FORMAT)". */
 int cli_check_model_data(const cn_model *m, const char *model_what, const cn_dataset *ds,

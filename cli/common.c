@@ -527,6 +527,14 @@ const char *cli_data_names_source(const cn_dataset *ds)
     return ds->format == CN_DATA_FOLDER ? "its folders' names" : "its class names";
 }
 
+void cli_print_skipped(const char *indent, const cn_dataset *train, const cn_dataset *test)
+{
+    if (train->skipped == 0 && test->skipped == 0) return;
+    cli_print_line("%sleft out: %d file%s in train/ and %d in test/ not named as images (.png, "
+                   ".jpg, .jpeg)", indent, train->skipped, train->skipped == 1 ? "" : "s",
+                   test->skipped);
+}
+
 int cli_name_classes(cn_model *m, const cn_dataset *ds, const char *model_what)
 {
     cn_error err = {{0}};

@@ -230,13 +230,15 @@ static void print_dataset(const info_settings *s)
     cn_error err = {{0}};
     const char *where = s->data_dir_given ? "--data-dir" : "default";
     if (cn_dataset_load(&train, s->data_dir, "train", &err) == 0 &&
-        cn_dataset_load(&test, s->data_dir, "test", &err) == 0)
+        cn_dataset_load(&test, s->data_dir, "test", &err) == 0) {
         cli_print_line("Dataset:   %s (%s): %s, %d training and %d test images of %dx%dx%d in "
                        "%d classes", s->data_dir, where, cn_data_format_name(train.format),
                        train.count, test.count, train.channels, train.height, train.width,
                        train.classes);
-    else
+        cli_print_skipped("           ", &train, &test);
+    } else {
         cli_print_line("Dataset:   not usable in %s (%s): %s", s->data_dir, where, err.msg);
+    }
     cn_dataset_free(&train);
     cn_dataset_free(&test);
 }

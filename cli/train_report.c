@@ -71,6 +71,7 @@ void print_settings_line(const train_settings *s, const train_run *run)
         printf("  data: %d training image%s (%ld an epoch), %d test image%s\n",
                run->train.count, plural(run->train.count), per_epoch, run->test.count,
                plural(run->test.count));
+    cli_print_skipped("  ", &run->train, &run->test);
 }
 
 static double per_second(double count, double seconds)

@@ -110,6 +110,7 @@ typedef struct {
     uint8_t *labels;             /* [count], owned */
     char **class_names;          /* [classes], owned; NULL when nothing names the classes */
     cn_data_format format;       /* the format it was read from */
+    int skipped; /* folders: files left out, not named as images (.png, .jpg, .jpeg) */
 } cn_dataset;
 
 /* Reads split "train" or "test" of src into ds. The format is src->format, or the one the

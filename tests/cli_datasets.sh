@@ -169,9 +169,24 @@ printf 'not an image' >"$tmp/bad/train/$one/zz.png"
 refused "an undecodable image" "zz.png" --data-dir "$tmp/bad" --model "$root/models/lenet5.model"
 rm "$tmp/bad/train/$one/zz.png"
 mkdir "$tmp/bad/train/zz-empty"
-refused "an empty class folder" "zz-empty" --data-dir "$tmp/bad" \
-  --model "$root/models/lenet5.model"
-rmdir "$tmp/bad/train/zz-empty"
+printf 'notes\n' >"$tmp/bad/train/zz-empty/notes.txt"
+refused "a class folder without images" "zz-empty: a class folder without images (no .png, \
+.jpg or .jpeg files in it or below it)" --data-dir "$tmp/bad" --model "$root/models/lenet5.model"
+rm -r "$tmp/bad/train/zz-empty"
+# as ImageFolder: the folders below a class folder are read, files not named as images are left
+# out and counted, and both train and info say how many
+mkdir -p "$tmp/three/train/$one/more/deeper"
+mv "$tmp/three/train/$one/$some" "$tmp/three/train/$one/more/deeper/"
+printf 'notes\n' >"$tmp/three/train/$one/notes.txt"
+printf 'x' >"$tmp/three/test/$one/Thumbs.db"
+printf 'x' >"$tmp/three/test/$one/labels.csv"
+left="left out: 1 file in train/ and 2 in test/ not named as images (.png, .jpg, .jpeg)"
+run train --model "$tmp/lenet3.model" --data-dir "$tmp/three" --num-epochs 1 --num-cores 1 \
+  --batch-size 8 --threads 2 --plot none --result-image none
+grep -q "^  data: 30 training images" "$tmp/out" && grep -q "^  $left\$" "$tmp/out" ||
+  fail "a folder with files below its classes and beside them: $(cat "$tmp/out" "$tmp/err")"
+run info --data-dir "$tmp/three"
+grep -q "^ *$left\$" "$tmp/out" || fail "info: the files left out: $(cat "$tmp/out")"
 printf 'a\nb\n' >"$tmp/two.txt"
 refused "names of --classes for other classes" "two.txt: names 2 classes, the data has 3" \
   --data-dir "$tmp/bad" --classes "$tmp/two.txt" --model "$root/models/lenet5.model"

@@ -2,7 +2,7 @@
  * written here in a temporary folder: PNG files by cairo (colour, and grey from A8 surfaces)
  * and JPEG files by libjpeg; the classes, labels and pixels against what was written, each
  * class's files in sorted order and spread over the split by (k + 1/2) / n, hidden files
- * skipped; images scaled to a size asked for; grey and colour conversions (and channels 0, as the
+ * skipped, the folders below a class read, files chosen by their names; images scaled to a size asked for; grey and colour conversions (and channels 0, as the
  * first image is); one test per refusal, each with its message naming the file or folder. It
  * does not test cn_dataset_load's choice of format. */
 #include "testutil.h"
@@ -321,6 +321,49 @@ static void expect_refused(const char *root, const char *split, const char *cons
 #define REFUSED(root, split, ...) \
     expect_refused(root, split, (const char *const[]){__VA_ARGS__, NULL})
 
+/* As ImageFolder, the files of a class are those named as images (any case) in its folder and
+ * the folders below it, read by their content; other names are left out and counted, files named
+ * as other image formats refused, and a folder that links back to one above it refused. */
+static void test_folders_below_and_other_files(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    write_png(root, "train/a/day2/x.PNG", 1, H, W, 1);
+    write_png(root, "train/a/day1/deeper/y.png", 0, H, W, 1);
+    write_png(root, "train/a/z.JPEG", 2, H, W, 1); /* a PNG named as a JPEG: read as a PNG */
+    write_png(root, "train/b/w.jpg", 3, H, W, 1);
+    write_file(root, "train/a/day1/Thumbs.db", "x", 1);
+    write_file(root, "train/b/notes.txt", "x", 1);
+    write_file(root, "train/b/labels", "x", 1);
+    write_file(root, "train/b/.hidden/v.png", "x", 1);
+    cn_dataset ds = {0};
+    cn_error err = {{0}};
+    if (read_split(&ds, root, "train", 3, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(ds.count, 4);
+    assert_int_equal(ds.skipped, 3);
+    /* a's files in strcmp order of their paths (day1/deeper/y, day2/x, z) at 1/6, 3/6 and 5/6,
+     * b's only one at 3/6, after a's (class order) */
+    assert_memory_equal(ds.labels, ((const uint8_t[]){0, 0, 1, 0}), 4);
+    static const int ids[] = {0, 1, 3, 2};
+    for (int i = 0; i < 4; i++) expect_image(&ds, i, ids[i], 3);
+    free_dataset(&ds);
+    write_file(root, "train/b/old/v.WebP", "x", 1);
+    REFUSED(root, "train", "train/b/old/v.WebP: a WebP image by its name; folder datasets hold "
+                           "PNG and JPEG files (convert it, or move it out of the folder)");
+    char *webp = tu_join(root, "train/b/old/v.WebP"), *link = tu_join(root, "train/b/old/up");
+    assert_int_equal(unlink(webp), 0);
+    write_file(root, "train/b/v.pgm", "P5 5 4 255\n01234567890123456789", 31);
+    REFUSED(root, "train", "train/b/v.pgm: a PGM image by its name");
+    char *pgm = tu_join(root, "train/b/v.pgm");
+    assert_int_equal(unlink(pgm), 0);
+    assert_int_equal(symlink("..", link), 0); /* train/b/old/up is train/b */
+    REFUSED(root, "train", "train/b/old/up: a link back to a folder above it");
+    free(webp);
+    free(pgm);
+    free(link);
+    remove_tree(root);
+}
+
 static void test_mixed_sizes(void **state)
 {
     (void)state;
@@ -339,7 +382,10 @@ static void test_empty_class_folder(void **state)
     write_png(root, "train/a/1.png", 0, H, W, 1);
     make_folder(root, "train/b");
     write_file(root, "train/b/.keep", "", 0);
-    REFUSED(root, "train", "train/b: an empty class folder");
+    write_file(root, "train/b/notes.txt", "no image", 8);
+    make_folder(root, "train/b/sub");
+    REFUSED(root, "train", "train/b: a class folder without images (no .png, .jpg or .jpeg "
+                           "files in it or below it)");
     remove_tree(root);
 }
 
@@ -391,8 +437,8 @@ static void test_named_pipe(void **state)
     assert_int_equal(unlink(fifo), 0);
     free(fifo);
     make_folder(root, "train/b");
-    make_folder(root, "train/b/inner");
-    REFUSED(root, "train", "train/b/inner: not a regular file (a folder)");
+    make_folder(root, "train/b/inner.png");
+    REFUSED(root, "train", "train/b/inner.png: not a regular file (a folder)");
     alarm(0);
     remove_tree(root);
 }
@@ -433,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_grey_and_jpeg),
         cmocka_unit_test(test_classes_spread_over_the_split),
         cmocka_unit_test(test_scaled_to_a_size),
+        cmocka_unit_test(test_folders_below_and_other_files),
         cmocka_unit_test(test_mixed_sizes),
         cmocka_unit_test(test_empty_class_folder),
         cmocka_unit_test(test_undecodable_files),

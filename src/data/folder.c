@@ -1,14 +1,18 @@
 /* folder.c — one split of an image folder in torchvision's ImageFolder layout,
- * DIR/SPLIT/CLASS/IMAGE: the class folders and, in each, the image files are listed and sorted
- * first (so the pixel buffer is sized once, from the number of files and the first image's
- * size), then every file is read once and decoded straight into its place in the dataset, the
- * classes spread evenly over it (compare_places): by image.c and its decoders, PNG and JPEG
- * only, converted to the channels asked for, or, when a size is asked for, decoded at its own
- * size and scaled into its place (resize.c).
- * Files are opened as regular files only, so a named pipe or a device is refused, never
- * waited on. It does not crop, pad or augment images, keep their aspect ratio when it scales
- * them, look into folders below the class folders, or follow any list of files other than the
- * folders themselves. */
+ * DIR/SPLIT/CLASS/IMAGE: the class folders and, in each and in the folders below it, the image
+ * files are listed and sorted first (so the pixel buffer is sized once, from the number of files
+ * and the first image's size), then every file is read once and decoded straight into its place
+ * in the dataset, the classes spread evenly over it (compare_places): by image.c and its
+ * decoders, PNG and JPEG only, converted to the channels asked for, or, when a size is asked
+ * for, decoded at its own size and scaled into its place (resize.c).
+ * As ImageFolder, files are chosen by name: those named .png, .jpg or .jpeg (any case) are
+ * images, whatever their content then proves; those named as other image formats (.bmp, .webp,
+ * ...) are refused, since leaving them out would shrink the dataset unseen; anything else (notes,
+ * Thumbs.db, annotations) is left out and counted. Names beginning with '.' are skipped, folders
+ * included. Files are opened as regular files only, so a named pipe or a device is refused,
+ * never waited on; a folder that is its own ancestor through a link is refused, never walked
+ * forever. It does not crop, pad or augment images, keep their aspect ratio when it scales them,
+ * or follow any list of files other than the folders themselves. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -16,12 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "data/formats.h"
 #include "data/image.h"
 
 #define MAX_IMAGES (INT_MAX / 2)
+#define MAX_DEPTH 32 /* folders below a class folder */
 
 /* Sorted entry names of one folder. */
 typedef struct {
@@ -29,12 +35,13 @@ typedef struct {
     int n, cap;
 } name_list;
 
-/* What is being read: the split folder, each class's sorted files. */
+/* What is being read: the split folder, each class's sorted files (paths below the class
+ * folder), and how many files were left out as not named as images. */
 typedef struct {
     char *split_dir;
     name_list classes;
     name_list *files; /* [classes.n] */
-    int total;
+    int total, skipped;
 } folder_plan;
 
 static void free_names(name_list *l)
@@ -74,28 +81,26 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int is_folder(const char *dir, const char *name)
+static int is_folder(const char *path)
 {
-    char *path = join(dir, name);
     struct stat st;
-    int folder = path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-    free(path);
-    return folder;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* The entries of dir not starting with '.', sorted; folders_only keeps only folders. At most
- * max entries (more is refused, naming what: "classes" or "images"). */
-static int list_folder(const char *dir, int folders_only, int max, const char *what,
-                       name_list *l, cn_error *err)
+/* The folders in dir whose names do not start with '.', sorted. At most CN_MAX_CLASSES. */
+static int list_class_folders(const char *dir, name_list *l, cn_error *err)
 {
     DIR *d = opendir(dir);
     if (!d) return cn_fail(err, "%s: cannot open the folder: %s", dir, strerror(errno));
     int rc = 0;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || (folders_only && !is_folder(dir, e->d_name))) continue;
-        if (l->n >= max)
-            rc = cn_fail(err, "%s: more than %d %s", dir, max, what);
+        char *path = e->d_name[0] == '.' ? NULL : join(dir, e->d_name);
+        int folder = path && is_folder(path);
+        free(path);
+        if (!folder) continue;
+        if (l->n >= CN_MAX_CLASSES)
+            rc = cn_fail(err, "%s: more than %d class folders", dir, CN_MAX_CLASSES);
         else if (add_name(l, e->d_name) != 0)
             rc = cn_fail(err, "%s: out of memory listing the folder", dir);
     }
@@ -121,13 +126,130 @@ static int list_classes(folder_plan *plan, cn_error *err)
     if (stat(plan->split_dir, &st) != 0 && errno == ENOENT)
         return cn_fail(err, "%s: no such folder (a folder dataset holds train/CLASS/IMAGE and "
                        "test/CLASS/IMAGE)", plan->split_dir);
-    if (list_folder(plan->split_dir, 1, CN_MAX_CLASSES, "class folders", &plan->classes, err))
-        return -1;
+    if (list_class_folders(plan->split_dir, &plan->classes, err)) return -1;
     if (plan->classes.n == 0)
         return cn_fail(err, "%s: no class folders (images go in SPLIT/CLASS/IMAGE)",
                        plan->split_dir);
     for (int c = 0; c < plan->classes.n; c++)
         if (check_class_name(plan->split_dir, plan->classes.names[c], c, err)) return -1;
+    return 0;
+}
+
+/* What a file's name says it holds, by its extension: 1 an image cnnc reads, 0 anything else;
+ * -1 another image format, refused (its name in *format). */
+static int image_name(const char *name, const char **format)
+{
+    static const char *const readable[] = {"png", "jpg", "jpeg"};
+    static const char *const other[][2] = {
+        {"bmp", "BMP"},   {"gif", "GIF"},   {"webp", "WebP"}, {"tif", "TIFF"},
+        {"tiff", "TIFF"}, {"pgm", "PGM"},   {"ppm", "PPM"},   {"pbm", "PBM"},
+        {"pnm", "PNM"},   {"heic", "HEIC"}, {"heif", "HEIF"}, {"avif", "AVIF"},
+        {"jxl", "JPEG XL"}, {"jp2", "JPEG 2000"}};
+    const char *dot = strrchr(name, '.');
+    if (!dot) return 0;
+    for (size_t i = 0; i < sizeof readable / sizeof *readable; i++)
+        if (strcasecmp(dot + 1, readable[i]) == 0) return 1;
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++)
+        if (strcasecmp(dot + 1, other[i][0]) == 0) {
+            *format = other[i][1];
+            return -1;
+        }
+    return 0;
+}
+
+/* A walk through one class folder and the folders below it: their image files go to files as
+ * paths below the class folder; above: the folders on the way down, whose identities no folder
+ * below may repeat (a link back up). */
+typedef struct {
+    const char *root;
+    name_list *files;
+    int *skipped;
+    struct stat above[MAX_DEPTH + 1];
+    int depth;
+} class_walk;
+
+static int is_above(const class_walk *w, const struct stat *st)
+{
+    for (int i = 0; i < w->depth; i++)
+        if (w->above[i].st_dev == st->st_dev && w->above[i].st_ino == st->st_ino) return 1;
+    return 0;
+}
+
+static int walk_folder(class_walk *w, const char *rel, cn_error *err);
+
+/* Entry name of folder rel (path: the folder's path) below the class folder. */
+static int walk_entry(class_walk *w, const char *path, const char *rel, const char *name,
+                      cn_error *err)
+{
+    const char *format = NULL;
+    int kind = image_name(name, &format);
+    char *entry = rel[0] ? join(rel, name) : strdup(name), *full = join(path, name);
+    struct stat st;
+    int rc = entry && full ? 0 : cn_fail(err, "%s: out of memory listing the folder", path);
+    if (rc == 0 && kind == 1) {
+        if (w->files->n >= MAX_IMAGES)
+            rc = cn_fail(err, "%s: more than %d images", w->root, MAX_IMAGES);
+        else if (add_name(w->files, entry) != 0)
+            rc = cn_fail(err, "%s: out of memory listing the folder", path);
+    } else if (rc == 0 && stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (w->depth > MAX_DEPTH)
+            rc = cn_fail(err, "%s: folders nested more than %d deep below the class folder", full,
+                         MAX_DEPTH);
+        else if (is_above(w, &st))
+            rc = cn_fail(err, "%s: a link back to a folder above it, which would be walked "
+                         "forever", full);
+        else {
+            w->above[w->depth++] = st;
+            rc = walk_folder(w, entry, err);
+            w->depth--;
+        }
+    } else if (rc == 0 && kind == -1) {
+        rc = cn_fail(err, "%s: a %s image by its name; folder datasets hold PNG and JPEG files "
+                     "(convert it, or move it out of the folder)", full, format);
+    } else if (rc == 0) {
+        (*w->skipped)++;
+    }
+    free(entry);
+    free(full);
+    return rc;
+}
+
+/* The entries of folder rel below the class folder ("" for itself), but those starting '.'. */
+static int walk_folder(class_walk *w, const char *rel, cn_error *err)
+{
+    char *path = rel[0] ? join(w->root, rel) : strdup(w->root);
+    DIR *d = path ? opendir(path) : NULL;
+    if (!d) {
+        int rc = path ? cn_fail(err, "%s: cannot open the folder: %s", path, strerror(errno))
+                      : cn_fail(err, "%s: out of memory", w->root);
+        free(path);
+        return rc;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') rc = walk_entry(w, path, rel, e->d_name, err);
+    closedir(d);
+    free(path);
+    return rc;
+}
+
+/* Class c's image files, sorted: none is refused, so is more than MAX_IMAGES in all. */
+static int list_class_files(folder_plan *plan, int c, const char *dir, cn_error *err)
+{
+    class_walk w = {.root = dir, .files = &plan->files[c], .skipped = &plan->skipped};
+    if (stat(dir, &w.above[0]) != 0)
+        return cn_fail(err, "%s: cannot open the folder: %s", dir, strerror(errno));
+    w.depth = 1;
+    name_list *l = &plan->files[c];
+    if (walk_folder(&w, "", err)) return -1;
+    if (l->n == 0)
+        return cn_fail(err, "%s: a class folder without images (no .png, .jpg or .jpeg files "
+                       "in it or below it)", dir);
+    if (l->n > MAX_IMAGES - plan->total)
+        return cn_fail(err, "%s: more than %d images in all", plan->split_dir, MAX_IMAGES);
+    qsort(l->names, (size_t)l->n, sizeof *l->names, compare_names);
+    plan->total += l->n;
     return 0;
 }
 
@@ -137,15 +259,10 @@ static int list_files(folder_plan *plan, cn_error *err)
     if (!plan->files) return cn_fail(err, "%s: out of memory", plan->split_dir);
     for (int c = 0; c < plan->classes.n; c++) {
         char *dir = join(plan->split_dir, plan->classes.names[c]);
-        int rc = !dir ? cn_fail(err, "%s: out of memory", plan->split_dir)
-                      : list_folder(dir, 0, MAX_IMAGES, "images", &plan->files[c], err);
-        if (rc == 0 && plan->files[c].n == 0)
-            rc = cn_fail(err, "%s: an empty class folder (no images)", dir);
-        if (rc == 0 && plan->files[c].n > MAX_IMAGES - plan->total)
-            rc = cn_fail(err, "%s: more than %d images in all", plan->split_dir, MAX_IMAGES);
+        int rc = dir ? list_class_files(plan, c, dir, err)
+                     : cn_fail(err, "%s: out of memory", plan->split_dir);
         free(dir);
         if (rc) return -1;
-        plan->total += plan->files[c].n;
     }
     return 0;
 }
@@ -304,7 +421,7 @@ int cn_folder_split_read(cn_dataset *ds, const cn_data_source *src, const char *
     if (rc == 0) rc = list_files(&plan, err);
     if (rc == 0) rc = copy_class_names(ds, &plan.classes, err);
     if (rc == 0) rc = read_images(ds, &plan, src, err);
-    if (rc == 0) ds->format = CN_DATA_FOLDER;
+    if (rc == 0) ds->format = CN_DATA_FOLDER, ds->skipped = plan.skipped;
     free_plan(&plan);
     return rc;
 }

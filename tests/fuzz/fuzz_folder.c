@@ -23,7 +23,7 @@ static void remove_tree(void)
     char path[160];
     for (int c = 0; c < CLASSES; c++) {
         for (int n = 0; n < MAX_RECORDS; n++) {
-            snprintf(path, sizeof path, "%s/train/c%d/f%d", fuzz_root, c, n);
+            snprintf(path, sizeof path, "%s/train/c%d/f%d.png", fuzz_root, c, n);
             unlink(path);
         }
         snprintf(path, sizeof path, "%s/train/c%d", fuzz_root, c);
@@ -52,7 +52,7 @@ static void write_record(int n, int c, const uint8_t *bytes, size_t len)
     char path[160];
     snprintf(path, sizeof path, "%s/train/c%d", fuzz_root, c);
     mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/train/c%d/f%d", fuzz_root, c, n);
+    snprintf(path, sizeof path, "%s/train/c%d/f%d.png", fuzz_root, c, n);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(bytes, 1, len, f) != len || fclose(f) != 0) abort();
 }
@@ -87,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                               .width = side[k] + 2};
         int rc = cn_folder_split_read(&ds, &src, "train", &err);
         if (rc != 0 && err.msg[0] == '\0') abort();
-        if (rc == 0 && (ds.count != records || ds.classes < 1 || ds.classes > CLASSES ||
+        if (rc == 0 && (ds.count != records || ds.skipped != 0 || ds.classes < 1 || ds.classes > CLASSES ||
                         (channels[k] && ds.channels != channels[k]) ||
                         (side[k] && (ds.height != side[k] || ds.width != side[k] + 2))))
             abort();
