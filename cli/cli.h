@@ -215,10 +215,12 @@ typedef struct {
     const char *format;  /* --data-format: "auto", "idx", "cifar10", "folder"; NULL: auto */
     const char *classes; /* --classes FILE; NULL: what the data says */
     int resize;          /* --resize: folder images scaled to the model's height and width */
+    int test_percent;    /* --test-percent: a folder of classes split by a share; 0: train/, test/ */
 } cli_data;
 /* Loads split ("train" or "test") of data, folder images with the channels the model reads
  * (scaled to its size with resize), and keeps only the first limit samples (0: all). CLI_OK,
- * or CLI_FAILURE after the library's message (or for --resize on data that is not a folder's);
+ * or CLI_FAILURE after the library's message (or for --resize or --test-percent on data that is
+ * not a folder's);
  * ds is then empty. */
 int cli_load_dataset(cn_dataset *ds, const cli_data *data, const cn_model *model,
                      const char *split, int limit);

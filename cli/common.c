@@ -602,6 +602,7 @@ int cli_load_dataset(cn_dataset *ds, const cli_data *data, const cn_model *model
     cn_data_source src = {.dir = data->dir, .classes_file = data->classes};
     cn_model_input_shape(model, &src.channels, &src.height, &src.width);
     if (!data->resize) src.height = src.width = 0;
+    src.test_percent = data->test_percent;
     memset(ds, 0, sizeof *ds);
     if (cn_data_format_from_name(data->format ? data->format : "auto", &src.format) != 0)
         return cli_failure("--data-format: '%s' is not auto, idx, cifar10 or folder",
@@ -610,9 +611,13 @@ int cli_load_dataset(cn_dataset *ds, const cli_data *data, const cn_model *model
         memset(ds, 0, sizeof *ds);
         return cli_library_error(&err, NULL);
     }
-    if (data->resize && ds->format != CN_DATA_FOLDER) {
-        int rc = cli_failure("--resize: %s holds %s data: only the images of folder data are "
-                             "scaled", data->dir, cn_data_format_name(ds->format));
+    if ((data->resize || data->test_percent) && ds->format != CN_DATA_FOLDER) {
+        int rc = data->resize
+                     ? cli_failure("--resize: %s holds %s data: only the images of folder data "
+                                   "are scaled", data->dir, cn_data_format_name(ds->format))
+                     : cli_failure("--test-percent: %s holds %s data, with its own test split: "
+                                   "only a folder of class folders is split by a share",
+                                   data->dir, cn_data_format_name(ds->format));
         cn_dataset_free(ds);
         return rc;
     }

@@ -12,7 +12,7 @@
 typedef struct {
     const char *checkpoint; /* required */
     const char *model_path; /* --model: the network of a file that records none */
-    cli_data data;          /* --data-dir, --data-format, --classes, --resize */
+    cli_data data;          /* --data-dir, --data-format, --classes, --resize, --test-percent */
     int test_samples;       /* 0: all */
     int threads;
     int threads_given;      /* --threads was on the command line */
@@ -31,6 +31,7 @@ enum {
     OPT_DATA_FORMAT,
     OPT_CLASSES,
     OPT_RESIZE,
+    OPT_TEST_PERCENT,
 };
 
 static const struct option eval_options[] = {
@@ -40,6 +41,7 @@ static const struct option eval_options[] = {
     {"data-format", required_argument, NULL, OPT_DATA_FORMAT},
     {"classes", required_argument, NULL, OPT_CLASSES},
     {"resize", no_argument, NULL, OPT_RESIZE},
+    {"test-percent", required_argument, NULL, OPT_TEST_PERCENT},
     {"test-samples", required_argument, NULL, OPT_TEST_SAMPLES},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
@@ -68,6 +70,8 @@ void cli_eval_help(FILE *out)
             "  --resize             scale folder images to the model's height and width,\n"
             "                       as cnnc train --resize (default: every image must have\n"
             "                       the model's size)\n"
+            "  --test-percent P     score the test share of a folder of class folders, as\n"
+            "                       cnnc train --test-percent P split it (default: none)\n"
             "  --test-samples N     score only the first N test images, 0 = all (default: 0)\n"
             "  --threads N          the most worker threads, 1..1024, one a batch\n"
             "                       (default: the CPUs this process may use, here %d)\n"
@@ -88,6 +92,8 @@ static int apply_option(eval_settings *s, int c, const char *arg)
         return cli_parse_data_format("eval", arg, &s->data.format) == CLI_OK ? 0 : -1;
     case OPT_CLASSES: s->data.classes = arg; return 0;
     case OPT_RESIZE: s->data.resize = 1; return 0;
+    case OPT_TEST_PERCENT:
+        return cli_parse_int("eval", "--test-percent", arg, 1, 99, &s->data.test_percent);
     case OPT_TEST_SAMPLES:
         return cli_parse_int("eval", "--test-samples", arg, 0, INT_MAX, &s->test_samples);
     case OPT_THREADS:

@@ -48,6 +48,7 @@ enum {
     OPT_VAL_SAMPLES,
     OPT_KEEP_BEST,
     OPT_RESIZE,
+    OPT_TEST_PERCENT,
     OPT_AUGMENT,
     OPT_OPTIMIZER,
     OPT_NESTEROV,
@@ -63,6 +64,7 @@ static const struct option train_options[] = {
     {"data-format", required_argument, NULL, OPT_DATA_FORMAT},
     {"classes", required_argument, NULL, OPT_CLASSES},
     {"resize", no_argument, NULL, OPT_RESIZE},
+    {"test-percent", required_argument, NULL, OPT_TEST_PERCENT},
     {"batch-size", required_argument, NULL, OPT_BATCH_SIZE},
     {"learning-rate", required_argument, NULL, OPT_LEARNING_RATE},
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
@@ -123,6 +125,10 @@ void cli_train_help(FILE *out)
             "  --resize             scale folder images to the model's height and width\n"
             "                       (as predict does; no aspect ratio kept); defines the\n"
             "                       math (default: every image must have the model's size)\n"
+            "  --test-percent P     a folder of class folders (CLASS/IMAGE, no train/ and\n"
+            "                       test/): about P%% of the images, 1..99, chosen by the\n"
+            "                       CRC-32 of their paths, are the test split; defines\n"
+            "                       the math (default: none: DIR holds train/ and test/)\n"
             "  --batch-size N       samples per replica per step, 1..65536 (default: 128)\n"
             "  --learning-rate X    per replica, > 0; the step uses X times --num-cores\n"
             "                       (default: 0.01)\n"
@@ -338,7 +344,7 @@ static int parse_not_negative(const char *flag, const char *text, int positive, 
 }
 
 /* The TRAIN_GIVEN_* bit of an option, 0 for the others. */
-static unsigned given_bit(int c)
+static uint64_t given_bit(int c)
 {
     switch (c) {
     case OPT_BATCH_SIZE: return TRAIN_GIVEN_BATCH_SIZE;
@@ -365,6 +371,7 @@ static unsigned given_bit(int c)
     case OPT_VAL_SAMPLES: return TRAIN_GIVEN_VAL_SAMPLES;
     case OPT_KEEP_BEST: return TRAIN_GIVEN_KEEP_BEST;
     case OPT_RESIZE: return TRAIN_GIVEN_RESIZE;
+    case OPT_TEST_PERCENT: return TRAIN_GIVEN_TEST_PERCENT;
     case OPT_AUGMENT: return TRAIN_GIVEN_AUGMENT;
     case OPT_OPTIMIZER: return TRAIN_GIVEN_OPTIMIZER;
     case OPT_NESTEROV: return TRAIN_GIVEN_NESTEROV;
@@ -410,6 +417,8 @@ static int apply_option(train_settings *s, int c, const char *arg)
         return cli_parse_int("train", "--val-samples", arg, 0, INT_MAX, &s->val_samples);
     case OPT_KEEP_BEST: s->keep_best = 1; return 0;
     case OPT_RESIZE: s->resize = 1; return 0;
+    case OPT_TEST_PERCENT:
+        return cli_parse_int("train", "--test-percent", arg, 1, 99, &s->test_percent);
     case OPT_SAVE: s->save_path = optional_path(arg); return 0;
     case OPT_RESULT_IMAGE: s->result_image = optional_path(arg); return 0;
     case OPT_METRICS_FILE: s->metrics_path = optional_path(arg); return 0;
@@ -695,7 +704,7 @@ static int check_splits_agree(const train_settings *s, const cn_dataset *a, cons
  * (which takes their class names). */
 static int load_data(const train_settings *s, train_run *run)
 {
-    cli_data data = {s->data_dir, s->data_format, s->classes_file, s->resize};
+    cli_data data = {s->data_dir, s->data_format, s->classes_file, s->resize, s->test_percent};
     if (cli_load_dataset(&run->train, &data, run->model, "train", s->train_samples) != CLI_OK ||
         cli_load_dataset(&run->test, &data, run->model, "test", s->test_samples) != CLI_OK)
         return CLI_FAILURE;

@@ -36,7 +36,7 @@ typedef struct {
     int save_every;           /* epochs between checkpoints (the last epoch is always saved) */
     int keep;                 /* newest checkpoints kept in checkpoint_dir */
     const char *resume;       /* checkpoint FILE or DIR to continue; NULL: a fresh run */
-    unsigned given;           /* TRAIN_GIVEN_* bits: flags given on the command line */
+    uint64_t given;           /* TRAIN_GIVEN_* bits: flags given on the command line */
     const char *plot_path;    /* NULL: no training curves */
     progress_level verbosity; /* PROGRESS_QUIET, _NORMAL or _VERBOSE */
     int mpi_timeout;          /* seconds an exchange waits for another process; 0: for ever */
@@ -44,6 +44,7 @@ typedef struct {
     int val_samples;          /* the last of the training samples used, held out; 0: none */
     int keep_best;            /* --keep-best: DIR/best.safetensors after each best epoch */
     int resize;               /* --resize: folder images scaled to the model's size */
+    int test_percent;         /* --test-percent: DIR/CLASS/IMAGE split by a share; 0: none */
     /* --augment: random crops and flips of the training samples; {0, 0}: none */
     cn_augment augment;
     cn_optimizer optimizer;   /* --optimizer: sgd or adamw */
@@ -57,41 +58,39 @@ typedef struct {
 
 /* Flags whose presence matters: on resume a given flag wins over what the checkpoint says; a
  * given --threads above what the work can use is noted. */
-enum {
-    TRAIN_GIVEN_BATCH_SIZE = 1u << 0,
-    TRAIN_GIVEN_LEARNING_RATE = 1u << 1,
-    TRAIN_GIVEN_MOMENTUM = 1u << 2,
-    TRAIN_GIVEN_NUM_CORES = 1u << 3,
-    TRAIN_GIVEN_SEED = 1u << 4,
-    TRAIN_GIVEN_TRAIN_SAMPLES = 1u << 5,
-    TRAIN_GIVEN_SAVE_EVERY = 1u << 6,
-    TRAIN_GIVEN_KEEP = 1u << 7,
-    TRAIN_GIVEN_PRECISION = 1u << 8,
-    TRAIN_GIVEN_NUM_EPOCHS = 1u << 9,
-    TRAIN_GIVEN_TEST_SAMPLES = 1u << 10,
-    TRAIN_GIVEN_LOG_STEPS = 1u << 11,
-    TRAIN_GIVEN_DATA_DIR = 1u << 12,
-    TRAIN_GIVEN_SAVE = 1u << 13,
-    TRAIN_GIVEN_METRICS_FILE = 1u << 14,
-    TRAIN_GIVEN_RESULT_IMAGE = 1u << 15,
-    TRAIN_GIVEN_PLOT = 1u << 16,
-    TRAIN_GIVEN_THREADS = 1u << 17,
-    TRAIN_GIVEN_DATA_FORMAT = 1u << 18,
-    TRAIN_GIVEN_CLASSES = 1u << 19,
-    TRAIN_GIVEN_LABEL_SMOOTHING = 1u << 20,
-    TRAIN_GIVEN_VAL_SAMPLES = 1u << 29,
-    TRAIN_GIVEN_KEEP_BEST = 1u << 30,
-    TRAIN_GIVEN_AUGMENT = 1u << 28,
-    TRAIN_GIVEN_OPTIMIZER = 1u << 21,
-    TRAIN_GIVEN_NESTEROV = 1u << 22,
-    TRAIN_GIVEN_WEIGHT_DECAY = 1u << 23,
-    TRAIN_GIVEN_LR_SCHEDULE = 1u << 24,
-    TRAIN_GIVEN_WARMUP_EPOCHS = 1u << 25,
-    TRAIN_GIVEN_LR_STEP_EPOCHS = 1u << 26,
-    TRAIN_GIVEN_LR_GAMMA = 1u << 27,
-};
-/* The last bit, past the range of an enumerator (an int). */
-#define TRAIN_GIVEN_RESIZE (1u << 31)
+#define TRAIN_GIVEN_BATCH_SIZE      (UINT64_C(1) << 0)
+#define TRAIN_GIVEN_LEARNING_RATE   (UINT64_C(1) << 1)
+#define TRAIN_GIVEN_MOMENTUM        (UINT64_C(1) << 2)
+#define TRAIN_GIVEN_NUM_CORES       (UINT64_C(1) << 3)
+#define TRAIN_GIVEN_SEED            (UINT64_C(1) << 4)
+#define TRAIN_GIVEN_TRAIN_SAMPLES   (UINT64_C(1) << 5)
+#define TRAIN_GIVEN_SAVE_EVERY      (UINT64_C(1) << 6)
+#define TRAIN_GIVEN_KEEP            (UINT64_C(1) << 7)
+#define TRAIN_GIVEN_PRECISION       (UINT64_C(1) << 8)
+#define TRAIN_GIVEN_NUM_EPOCHS      (UINT64_C(1) << 9)
+#define TRAIN_GIVEN_TEST_SAMPLES    (UINT64_C(1) << 10)
+#define TRAIN_GIVEN_LOG_STEPS       (UINT64_C(1) << 11)
+#define TRAIN_GIVEN_DATA_DIR        (UINT64_C(1) << 12)
+#define TRAIN_GIVEN_SAVE            (UINT64_C(1) << 13)
+#define TRAIN_GIVEN_METRICS_FILE    (UINT64_C(1) << 14)
+#define TRAIN_GIVEN_RESULT_IMAGE    (UINT64_C(1) << 15)
+#define TRAIN_GIVEN_PLOT            (UINT64_C(1) << 16)
+#define TRAIN_GIVEN_THREADS         (UINT64_C(1) << 17)
+#define TRAIN_GIVEN_DATA_FORMAT     (UINT64_C(1) << 18)
+#define TRAIN_GIVEN_CLASSES         (UINT64_C(1) << 19)
+#define TRAIN_GIVEN_LABEL_SMOOTHING (UINT64_C(1) << 20)
+#define TRAIN_GIVEN_OPTIMIZER       (UINT64_C(1) << 21)
+#define TRAIN_GIVEN_NESTEROV        (UINT64_C(1) << 22)
+#define TRAIN_GIVEN_WEIGHT_DECAY    (UINT64_C(1) << 23)
+#define TRAIN_GIVEN_LR_SCHEDULE     (UINT64_C(1) << 24)
+#define TRAIN_GIVEN_WARMUP_EPOCHS   (UINT64_C(1) << 25)
+#define TRAIN_GIVEN_LR_STEP_EPOCHS  (UINT64_C(1) << 26)
+#define TRAIN_GIVEN_LR_GAMMA        (UINT64_C(1) << 27)
+#define TRAIN_GIVEN_AUGMENT         (UINT64_C(1) << 28)
+#define TRAIN_GIVEN_VAL_SAMPLES     (UINT64_C(1) << 29)
+#define TRAIN_GIVEN_KEEP_BEST       (UINT64_C(1) << 30)
+#define TRAIN_GIVEN_RESIZE          (UINT64_C(1) << 31)
+#define TRAIN_GIVEN_TEST_PERCENT    (UINT64_C(1) << 32)
 
 /* The ranges of the flags that take counts, shared by the parser and the checkpoint reader. */
 #define TRAIN_MAX_EPOCHS 100000 /* --num-epochs, --save-every and --keep */
@@ -156,7 +155,7 @@ int write_metrics_line(FILE *f, const epoch_report *r);
 /* The settings that shape a run besides its math (train_run_settings.c), recorded in every
  * checkpoint: RUN_SETTINGS_COUNT key/value pairs into meta (2 * RUN_SETTINGS_COUNT pointers),
  * numbers written into text; the paths point into s. */
-#define RUN_SETTINGS_COUNT 15
+#define RUN_SETTINGS_COUNT 16
 #define RUN_VALUE_MAX 24
 void run_settings_record(const train_settings *s, char text[][RUN_VALUE_MAX], const char **meta);
 /* Takes the recorded settings of the --resume checkpoint f (at path) that the command line did

@@ -35,7 +35,7 @@ int refuse_math_setting(const char *flag, const char *mine, const char *saved, c
                            flag, mine, saved, path, flag);
 }
 
-static int adopt_int(const train_settings *s, unsigned bit, const char *flag, int *value,
+static int adopt_int(const train_settings *s, uint64_t bit, const char *flag, int *value,
                      int saved, const char *path)
 {
     char mine[32], theirs[32];
@@ -48,7 +48,7 @@ static int adopt_int(const train_settings *s, unsigned bit, const char *flag, in
     return CLI_OK;
 }
 
-static int adopt_float(const train_settings *s, unsigned bit, const char *flag, float *value,
+static int adopt_float(const train_settings *s, uint64_t bit, const char *flag, float *value,
                        float saved, const char *path)
 {
     char mine[32], theirs[32];
@@ -102,7 +102,7 @@ static int adopt_augment(train_settings *s, const cn_augment *saved, const char 
 }
 
 /* A named choice (optimiser, schedule kind): refused when given otherwise. */
-static int adopt_name(const train_settings *s, unsigned bit, const char *flag, int *value,
+static int adopt_name(const train_settings *s, uint64_t bit, const char *flag, int *value,
                       int saved, const char *mine, const char *theirs, const char *path)
 {
     if ((s->given & bit) && *value != saved)
@@ -112,7 +112,7 @@ static int adopt_name(const train_settings *s, unsigned bit, const char *flag, i
 }
 
 /* An epoch count the checkpoint records in steps (steps_per_epoch a step). */
-static int adopt_epochs(const train_settings *s, unsigned bit, const char *flag, int *value,
+static int adopt_epochs(const train_settings *s, uint64_t bit, const char *flag, int *value,
                         long saved_steps, int steps_per_epoch, const char *path)
 {
     return adopt_int(s, bit, flag, value, (int)(saved_steps / steps_per_epoch), path);

@@ -1,10 +1,10 @@
 /* train_run_settings.c — the settings of `cnnc train` recorded under "run.*" keys besides the
  * math the library records: the planned epochs, the test images, the log interval, the
  * checkpoint cadence and how many are kept, the data (folder, format and class-names file), the
- * output files, --keep-best, the validation split (--val-samples) and --resize, which define
- * the math; and the best validation accuracy so far with its epoch. Every checkpoint records
+ * output files, --keep-best, the validation split (--val-samples), --resize and
+ * --test-percent, which define the math; and the best validation accuracy so far with its epoch. Every checkpoint records
  * them and --resume takes them back, so that a resumed run is the run that was started. A flag
- * given on the resume line wins, apart from --val-samples and --resize, which cannot change;
+ * given on the resume line wins, apart from those three, which cannot change;
  * --num-epochs may make the run longer or shorter, never end it at or before the epochs
  * already done. The other math settings are train_checkpoint.c's business; what changes only
  * how a run looks or how fast it goes (--threads, --quiet, --verbose, --metrics-debug) is not
@@ -25,7 +25,7 @@ typedef enum { RUN_INT, RUN_PATH, RUN_MATH } run_kind;
 typedef struct {
     const char *key;  /* in __metadata__ */
     const char *flag; /* on the command line */
-    unsigned given;   /* TRAIN_GIVEN_* */
+    uint64_t given;   /* TRAIN_GIVEN_* */
     run_kind kind;
     size_t offset;    /* of the int or the const char * in train_settings */
     int min, max;     /* an int's range */
@@ -56,6 +56,8 @@ static const run_setting run_settings[] = {
      INT_MAX},
     {"run.keep_best", "--keep-best", TRAIN_GIVEN_KEEP_BEST, RUN_INT, AT(keep_best), 0, 1},
     {"run.resize", "--resize", TRAIN_GIVEN_RESIZE, RUN_MATH, AT(resize), 0, 1},
+    {"run.test_percent", "--test-percent", TRAIN_GIVEN_TEST_PERCENT, RUN_MATH, AT(test_percent), 0,
+     99},
 };
 #undef AT
 _Static_assert(sizeof run_settings / sizeof run_settings[0] == RUN_SETTINGS_COUNT,

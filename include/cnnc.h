@@ -80,9 +80,12 @@ CN_API extern const char *const cn_fashion_mnist_names[CN_FASHION_MNIST_CLASSES]
  *                  one and those that follow it without a gap) and test_batch.bin, records of a
  *                  label byte and 3,072 bytes of 32x32 red, green and blue planes; class names
  *                  from batches.meta.txt when present.
- * CN_DATA_FOLDER   torchvision's ImageFolder: DIR/train/CLASS/IMAGE and DIR/test/CLASS/IMAGE,
- *                  PNG or JPEG, classes in the sorted order of their folder names.
- * CN_DATA_AUTO     whichever of these the folder holds (IDX, then CIFAR-10, then folders). */
+ * CN_DATA_FOLDER   torchvision's ImageFolder: DIR/train/CLASS/IMAGE and DIR/test/CLASS/IMAGE
+ *                  (or DIR/CLASS/IMAGE split by cn_data_source.test_percent), PNG or JPEG
+ *                  files, in folders below CLASS too, classes in the sorted order of their
+ *                  folder names.
+ * CN_DATA_AUTO     whichever of these the folder holds (IDX, then CIFAR-10, then folders; a
+ *                  folder of classes when test_percent is set and neither is there). */
 typedef enum { CN_DATA_AUTO, CN_DATA_IDX, CN_DATA_CIFAR10, CN_DATA_FOLDER, CN_DATA_FORMAT_COUNT }
     cn_data_format;
 CN_API const char *cn_data_format_name(cn_data_format f); /* "auto", "idx", ...; "unknown" */
@@ -98,6 +101,10 @@ typedef struct {
     /* Folders: every image scaled to height x width (cn_image_resize), whatever its size; 0, 0:
      * taken as they are, every one the first one's size. */
     int height, width;
+    /* Folders: 1..99 reads DIR/CLASS/IMAGE (no train/ and test/), an image being a test image
+     * when the CRC-32 of its path below DIR, modulo 100, is below test_percent; 0: DIR holds
+     * train/CLASS/IMAGE and test/CLASS/IMAGE. */
+    int test_percent;
 } cn_data_source;
 
 /* Images and labels of one split. Filled by cn_dataset_read; a caller may lower count to use

@@ -191,4 +191,39 @@ printf 'a\nb\n' >"$tmp/two.txt"
 refused "names of --classes for other classes" "two.txt: names 2 classes, the data has 3" \
   --data-dir "$tmp/bad" --classes "$tmp/two.txt" --model "$root/models/lenet5.model"
 [ -n "$some" ] || fail "the folder set has no images"
+
+# ---------------------------------------------------------------- a folder of class folders
+# --test-percent: CLASS/IMAGE without train/ and test/, an image a test image when the CRC-32
+# of its path below the folder, modulo 100, is below the share (zlib.crc32 counts them here);
+# recorded, resumed, and eval scores the same images; refused for data with its own splits.
+mkdir "$tmp/classes"
+for class in "$tmp/three/train/"*; do
+  name=$(basename "$class")
+  cp -r "$class" "$tmp/classes/$name"
+  for f in "$tmp/three/test/$name/"*.png; do cp "$f" "$tmp/classes/$name/t-$(basename "$f")"; done
+done
+count=$("$py" -c "import os, sys, zlib
+d = sys.argv[1]
+print(sum(zlib.crc32(os.path.relpath(os.path.join(r, f), d).encode()) % 100 < 25
+          for r, _, fs in os.walk(d) for f in fs if f.endswith('.png')))" "$tmp/classes")
+run train --model "$tmp/lenet3.model" --data-dir "$tmp/classes" --test-percent 25 --num-epochs 2 \
+  --num-cores 1 --batch-size 8 --threads 2 --plot none --result-image none \
+  --checkpoint-dir "$tmp/share-ck" --metrics-file "$tmp/share.jsonl"
+[ "$status" -eq 0 ] || fail "--test-percent: train: $(cat "$tmp/err")"
+grep -q "^  data: $((39 - count)) training images .*, $count test images" "$tmp/out" ||
+  fail "--test-percent 25: not $count test images (Python's count): $(grep data: "$tmp/out")"
+grep -q '"run.test_percent":"25"' "$tmp/share-ck/checkpoint-epoch-0002.safetensors" ||
+  fail "--test-percent: the checkpoint does not record it"
+run eval --checkpoint "$tmp/share-ck" --data-dir "$tmp/classes" --test-percent 25
+grep -q "^Accuracy=$(accuracy_of "$tmp/share.jsonl")%" "$tmp/out" ||
+  fail "--test-percent: eval: $(cat "$tmp/out" "$tmp/err"), training's $(accuracy_of "$tmp/share.jsonl")%"
+expect 2 "--test-percent 30 differs from the checkpoint's 25" train --resume "$tmp/share-ck" \
+  --num-epochs 3 --test-percent 30
+refused "a folder of classes without a share" "(for CLASS/ alone, --test-percent P)" \
+  --data-dir "$tmp/classes" --model "$tmp/lenet3.model"
+refused "a share of IDX data" "--test-percent: .* holds idx data, with its own test split" \
+  --data-dir "$data" --test-percent 20
+refused "a share of a folder with splits" "holds train/ and test/, its own splits" \
+  --data-dir "$tmp/three" --model "$tmp/lenet3.model" --test-percent 20
+expect 2 "--test-percent" train --test-percent 100
 finish "$reached"

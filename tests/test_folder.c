@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "data/formats.h"
 
@@ -364,6 +365,104 @@ static void test_folders_below_and_other_files(void **state)
     remove_tree(root);
 }
 
+/* cn_folder_split_read of root (DIR/CLASS/IMAGE) split by share percent. */
+static int read_share(cn_dataset *ds, const char *root, const char *split, int percent,
+                      cn_error *err)
+{
+    cn_data_source src = {.dir = root, .channels = 3, .test_percent = percent};
+    return cn_folder_split_read(ds, &src, split, err);
+}
+
+/* Whether file rel (CLASS/...) of a split by share percent is a test image: its own CRC-32. */
+static int is_test_image(const char *rel, int percent)
+{
+    return crc32_z(0L, (const Bytef *)rel, strlen(rel)) % 100 < (uLong)percent;
+}
+
+/* Image i of ds is one of the nine ids (its first sample tells which, 53 being odd); returns
+ * it. */
+static int which_id(const cn_dataset *ds, int i)
+{
+    const uint8_t *px = ds->pixels + (size_t)i * 3 * H * W;
+    for (int id = 0; id < 40; id++)
+        if (px[0] == sample(id, 0, 0, 0)) return id;
+    fail_msg("image %d is none of those written", i);
+    return -1;
+}
+
+/* A folder of class folders, split by a share: each image's split is its path's CRC-32 modulo
+ * 100 against the share, the folders below the classes included; the two splits part the
+ * images, an image added later leaves the others where they were, a class may have none in a
+ * split; a share out of range, a share of a folder that holds train/ and test/, and a split
+ * with no images are refused. */
+static void test_split_by_share(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    char rel[64][40];
+    int n = 0, percent = 30;
+    for (int c = 0; c < 2; c++)
+        for (int k = 0; k < 16; k++, n++) {
+            snprintf(rel[n], sizeof rel[n], "%s/%s%d.png", c ? "dog" : "cat", k % 3 ? "" : "old/",
+                     k);
+            write_png(root, rel[n], n, H, W, 1);
+        }
+    write_file(root, "cat/notes.txt", "x", 1);
+    for (int round = 0; round < 2; round++) {
+        int seen[40] = {0}, in_test = 0;
+        for (int t = 0; t < 2; t++) {
+            cn_dataset ds = {0};
+            cn_error err = {{0}};
+            if (read_share(&ds, root, t ? "test" : "train", percent, &err) != 0)
+                fail_msg("%s", err.msg);
+            assert_int_equal(ds.classes, 2);
+            assert_int_equal(ds.skipped, 1);
+            for (int i = 0; i < ds.count; i++) {
+                int id = which_id(&ds, i);
+                if (is_test_image(rel[id], percent) != t)
+                    fail_msg("%s read in the %s split", rel[id], t ? "test" : "training");
+                assert_int_equal(ds.labels[i], strncmp(rel[id], "dog", 3) == 0);
+                seen[id]++;
+            }
+            in_test += t * ds.count;
+            free_dataset(&ds);
+        }
+        for (int id = 0; id < n; id++) assert_int_equal(seen[id], 1);
+        assert_true(in_test > 0 && in_test < n);
+        snprintf(rel[n], sizeof rel[n], "dog/new.png"); /* round 2: one more image */
+        write_png(root, rel[n], n, H, W, 1);
+        n++;
+    }
+    write_png(root, "bird/only.png", 39, H, W, 1); /* one image: one split has none of it */
+    for (int t = 0; t < 2; t++) {
+        cn_dataset ds = {0};
+        cn_error err = {{0}};
+        if (read_share(&ds, root, t ? "test" : "train", percent, &err) != 0)
+            fail_msg("%s", err.msg);
+        assert_int_equal(ds.classes, 3);
+        free_dataset(&ds);
+    }
+    cn_dataset ds = {0};
+    cn_error err = {{0}};
+    assert_int_equal(read_share(&ds, root, "test", 100, &err), -1);
+    assert_non_null(strstr(err.msg, "cannot take 100% of the images as test images"));
+    remove_tree(root);
+    root = tu_make_temp_dir("folder");
+    write_png(root, "cat/a.png", 0, H, W, 1);
+    int test = is_test_image("cat/a.png", 50);
+    assert_int_equal(read_share(&ds, root, test ? "test" : "train", 50, &err), 0);
+    free_dataset(&ds);
+    assert_int_equal(read_share(&ds, root, test ? "train" : "test", 50, &err), -1);
+    assert_non_null(strstr(err.msg, test ? "none of the images is a training image (50% are test"
+                                         : "none of the images is a test image (50% are test"));
+    free_dataset(&ds);
+    write_png(root, "train/cat/a.png", 0, H, W, 1);
+    assert_int_equal(read_share(&ds, root, "train", 50, &err), -1);
+    assert_non_null(strstr(err.msg, "holds train/ and test/, its own splits"));
+    free_dataset(&ds);
+    remove_tree(root);
+}
+
 static void test_mixed_sizes(void **state)
 {
     (void)state;
@@ -408,7 +507,8 @@ static void test_missing_split_and_classes(void **state)
     (void)state;
     char *root = tu_make_temp_dir("folder");
     REFUSED(root, "train", "/train: no such folder (a folder dataset holds train/CLASS/IMAGE and "
-                           "test/CLASS/IMAGE)");
+                           "test/CLASS/IMAGE, or CLASS/IMAGE with a share of test images: "
+                           "--test-percent P)");
     write_file(root, "train", "a file", 6);
     REFUSED(root, "train", "/train: cannot open the folder: Not a directory");
     char *file = tu_join(root, "train");
@@ -480,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_classes_spread_over_the_split),
         cmocka_unit_test(test_scaled_to_a_size),
         cmocka_unit_test(test_folders_below_and_other_files),
+        cmocka_unit_test(test_split_by_share),
         cmocka_unit_test(test_mixed_sizes),
         cmocka_unit_test(test_empty_class_folder),
         cmocka_unit_test(test_undecodable_files),

@@ -133,7 +133,8 @@ static int detect_format(const char *dir, cn_data_format *f, cn_error *err)
             }
     return cn_fail(err, "%s: no dataset found: expected IDX files (train-images-idx3-ubyte[.gz], "
                    "...), CIFAR-10 batches (data_batch_1.bin, test_batch.bin) or folders "
-                   "train/CLASS/ and test/CLASS/ of images — " CN_DATA_FASHION_HINT, dir);
+                   "train/CLASS/ and test/CLASS/ of images (for CLASS/ alone, --test-percent P) "
+                   "— " CN_DATA_FASHION_HINT, dir);
 }
 
 static int is_fashion_mnist(const cn_dataset *ds)
@@ -208,7 +209,10 @@ int cn_dataset_read(cn_dataset *ds, const cn_data_source *src, const char *split
         return cn_fail(err, "%s: images of %d channels (1 or 3)", src->dir, src->channels);
     cn_data_format f = src->format;
     int rc = check_data_dir(src->dir, err);
-    if (rc == 0 && f == CN_DATA_AUTO) rc = detect_format(src->dir, &f, err);
+    if (rc == 0 && f == CN_DATA_AUTO) { /* a folder of class folders shows no marker */
+        rc = detect_format(src->dir, &f, err);
+        if (rc != 0 && src->test_percent) f = CN_DATA_FOLDER, rc = 0;
+    }
     if (rc == 0 && (unsigned)f >= CN_DATA_FORMAT_COUNT)
         rc = cn_fail(err, "%s: unknown data format %d", src->dir, (int)f);
     if (rc == 0) rc = formats[f].read(ds, src, split, err);

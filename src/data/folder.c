@@ -9,7 +9,11 @@
  * images, whatever their content then proves; those named as other image formats (.bmp, .webp,
  * ...) are refused, since leaving them out would shrink the dataset unseen; anything else (notes,
  * Thumbs.db, annotations) is left out and counted. Names beginning with '.' are skipped, folders
- * included. Files are opened as regular files only, so a named pipe or a device is refused,
+ * included. A folder of class folders without train/ and test/ is split by a share
+ * (cn_data_source.test_percent): an image is a test image when the CRC-32 of its path below DIR,
+ * modulo 100, falls below the share, so that its split never depends on the other files (more
+ * images added later keep theirs) and Python can tell it with zlib.crc32. Files are opened as
+ * regular files only, so a named pipe or a device is refused,
  * never waited on; a folder that is its own ancestor through a link is refused, never walked
  * forever. It does not crop, pad or augment images, keep their aspect ratio when it scales them,
  * or follow any list of files other than the folders themselves. */
@@ -22,6 +26,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "data/formats.h"
 #include "data/image.h"
@@ -35,13 +40,15 @@ typedef struct {
     int n, cap;
 } name_list;
 
-/* What is being read: the split folder, each class's sorted files (paths below the class
- * folder), and how many files were left out as not named as images. */
+/* What is being read: the split folder (DIR itself for a split by share), each class's sorted
+ * files (paths below the class folder), and how many files were left out as not named as
+ * images. share: test_percent, 0 for DIR/train and DIR/test; test: the test split is read. */
 typedef struct {
     char *split_dir;
     name_list classes;
     name_list *files; /* [classes.n] */
     int total, skipped;
+    int share, test;
 } folder_plan;
 
 static void free_names(name_list *l)
@@ -125,11 +132,12 @@ static int list_classes(folder_plan *plan, cn_error *err)
     struct stat st;
     if (stat(plan->split_dir, &st) != 0 && errno == ENOENT)
         return cn_fail(err, "%s: no such folder (a folder dataset holds train/CLASS/IMAGE and "
-                       "test/CLASS/IMAGE)", plan->split_dir);
+                       "test/CLASS/IMAGE, or CLASS/IMAGE with a share of test images: "
+                       "--test-percent P)", plan->split_dir);
     if (list_class_folders(plan->split_dir, &plan->classes, err)) return -1;
     if (plan->classes.n == 0)
-        return cn_fail(err, "%s: no class folders (images go in SPLIT/CLASS/IMAGE)",
-                       plan->split_dir);
+        return cn_fail(err, "%s: no class folders (images go in %s)", plan->split_dir,
+                       plan->share ? "CLASS/IMAGE" : "SPLIT/CLASS/IMAGE");
     for (int c = 0; c < plan->classes.n; c++)
         if (check_class_name(plan->split_dir, plan->classes.names[c], c, err)) return -1;
     return 0;
@@ -161,12 +169,25 @@ static int image_name(const char *name, const char **format)
  * paths below the class folder; above: the folders on the way down, whose identities no folder
  * below may repeat (a link back up). */
 typedef struct {
-    const char *root;
+    const char *root, *class_name;
+    const folder_plan *plan;
     name_list *files;
     int *skipped;
+    int found; /* image files, in this split or not */
     struct stat above[MAX_DEPTH + 1];
     int depth;
 } class_walk;
+
+/* Whether image entry (its path below the class folder) is in the split being read: always,
+ * unless the split is by share (see the top). */
+static int in_split(const class_walk *w, const char *entry)
+{
+    if (w->plan->share == 0) return 1;
+    uLong crc = crc32_z(0L, (const Bytef *)w->class_name, strlen(w->class_name));
+    crc = crc32_z(crc, (const Bytef *)"/", 1);
+    crc = crc32_z(crc, (const Bytef *)entry, strlen(entry));
+    return (crc % 100 < (uLong)w->plan->share) == w->plan->test;
+}
 
 static int is_above(const class_walk *w, const struct stat *st)
 {
@@ -177,7 +198,37 @@ static int is_above(const class_walk *w, const struct stat *st)
 
 static int walk_folder(class_walk *w, const char *rel, cn_error *err);
 
-/* Entry name of folder rel (path: the folder's path) below the class folder. */
+/* Image file entry (its path below the class folder), kept when it is in the split. */
+static int add_image(class_walk *w, const char *entry, cn_error *err)
+{
+    w->found++;
+    if (!in_split(w, entry)) return 0;
+    if (w->files->n >= MAX_IMAGES)
+        return cn_fail(err, "%s: more than %d images", w->root, MAX_IMAGES);
+    if (add_name(w->files, entry) != 0)
+        return cn_fail(err, "%s: out of memory listing the folder", w->root);
+    return 0;
+}
+
+/* Folder entry (at full, st its identity) below the class folder, walked unless it is too deep
+ * or one of the folders above it. */
+static int walk_below(class_walk *w, const char *full, const char *entry, const struct stat *st,
+                      cn_error *err)
+{
+    if (w->depth > MAX_DEPTH)
+        return cn_fail(err, "%s: folders nested more than %d deep below the class folder", full,
+                       MAX_DEPTH);
+    if (is_above(w, st))
+        return cn_fail(err, "%s: a link back to a folder above it, which would be walked "
+                       "forever", full);
+    w->above[w->depth++] = *st;
+    int rc = walk_folder(w, entry, err);
+    w->depth--;
+    return rc;
+}
+
+/* Entry name of folder rel (path: the folder's path) below the class folder: an image, a folder
+ * to walk, a file of another image format (refused) or any other file (left out). */
 static int walk_entry(class_walk *w, const char *path, const char *rel, const char *name,
                       cn_error *err)
 {
@@ -186,29 +237,15 @@ static int walk_entry(class_walk *w, const char *path, const char *rel, const ch
     char *entry = rel[0] ? join(rel, name) : strdup(name), *full = join(path, name);
     struct stat st;
     int rc = entry && full ? 0 : cn_fail(err, "%s: out of memory listing the folder", path);
-    if (rc == 0 && kind == 1) {
-        if (w->files->n >= MAX_IMAGES)
-            rc = cn_fail(err, "%s: more than %d images", w->root, MAX_IMAGES);
-        else if (add_name(w->files, entry) != 0)
-            rc = cn_fail(err, "%s: out of memory listing the folder", path);
-    } else if (rc == 0 && stat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
-        if (w->depth > MAX_DEPTH)
-            rc = cn_fail(err, "%s: folders nested more than %d deep below the class folder", full,
-                         MAX_DEPTH);
-        else if (is_above(w, &st))
-            rc = cn_fail(err, "%s: a link back to a folder above it, which would be walked "
-                         "forever", full);
-        else {
-            w->above[w->depth++] = st;
-            rc = walk_folder(w, entry, err);
-            w->depth--;
-        }
-    } else if (rc == 0 && kind == -1) {
+    if (rc == 0 && kind == 1)
+        rc = add_image(w, entry, err);
+    else if (rc == 0 && stat(full, &st) == 0 && S_ISDIR(st.st_mode))
+        rc = walk_below(w, full, entry, &st, err);
+    else if (rc == 0 && kind == -1)
         rc = cn_fail(err, "%s: a %s image by its name; folder datasets hold PNG and JPEG files "
                      "(convert it, or move it out of the folder)", full, format);
-    } else if (rc == 0) {
+    else if (rc == 0)
         (*w->skipped)++;
-    }
     free(entry);
     free(full);
     return rc;
@@ -234,16 +271,18 @@ static int walk_folder(class_walk *w, const char *rel, cn_error *err)
     return rc;
 }
 
-/* Class c's image files, sorted: none is refused, so is more than MAX_IMAGES in all. */
+/* Class c's image files in the split, sorted: a class folder without images is refused (a
+ * class without images in a split by share is not), so is more than MAX_IMAGES in all. */
 static int list_class_files(folder_plan *plan, int c, const char *dir, cn_error *err)
 {
-    class_walk w = {.root = dir, .files = &plan->files[c], .skipped = &plan->skipped};
+    class_walk w = {.root = dir, .class_name = plan->classes.names[c], .plan = plan,
+                    .files = &plan->files[c], .skipped = &plan->skipped};
     if (stat(dir, &w.above[0]) != 0)
         return cn_fail(err, "%s: cannot open the folder: %s", dir, strerror(errno));
     w.depth = 1;
     name_list *l = &plan->files[c];
     if (walk_folder(&w, "", err)) return -1;
-    if (l->n == 0)
+    if (w.found == 0)
         return cn_fail(err, "%s: a class folder without images (no .png, .jpg or .jpeg files "
                        "in it or below it)", dir);
     if (l->n > MAX_IMAGES - plan->total)
@@ -264,6 +303,10 @@ static int list_files(folder_plan *plan, cn_error *err)
         free(dir);
         if (rc) return -1;
     }
+    if (plan->total == 0) /* only a split by share can come to none */
+        return cn_fail(err, "%s: none of the images is a %s image (%d%% are test images, by the "
+                       "CRC-32 of their paths): add images, or change the share",
+                       plan->split_dir, plan->test ? "test" : "training", plan->share);
     return 0;
 }
 
@@ -403,6 +446,15 @@ static int read_images(cn_dataset *ds, const folder_plan *plan, const cn_data_so
     return rc;
 }
 
+/* Whether dir holds a folder (or a link to one) named name. */
+static int holds_folder(const char *dir, const char *name)
+{
+    char *path = join(dir, name);
+    int folder = path && is_folder(path);
+    free(path);
+    return folder;
+}
+
 int cn_folder_split_read(cn_dataset *ds, const cn_data_source *src, const char *split,
                          cn_error *err)
 {
@@ -414,8 +466,14 @@ int cn_folder_split_read(cn_dataset *ds, const cn_data_source *src, const char *
     if ((h || w) && (h < 1 || w < 1 || h > CN_IMAGE_MAX_SIDE || w > CN_IMAGE_MAX_SIDE))
         return cn_fail(err, "%s: cannot scale images to %dx%d (sides 1 to %d)", dir, w, h,
                        CN_IMAGE_MAX_SIDE);
-    folder_plan plan = {0};
-    plan.split_dir = join(dir, split);
+    folder_plan plan = {.share = src->test_percent, .test = strcmp(split, "test") == 0};
+    if (plan.share < 0 || plan.share > 99)
+        return cn_fail(err, "%s: cannot take %d%% of the images as test images (1 to 99, or 0 "
+                       "for train/ and test/)", dir, plan.share);
+    if (plan.share && (holds_folder(dir, "train") || holds_folder(dir, "test")))
+        return cn_fail(err, "%s: holds train/ and test/, its own splits: a share of test images "
+                       "is taken only from a folder whose sub-folders are the classes", dir);
+    plan.split_dir = plan.share ? strdup(dir) : join(dir, split);
     int rc = plan.split_dir ? 0 : cn_fail(err, "%s: out of memory", dir);
     if (rc == 0) rc = list_classes(&plan, err);
     if (rc == 0) rc = list_files(&plan, err);

@@ -38,22 +38,29 @@ int cn_cifar10_parse(cn_dataset *ds, const uint8_t *bytes, size_t len, const cha
                      cn_error *err);
 
 /* Reads split "train" or "test" of an image folder in torchvision's ImageFolder layout:
- * DIR/SPLIT/CLASS/IMAGE (DIR: src->dir), PNG or JPEG (decided by content), classes = the
- * subfolder names in sorted order (strcmp), labels their index. src->channels: 1 grey or 3
+ * DIR/SPLIT/CLASS/IMAGE (DIR: src->dir), or, with src->test_percent, DIR/CLASS/IMAGE split by
+ * that share (an image is a test image when the CRC-32 of its path below DIR, modulo 100, is
+ * below it). Classes = the class folders' names in sorted order (strcmp), labels their index;
+ * a class's images are the files named .png, .jpg or .jpeg (any case) in its folder and the
+ * folders below it (decoded by content, PNG or JPEG), other files are left out and counted in
+ * ds->skipped, files named as other image formats are refused. src->channels: 1 grey or 3
  * colour (converted as cn_image_read does), 0 = as the first image is (1 for grey files, 3
  * otherwise). With src->height and src->width every image is scaled to that size as it is
  * read (cn_image_resize); else every image must have the first image's height and width.
  * Fills ds (zeroed by the caller): count, channels, height, width, classes, class_names
  * (malloc'd array of malloc'd strings, freed by cn_dataset_free), pixels [count, channels,
- * height, width], labels. Each class's files are taken in sorted file-name order and spread
- * over the split: file k of a class of n by (k + 1/2) / n, ties in class order, so that the
- * first or last N images hold the classes in about their shares. Errors (one line, naming the file or folder): missing DIR/SPLIT, no class folders, an
- * empty class folder, more than CN_MAX_CLASSES classes, a class name longer than
- * CN_CLASS_NAME_MAX bytes or with a control character, a file that is not an image or does not
- * decode, an image of another size than the first ("images of mixed sizes", without a size to
- * scale to), too many images (more than INT_MAX/2 or more pixels than fit in memory), a
- * non-regular file in a class folder. Hidden files (starting with '.') are skipped. On failure
- * the arrays it allocated are left in ds for cn_dataset_free. */
+ * height, width], labels, skipped. Each class's files are taken in sorted path order and
+ * spread over the split: file k of a class of n by (k + 1/2) / n, ties in class order, so that
+ * the first or last N images hold the classes in about their shares. Errors (one line, naming
+ * the file or folder): missing DIR/SPLIT, no class folders, a class folder without images,
+ * more than CN_MAX_CLASSES classes, a class name longer than CN_CLASS_NAME_MAX bytes or with a
+ * control character, a file named as another image format, a file that does not decode, an
+ * image of another size than the first ("images of mixed sizes", without a size to scale to),
+ * too many images (more than INT_MAX/2 or more pixels than fit in memory), a non-regular file
+ * named as an image, a folder that links back to one above it; with a share: a share outside
+ * 1..99, DIR holding train/ or test/, a split without images. Hidden files and folders
+ * (starting with '.') are skipped. On failure the arrays it allocated are left in ds for
+ * cn_dataset_free. */
 int cn_folder_split_read(cn_dataset *ds, const cn_data_source *src, const char *split,
                          cn_error *err);
 
