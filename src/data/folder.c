@@ -287,7 +287,8 @@ static int list_class_files(folder_plan *plan, int c, const char *dir, cn_error 
                        "in it or below it)", dir);
     if (l->n > MAX_IMAGES - plan->total)
         return cn_fail(err, "%s: more than %d images in all", plan->split_dir, MAX_IMAGES);
-    qsort(l->names, (size_t)l->n, sizeof *l->names, compare_names);
+    if (l->n > 1) /* none (a split by share) leaves names NULL */
+        qsort(l->names, (size_t)l->n, sizeof *l->names, compare_names);
     plan->total += l->n;
     return 0;
 }
