@@ -216,6 +216,7 @@ typedef struct {
     const char *classes; /* --classes FILE; NULL: what the data says */
     int resize;          /* --resize: folder images scaled to the model's height and width */
     int test_percent;    /* --test-percent: a folder of classes split by a share; 0: train/, test/ */
+    int threads;         /* --threads: folder images decoded by this many at once */
 } cli_data;
 /* Loads split ("train" or "test") of data, folder images with the channels the model reads
  * (scaled to its size with resize), and keeps only the first limit samples (0: all). CLI_OK,

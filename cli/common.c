@@ -603,6 +603,7 @@ int cli_load_dataset(cn_dataset *ds, const cli_data *data, const cn_model *model
     cn_model_input_shape(model, &src.channels, &src.height, &src.width);
     if (!data->resize) src.height = src.width = 0;
     src.test_percent = data->test_percent;
+    src.threads = data->threads;
     memset(ds, 0, sizeof *ds);
     if (cn_data_format_from_name(data->format ? data->format : "auto", &src.format) != 0)
         return cli_failure("--data-format: '%s' is not auto, idx, cifar10 or folder",

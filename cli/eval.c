@@ -183,7 +183,9 @@ static int score(const eval_settings *s, cn_model *model, const cn_dataset *test
  * takes its class names. */
 static int load_test_data(const eval_settings *s, cn_model *model, cn_dataset *test)
 {
-    int rc = cli_load_dataset(test, &s->data, model, "test", s->test_samples);
+    cli_data data = s->data;
+    data.threads = s->threads;
+    int rc = cli_load_dataset(test, &data, model, "test", s->test_samples);
     if (rc == CLI_OK)
         rc = cli_check_model_data(model, s->checkpoint, test, s->data.dir);
     if (rc == CLI_OK)

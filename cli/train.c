@@ -704,7 +704,8 @@ static int check_splits_agree(const train_settings *s, const cn_dataset *a, cons
  * (which takes their class names). */
 static int load_data(const train_settings *s, train_run *run)
 {
-    cli_data data = {s->data_dir, s->data_format, s->classes_file, s->resize, s->test_percent};
+    cli_data data = {s->data_dir, s->data_format, s->classes_file, s->resize, s->test_percent,
+                     s->threads};
     if (cli_load_dataset(&run->train, &data, run->model, "train", s->train_samples) != CLI_OK ||
         cli_load_dataset(&run->test, &data, run->model, "test", s->test_samples) != CLI_OK)
         return CLI_FAILURE;

@@ -105,6 +105,9 @@ typedef struct {
      * when the CRC-32 of its path below DIR, modulo 100, is below test_percent; 0: DIR holds
      * train/CLASS/IMAGE and test/CLASS/IMAGE. */
     int test_percent;
+    /* Folders: images decoded by this many threads at once (at most 64; 0 or 1: one); the
+     * dataset, or the error, is the same whatever the number. */
+    int threads;
 } cn_data_source;
 
 /* Images and labels of one split. Filled by cn_dataset_read; a caller may lower count to use

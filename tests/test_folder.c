@@ -365,6 +365,51 @@ static void test_folders_below_and_other_files(void **state)
     remove_tree(root);
 }
 
+/* Any number of decoding threads reads the same bytes, and a split with two bad files gives the
+ * same message, the first bad file's in dataset order, whatever the number. */
+static void test_threads_decode_the_same(void **state)
+{
+    (void)state;
+    char *root = tu_make_temp_dir("folder");
+    char rel[64];
+    for (int i = 0; i < 23; i++) {
+        snprintf(rel, sizeof rel, "train/c%d/%02d.png", i % 3, i);
+        write_png(root, rel, i, H, W, i % 2);
+    }
+    cn_dataset one = {0};
+    cn_error err = {{0}};
+    cn_data_source src = {.dir = root, .channels = 3, .threads = 1};
+    if (cn_folder_split_read(&one, &src, "train", &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(one.count, 23);
+    static const int threads[] = {0, 2, 3, 7, 64, 1000};
+    for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++) {
+        cn_dataset ds = {0};
+        src.threads = threads[k];
+        if (cn_folder_split_read(&ds, &src, "train", &err) != 0) fail_msg("%s", err.msg);
+        assert_int_equal(ds.count, one.count);
+        assert_memory_equal(ds.labels, one.labels, 23);
+        assert_memory_equal(ds.pixels, one.pixels, (size_t)23 * 3 * H * W);
+        free_dataset(&ds);
+    }
+    free_dataset(&one);
+    write_file(root, "train/c1/04.png", "damaged", 7);
+    write_file(root, "train/c2/20.png", "damaged", 7);
+    char first[sizeof err.msg];
+    src.threads = 1;
+    assert_int_equal(cn_folder_split_read(&one, &src, "train", &err), -1);
+    free_dataset(&one);
+    snprintf(first, sizeof first, "%s", err.msg);
+    assert_non_null(strstr(first, "04.png: not a PNG or JPEG image")); /* at 3/16 of the split */
+    for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++) {
+        cn_dataset ds = {0};
+        src.threads = threads[k];
+        assert_int_equal(cn_folder_split_read(&ds, &src, "train", &err), -1);
+        assert_string_equal(err.msg, first);
+        free_dataset(&ds);
+    }
+    remove_tree(root);
+}
+
 /* cn_folder_split_read of root (DIR/CLASS/IMAGE) split by share percent. */
 static int read_share(cn_dataset *ds, const char *root, const char *split, int percent,
                       cn_error *err)
@@ -581,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_scaled_to_a_size),
         cmocka_unit_test(test_folders_below_and_other_files),
         cmocka_unit_test(test_split_by_share),
+        cmocka_unit_test(test_threads_decode_the_same),
         cmocka_unit_test(test_mixed_sizes),
         cmocka_unit_test(test_empty_class_folder),
         cmocka_unit_test(test_undecodable_files),

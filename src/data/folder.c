@@ -16,10 +16,13 @@
  * regular files only, so a named pipe or a device is refused,
  * never waited on; a folder that is its own ancestor through a link is refused, never walked
  * forever. It does not crop, pad or augment images, keep their aspect ratio when it scales them,
- * or follow any list of files other than the folders themselves. */
+ * or follow any list of files other than the folders themselves. Images are decoded by
+ * cn_data_source.threads threads at once, into their own places (decode_all), so the dataset is
+ * the same bytes whatever their number. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +35,8 @@
 #include "data/image.h"
 
 #define MAX_IMAGES (INT_MAX / 2)
-#define MAX_DEPTH 32 /* folders below a class folder */
+#define MAX_DEPTH 32    /* folders below a class folder */
+#define MAX_DECODERS 64 /* threads decoding images */
 
 /* Sorted entry names of one folder. */
 typedef struct {
@@ -428,6 +432,66 @@ static char *file_path(const folder_plan *plan, file_ref f)
     return path;
 }
 
+/* The images of a split, decoded by one or more threads, each into its own place: a thread
+ * takes the next index under the lock; a failure at i stops the indices after it, and the
+ * message of the first failing image in dataset order is kept (every index before it has been
+ * taken, and is finished before the threads are joined), so that any number of threads gives
+ * the same dataset, or the same error. */
+typedef struct {
+    cn_dataset *ds;
+    const folder_plan *plan;
+    const file_ref *order;
+    const char *first;
+    int scale;
+    pthread_mutex_t lock;
+    int next, failed_at; /* under lock */
+    cn_error err;        /* under lock: the failure at failed_at */
+} image_jobs;
+
+static int take_index(image_jobs *j)
+{
+    pthread_mutex_lock(&j->lock);
+    int i = j->next < j->failed_at ? j->next++ : -1;
+    pthread_mutex_unlock(&j->lock);
+    return i;
+}
+
+static void fail_at(image_jobs *j, int i, const cn_error *err)
+{
+    pthread_mutex_lock(&j->lock);
+    if (i < j->failed_at) j->failed_at = i, j->err = *err;
+    pthread_mutex_unlock(&j->lock);
+}
+
+static void *decode_images(void *arg)
+{
+    image_jobs *j = arg;
+    for (int i; (i = take_index(j)) >= 0;) {
+        cn_error err = {{0}};
+        char *path = file_path(j->plan, j->order[i]);
+        int rc = path ? read_one(j->ds, i, j->order[i].c, path, j->first, j->scale, &err)
+                      : cn_fail(&err, "%s: out of memory", j->plan->split_dir);
+        free(path);
+        if (rc) fail_at(j, i, &err);
+    }
+    return NULL;
+}
+
+/* Decodes every image with up to threads threads (fewer when they cannot be started). */
+static int decode_all(image_jobs *j, int threads, cn_error *err)
+{
+    pthread_t helpers[MAX_DECODERS - 1];
+    int want = threads < MAX_DECODERS ? threads - 1 : MAX_DECODERS - 1, started = 0;
+    if (want > j->plan->total - 1) want = j->plan->total - 1;
+    while (started < want && pthread_create(&helpers[started], NULL, decode_images, j) == 0)
+        started++;
+    decode_images(j);
+    for (int k = 0; k < started; k++) pthread_join(helpers[k], NULL);
+    if (j->failed_at == j->plan->total) return 0;
+    *err = j->err;
+    return -1;
+}
+
 static int read_images(cn_dataset *ds, const folder_plan *plan, const cn_data_source *src,
                        cn_error *err)
 {
@@ -435,13 +499,18 @@ static int read_images(cn_dataset *ds, const folder_plan *plan, const cn_data_so
     char *first = order ? file_path(plan, order[0]) : NULL;
     int rc = first ? start_pixels(ds, plan, first, src, err)
                    : cn_fail(err, "%s: out of memory", plan->split_dir);
-    for (int i = 0; rc == 0 && i < plan->total; i++) {
-        char *path = file_path(plan, order[i]);
-        rc = path ? read_one(ds, i, order[i].c, path, first, src->height > 0, err)
-                  : cn_fail(err, "%s: out of memory", plan->split_dir);
-        free(path);
-        if (rc == 0) ds->count++;
+    if (rc == 0) {
+        image_jobs j = {.ds = ds, .plan = plan, .order = order, .first = first,
+                        .scale = src->height > 0, .failed_at = plan->total};
+        if (pthread_mutex_init(&j.lock, NULL) != 0)
+            rc = cn_fail(err, "%s: cannot make a lock for the decoding threads",
+                         plan->split_dir);
+        else {
+            rc = decode_all(&j, src->threads, err);
+            pthread_mutex_destroy(&j.lock);
+        }
     }
+    if (rc == 0) ds->count = plan->total;
     free(first);
     free(order);
     return rc;

@@ -3,7 +3,7 @@
  * many bytes of file; at most 8 records, a record cut short by the end of the input is left
  * out. The records are written as DIR/train/cK/fN.png (K the class, N the record) in a folder made
  * once per process under $TMPDIR and emptied for each input; the split is then read as channels
- * 0, 1 and 3, and as 1 channel scaled to 5 x 7, and DIR/train as a folder of class folders
+ * 0, 1 and 3 (by two threads), and as 1 channel scaled to 5 x 7, and DIR/train as a folder of class folders
  * split in halves by share. A read must give one image per record (of the size asked for; the
  * halves, together) with labels below its classes; a refusal must say why. Built with libFuzzer
  * by `make fuzz`, and with tests/fuzz/replay.c for `make test`. The seed corpus is made by
@@ -116,7 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cn_dataset ds = {0};
         cn_error err = {{0}};
         cn_data_source src = {.dir = fuzz_root, .channels = channels[k], .height = side[k],
-                              .width = side[k] + 2};
+                              .width = side[k] + 2, .threads = k == 2 ? 2 : 0};
         int rc = cn_folder_split_read(&ds, &src, "train", &err);
         check_read(rc, &ds, &err, records, channels[k], side[k]);
         cn_dataset_free(&ds);

@@ -19,8 +19,8 @@ make --no-print-directory -j"$jobs" BUILD=build-asan \
 echo "== ThreadSanitizer: the threaded tests"
 make --no-print-directory -j"$jobs" BUILD=build-tsan CFLAGS="$common -fsanitize=thread" \
   build-tsan/tests/test_trainer build-tsan/tests/test_model_steps build-tsan/tests/test_dist \
-  build-tsan/tests/test_model_random
-for t in test_trainer test_model_steps test_dist test_model_random; do
+  build-tsan/tests/test_model_random build-tsan/tests/test_folder
+for t in test_trainer test_model_steps test_dist test_model_random test_folder; do
   echo "== build-tsan/tests/$t"
   build-tsan/tests/$t
 done
