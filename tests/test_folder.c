@@ -418,6 +418,14 @@ static int read_share(cn_dataset *ds, const char *root, const char *split, int p
     return cn_folder_split_read(ds, &src, split, err);
 }
 
+/* The test split (test set) or the training split of root by share percent, read or failed. */
+static void read_share_ok(cn_dataset *ds, const char *root, int test, int percent)
+{
+    cn_error err = {{0}};
+    if (read_share(ds, root, test ? "test" : "train", percent, &err) != 0)
+        fail_msg("%s", err.msg);
+}
+
 /* Whether file rel (CLASS/...) of a split by share percent is a test image: its own CRC-32. */
 static int is_test_image(const char *rel, int percent)
 {
@@ -457,9 +465,7 @@ static void test_split_by_share(void **state)
         int seen[40] = {0}, in_test = 0;
         for (int t = 0; t < 2; t++) {
             cn_dataset ds = {0};
-            cn_error err = {{0}};
-            if (read_share(&ds, root, t ? "test" : "train", percent, &err) != 0)
-                fail_msg("%s", err.msg);
+            read_share_ok(&ds, root, t, percent);
             assert_int_equal(ds.classes, 2);
             assert_int_equal(ds.skipped, 1);
             for (int i = 0; i < ds.count; i++) {
@@ -481,9 +487,7 @@ static void test_split_by_share(void **state)
     write_png(root, "bird/only.png", 39, H, W, 1); /* one image: one split has none of it */
     for (int t = 0; t < 2; t++) {
         cn_dataset ds = {0};
-        cn_error err = {{0}};
-        if (read_share(&ds, root, t ? "test" : "train", percent, &err) != 0)
-            fail_msg("%s", err.msg);
+        read_share_ok(&ds, root, t, percent);
         assert_int_equal(ds.classes, 3);
         free_dataset(&ds);
     }
