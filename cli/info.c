@@ -16,13 +16,15 @@ typedef struct {
     const char *data_dir;
     int data_dir_given;
     int threads;
+    int test_percent; /* --test-percent: a folder of class folders split by a share */
 } info_settings;
 
-enum { OPT_DATA_DIR = 256, OPT_THREADS };
+enum { OPT_DATA_DIR = 256, OPT_THREADS, OPT_TEST_PERCENT };
 
 static const struct option info_options[] = {
     {"data-dir", required_argument, NULL, OPT_DATA_DIR},
     {"threads", required_argument, NULL, OPT_THREADS},
+    {"test-percent", required_argument, NULL, OPT_TEST_PERCENT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -48,7 +50,10 @@ void cli_info_help(FILE *out)
             "\n"
             "  --data-dir DIR       dataset folder to look in\n"
             "                       (default: %s)\n"
-            "  --threads N          threads for the peak measurement, 1..1024\n"
+            "  --test-percent P     the dataset is a folder of class folders split as\n"
+            "                       cnnc train --test-percent P splits it (default: none)\n"
+            "  --threads N          threads for the peak measurement and for decoding\n"
+            "                       folder images, 1..1024\n"
             "                       (default: online CPUs, here %d)\n"
             "  -h, --help           show this help and exit\n",
             CLI_DEFAULT_DATA_DIR, cli_default_threads());
@@ -71,6 +76,9 @@ static int parse_info_flags(int argc, char **argv, info_settings *s, int *help)
         } else if (c == OPT_THREADS &&
                    cli_parse_int("info", "--threads", optarg, 1, CLI_MAX_THREADS,
                                  &s->threads) != 0)
+            return CLI_USAGE;
+        else if (c == OPT_TEST_PERCENT &&
+                 cli_parse_int("info", "--test-percent", optarg, 1, 99, &s->test_percent) != 0)
             return CLI_USAGE;
     }
     return cli_no_positional("info", argc, argv, optind);
@@ -229,8 +237,10 @@ static void print_dataset(const info_settings *s)
     cn_dataset train = {0}, test = {0};
     cn_error err = {{0}};
     const char *where = s->data_dir_given ? "--data-dir" : "default";
-    if (cn_dataset_load(&train, s->data_dir, "train", &err) == 0 &&
-        cn_dataset_load(&test, s->data_dir, "test", &err) == 0) {
+    cn_data_source src = {.dir = s->data_dir, .test_percent = s->test_percent,
+                          .threads = s->threads};
+    if (cn_dataset_read(&train, &src, "train", &err) == 0 &&
+        cn_dataset_read(&test, &src, "test", &err) == 0) {
         cli_print_line("Dataset:   %s (%s): %s, %d training and %d test images of %dx%dx%d in "
                        "%d classes", s->data_dir, where, cn_data_format_name(train.format),
                        train.count, test.count, train.channels, train.height, train.width,
@@ -267,7 +277,7 @@ static void print_info(const info_settings *s)
 
 static info_settings info_defaults(void)
 {
-    return (info_settings){CLI_DEFAULT_DATA_DIR, 0, cli_default_threads()};
+    return (info_settings){.data_dir = CLI_DEFAULT_DATA_DIR, .threads = cli_default_threads()};
 }
 
 int cli_info_check_flags(int argc, char **argv)

@@ -226,4 +226,7 @@ refused "a share of IDX data" "--test-percent: .* holds idx data, with its own t
 refused "a share of a folder with splits" "holds train/ and test/, its own splits" \
   --data-dir "$tmp/three" --model "$tmp/lenet3.model" --test-percent 20
 expect 2 "--test-percent" train --test-percent 100
+run info --data-dir "$tmp/classes" --test-percent 25 --threads 2
+grep -q "folder, $((39 - count)) training and $count test images of" "$tmp/out" ||
+  fail "info --test-percent 25: $(cat "$tmp/out" "$tmp/err")"
 finish "$reached"
