@@ -72,8 +72,8 @@ void print_settings_line(const train_settings *s, const train_run *run)
                run->train.count, plural(run->train.count), per_epoch, run->test.count,
                plural(run->test.count));
     if (s->test_percent)
-        printf("  test split: the images of %d%% of the paths below %s, by their CRC-32\n",
-               s->test_percent, s->data_dir);
+        printf("  test split: about %d%% of the images of %s, by the CRC-32 of each path "
+               "(--test-percent)\n", s->test_percent, s->data_dir);
     cli_print_skipped("  ", &run->train, &run->test);
 }
 

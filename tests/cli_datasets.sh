@@ -212,6 +212,8 @@ run train --model "$tmp/lenet3.model" --data-dir "$tmp/classes" --test-percent 2
 [ "$status" -eq 0 ] || fail "--test-percent: train: $(cat "$tmp/err")"
 grep -q "^  data: $((39 - count)) training images .*, $count test images" "$tmp/out" ||
   fail "--test-percent 25: not $count test images (Python's count): $(grep data: "$tmp/out")"
+grep -q "^  test split: about 25% of the images of $tmp/classes, by the CRC-32 of each path" \
+  "$tmp/out" || fail "--test-percent: the settings do not say how the test split was made"
 grep -q '"run.test_percent":"25"' "$tmp/share-ck/checkpoint-epoch-0002.safetensors" ||
   fail "--test-percent: the checkpoint does not record it"
 run eval --checkpoint "$tmp/share-ck" --data-dir "$tmp/classes" --test-percent 25
