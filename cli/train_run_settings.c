@@ -2,11 +2,11 @@
  * math the library records: the planned epochs, the test images, the log interval, the
  * checkpoint cadence and how many are kept, the data (folder, format and class-names file), the
  * output files, --keep-best, the validation split (--val-samples), --resize and
- * --test-percent, which define the math; and the best validation accuracy so far with its epoch. Every checkpoint records
- * them and --resume takes them back, so that a resumed run is the run that was started. A flag
- * given on the resume line wins, apart from those three, which cannot change;
- * --num-epochs may make the run longer or shorter, never end it at or before the epochs
- * already done. The other math settings are train_checkpoint.c's business; what changes only
+ * --test-percent, which define the math; and the best validation accuracy so far with its
+ * epoch. Every checkpoint records them and --resume takes them back, so that a resumed run is
+ * the run that was started. A flag given on the resume line wins, apart from those three, which
+ * cannot change; --num-epochs may make the run longer or shorter, never end it at or before the
+ * epochs already done. The other math settings are train_checkpoint.c's business; what changes only
  * how a run looks or how fast it goes (--threads, --quiet, --verbose, --metrics-debug) is not
  * recorded. Paths are recorded as they were given. */
 #include <limits.h>

@@ -13,12 +13,12 @@
  * (cn_data_source.test_percent): an image is a test image when the CRC-32 of its path below DIR,
  * modulo 100, falls below the share, so that its split never depends on the other files (more
  * images added later keep theirs) and Python can tell it with zlib.crc32. Files are opened as
- * regular files only, so a named pipe or a device is refused,
- * never waited on; a folder that is its own ancestor through a link is refused, never walked
- * forever. It does not crop, pad or augment images, keep their aspect ratio when it scales them,
- * or follow any list of files other than the folders themselves. Images are decoded by
+ * regular files only, so a named pipe or a device is refused, never waited on; a folder that is
+ * its own ancestor through a link is refused, never walked forever. Images are decoded by
  * cn_data_source.threads threads at once, into their own places (decode_all), so the dataset is
- * the same bytes whatever their number. */
+ * the same bytes whatever their number. It does not crop, pad or augment images, keep their
+ * aspect ratio when it scales them, or follow any list of files other than the folders
+ * themselves. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -98,6 +98,15 @@ static int is_folder(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Whether dir holds a folder (or a link to one) named name. */
+static int holds_folder(const char *dir, const char *name)
+{
+    char *path = join(dir, name);
+    int folder = path && is_folder(path);
+    free(path);
+    return folder;
+}
+
 /* The folders in dir whose names do not start with '.', sorted. At most CN_MAX_CLASSES. */
 static int list_class_folders(const char *dir, name_list *l, cn_error *err)
 {
@@ -106,10 +115,7 @@ static int list_class_folders(const char *dir, name_list *l, cn_error *err)
     int rc = 0;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL) {
-        char *path = e->d_name[0] == '.' ? NULL : join(dir, e->d_name);
-        int folder = path && is_folder(path);
-        free(path);
-        if (!folder) continue;
+        if (e->d_name[0] == '.' || !holds_folder(dir, e->d_name)) continue;
         if (l->n >= CN_MAX_CLASSES)
             rc = cn_fail(err, "%s: more than %d class folders", dir, CN_MAX_CLASSES);
         else if (add_name(l, e->d_name) != 0)
@@ -173,11 +179,11 @@ static int image_name(const char *name, const char **format)
  * paths below the class folder; above: the folders on the way down, whose identities no folder
  * below may repeat (a link back up). */
 typedef struct {
-    const char *root, *class_name;
-    const folder_plan *plan;
-    name_list *files;
-    int *skipped;
-    int found; /* image files, in this split or not */
+    const char *root; /* the class folder */
+    folder_plan *plan;
+    name_list *files;  /* the plan's files of the class */
+    uLong class_crc;   /* of "CLASS/", where a path's CRC-32 for a split by share begins */
+    int found;         /* image files, in this split or not */
     struct stat above[MAX_DEPTH + 1];
     int depth;
 } class_walk;
@@ -187,9 +193,7 @@ typedef struct {
 static int in_split(const class_walk *w, const char *entry)
 {
     if (w->plan->share == 0) return 1;
-    uLong crc = crc32_z(0L, (const Bytef *)w->class_name, strlen(w->class_name));
-    crc = crc32_z(crc, (const Bytef *)"/", 1);
-    crc = crc32_z(crc, (const Bytef *)entry, strlen(entry));
+    uLong crc = crc32_z(w->class_crc, (const Bytef *)entry, strlen(entry));
     return (crc % 100 < (uLong)w->plan->share) == w->plan->test;
 }
 
@@ -249,7 +253,7 @@ static int walk_entry(class_walk *w, const char *path, const char *rel, const ch
         rc = cn_fail(err, "%s: a %s image by its name; folder datasets hold PNG and JPEG files "
                      "(convert it, or move it out of the folder)", full, format);
     else if (rc == 0)
-        (*w->skipped)++;
+        w->plan->skipped++;
     free(entry);
     free(full);
     return rc;
@@ -279,12 +283,12 @@ static int walk_folder(class_walk *w, const char *rel, cn_error *err)
  * class without images in a split by share is not), so is more than MAX_IMAGES in all. */
 static int list_class_files(folder_plan *plan, int c, const char *dir, cn_error *err)
 {
-    class_walk w = {.root = dir, .class_name = plan->classes.names[c], .plan = plan,
-                    .files = &plan->files[c], .skipped = &plan->skipped};
+    const char *name = plan->classes.names[c];
+    name_list *l = &plan->files[c];
+    class_walk w = {.root = dir, .plan = plan, .files = l, .depth = 1};
+    w.class_crc = crc32_z(crc32_z(0L, (const Bytef *)name, strlen(name)), (const Bytef *)"/", 1);
     if (stat(dir, &w.above[0]) != 0)
         return cn_fail(err, "%s: cannot open the folder: %s", dir, strerror(errno));
-    w.depth = 1;
-    name_list *l = &plan->files[c];
     if (walk_folder(&w, "", err)) return -1;
     if (w.found == 0)
         return cn_fail(err, "%s: a class folder without images (no .png, .jpg or .jpeg files "
@@ -514,15 +518,6 @@ static int read_images(cn_dataset *ds, const folder_plan *plan, const cn_data_so
     free(first);
     free(order);
     return rc;
-}
-
-/* Whether dir holds a folder (or a link to one) named name. */
-static int holds_folder(const char *dir, const char *name)
-{
-    char *path = join(dir, name);
-    int folder = path && is_folder(path);
-    free(path);
-    return folder;
 }
 
 int cn_folder_split_read(cn_dataset *ds, const cn_data_source *src, const char *split,
