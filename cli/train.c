@@ -299,13 +299,12 @@ static int parse_path(const char *flag, const char *text, const char **out)
     return 0;
 }
 
+/* Whether this CPU runs it is asked once every flag is read: the last --precision counts, so
+ * that a recipe's bf16 can be overridden by a later fp32 (make train-best TRAIN_ARGS=...). */
 static int parse_precision(const char *text, cn_precision *out)
 {
     if (cn_precision_from_name(text, out) != 0)
         return cli_usage_error("train", "--precision: '%s' is not fp32 or bf16", text);
-    if (!cn_precision_supported(*out))
-        return cli_usage_error("train", "--precision %s: this CPU cannot run it (it needs "
-                               "AVX512_BF16); use fp32", text);
     return 0;
 }
 
@@ -484,6 +483,9 @@ static int parse_train_flags(int argc, char **argv, train_settings *s, int *help
         s->given |= given_bit(c);
     }
     int rc = cli_no_positional("train", argc, argv, optind);
+    if (rc == CLI_OK && !cn_precision_supported(s->precision))
+        return cli_usage_error("train", "--precision %s: this CPU cannot run it (it needs "
+                               "AVX512_BF16); use fp32", cn_precision_name(s->precision));
     return rc == CLI_OK ? merge_replicas(s, replicas) : rc;
 }
 

@@ -128,6 +128,13 @@ if [ "$status" -ne 2 ] || ! grep -q "CNNC_ISA=$other: kernels of another process
 fi
 expect_absent test_result.png
 
+# The last --precision counts (make train-best TRAIN_ARGS='--precision fp32' on a CPU without
+# AVX512_BF16): fp32 after bf16 gets on to the data; bf16 after fp32 asks the CPU.
+expect 1 dataset-fashion-mnist train --precision bf16 --precision fp32 --data-dir "$tmp/no-such-data"
+if "$cnnc" info --threads 1 | grep -q "^BF16: *none"; then
+  expect 2 "--precision bf16: this CPU cannot run it" train --precision fp32 --precision bf16
+fi
+
 # ---------------------------------------------------------------- failures before work: exit 1
 expect 1 dataset-fashion-mnist train --data-dir "$tmp/no-such-data" --save m0.safetensors
 expect_absent test_result.png m0.safetensors
