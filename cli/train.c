@@ -483,10 +483,12 @@ static int parse_train_flags(int argc, char **argv, train_settings *s, int *help
         s->given |= given_bit(c);
     }
     int rc = cli_no_positional("train", argc, argv, optind);
-    if (rc == CLI_OK && !cn_precision_supported(s->precision))
+    if (rc != CLI_OK)
+        return rc;
+    if (!cn_precision_supported(s->precision))
         return cli_usage_error("train", "--precision %s: this CPU cannot run it (it needs "
                                "AVX512_BF16); use fp32", cn_precision_name(s->precision));
-    return rc == CLI_OK ? merge_replicas(s, replicas) : rc;
+    return merge_replicas(s, replicas);
 }
 
 /* The files the run writes, each checked (cli_output_check) into outputs; *n of them. */
